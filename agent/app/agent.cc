@@ -1,0 +1,140 @@
+#include "agent/app/agent.h"
+
+#include <chrono>
+#include <csignal>
+
+#include "agent/core/log.h"
+#include "agent/core/signals.h"
+#include "agent/exporter/http_server.h"
+#include "agent/exporter/scrape_collector.h"
+
+namespace ncclscope {
+namespace {
+
+double NowSeconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+void LogErrors(const std::vector<config::ConfigError>& errors) {
+  for (const config::ConfigError& error : errors) {
+    NCCLSCOPE_LOG(kError, "config") << error.ToString();
+  }
+}
+
+}  // namespace
+
+void ApplyOverrides(const Options& options, config::LoadResult& result) {
+  if (options.listen_address) {
+    if (auto bad = config::checks::ListenAddress()(*options.listen_address)) {
+      result.errors.push_back({"--web.listen-address", 0, 0, "", *bad});
+    } else {
+      result.config.server.listen_address = *options.listen_address;
+    }
+  }
+  if (options.log_level) {
+    if (auto bad = config::checks::OneOf({"debug", "info", "warn", "error"})(*options.log_level)) {
+      result.errors.push_back({"--log.level", 0, 0, "", *bad});
+    } else {
+      result.config.log.level = *options.log_level;
+    }
+  }
+}
+
+Agent::Agent(Options options, std::vector<std::shared_ptr<Source>> sources)
+    : options_(std::move(options)), sources_(std::move(sources)) {}
+
+Agent::~Agent() {
+  server_.reset();
+  sources_.StopAll();
+}
+
+config::LoadResult Agent::LoadConfig() const {
+  config::LoadResult result =
+      options_.config_file ? config::LoadFile(*options_.config_file) : config::LoadResult{};
+  ApplyOverrides(options_, result);
+  return result;
+}
+
+int Agent::Run(SignalWaiter& signals) {
+  config::LoadResult loaded = LoadConfig();
+  if (!loaded.ok()) {
+    LogErrors(loaded.errors);
+    NCCLSCOPE_LOG(kError, "agent") << "invalid configuration, not starting";
+    return 1;
+  }
+  config_ = loaded.config;
+  log::SetLevel(*log::ParseLevel(config_.log.level));
+  reload_.RecordInitialLoad(NowSeconds());
+  NCCLSCOPE_LOG(kInfo, "agent") << "starting ncclscope-agent, config "
+                                << options_.config_file.value_or("(built-in defaults)");
+
+  sources_.Apply(config_);
+  collector_ = std::make_shared<ScrapeCollector>(&sources_, &reload_);
+  std::string error;
+  server_ = HttpServer::Start(
+      config_.server.listen_address, config_.server.metrics_path, collector_,
+      [this] { return HealthText(); }, &error);
+  if (!server_) {
+    NCCLSCOPE_LOG(kError, "exporter") << error;
+    sources_.StopAll();
+    return 1;
+  }
+  NCCLSCOPE_LOG(kInfo, "exporter")
+      << "serving metrics on http://" << server_->bound_address() << config_.server.metrics_path;
+
+  while (true) {
+    const int signal = signals.Wait(std::chrono::milliseconds(1000));
+    if (signal == SIGHUP) {
+      Reload();
+    } else if (signal == SIGTERM || signal == SIGINT) {
+      NCCLSCOPE_LOG(kInfo, "agent")
+          << "received " << (signal == SIGTERM ? "SIGTERM" : "SIGINT") << ", shutting down";
+      break;
+    }
+  }
+  server_.reset();
+  sources_.StopAll();
+  NCCLSCOPE_LOG(kInfo, "agent") << "stopped";
+  return 0;
+}
+
+void Agent::Reload() {
+  NCCLSCOPE_LOG(kInfo, "config") << "SIGHUP: reloading "
+                                 << options_.config_file.value_or("(built-in defaults)");
+  config::LoadResult loaded = LoadConfig();
+  if (!loaded.ok()) {
+    LogErrors(loaded.errors);
+    reload_.RecordFailure();
+    NCCLSCOPE_LOG(kError, "config") << "reload failed; keeping the running configuration";
+    return;
+  }
+  const config::Config& next = loaded.config;
+  if (next.server.listen_address != config_.server.listen_address ||
+      next.server.metrics_path != config_.server.metrics_path) {
+    NCCLSCOPE_LOG(kWarn, "config")
+        << "server.listen_address and server.metrics_path take effect only after a restart";
+  }
+  config_ = next;
+  log::SetLevel(*log::ParseLevel(config_.log.level));
+  sources_.Apply(config_);
+  reload_.RecordSuccess(NowSeconds());
+  NCCLSCOPE_LOG(kInfo, "config") << "reload succeeded";
+}
+
+std::string Agent::HealthText() const {
+  std::string text;
+  for (const auto& entry : sources_.entries()) {
+    const SourceStatus status = sources_.StatusOf(*entry);
+    text += "source " + entry->source->name() + ": ";
+    if (!entry->enabled.load()) {
+      text += "disabled\n";
+    } else if (status.up) {
+      text += "up\n";
+    } else {
+      text += "down (" + status.reason + ")\n";
+    }
+  }
+  return text;
+}
+
+}  // namespace ncclscope

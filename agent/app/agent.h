@@ -1,0 +1,48 @@
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "agent/app/options.h"
+#include "agent/config/config.h"
+#include "agent/core/source_set.h"
+#include "agent/exporter/agent_state.h"
+
+namespace ncclscope {
+
+class HttpServer;
+class ScrapeCollector;
+class SignalWaiter;
+
+// The running daemon: owns the config, the sources and the HTTP server; reloads on SIGHUP and
+// shuts down cleanly on SIGTERM/SIGINT.
+class Agent {
+ public:
+  Agent(Options options, std::vector<std::shared_ptr<Source>> sources);
+  ~Agent();
+  Agent(const Agent&) = delete;
+  Agent& operator=(const Agent&) = delete;
+
+  // Loads the config, starts sources and the server, then serves until a stop signal.
+  // Returns the process exit code.
+  int Run(SignalWaiter& signals);
+
+ private:
+  // The config from --config (or defaults) with command-line overrides applied.
+  config::LoadResult LoadConfig() const;
+  void Reload();
+  std::string HealthText() const;
+
+  Options options_;
+  config::Config config_;
+  SourceSet sources_;
+  ReloadStats reload_;
+  std::shared_ptr<ScrapeCollector> collector_;
+  std::unique_ptr<HttpServer> server_;
+};
+
+// Applies --web.listen-address and --log.level to a loaded config, validating them like file keys.
+void ApplyOverrides(const Options& options, config::LoadResult& result);
+
+}  // namespace ncclscope

@@ -1,0 +1,79 @@
+#pragma once
+
+// A Source is one stream of data the agent exports: the profiler plugin's rings, the eBPF probes,
+// the InfiniBand ports, NVLink. Each renders its own metric families at scrape time (it is a
+// prometheus::Collectable) and reports its health; the agent starts, reconfigures and stops it.
+//
+// Contract:
+//  - Start() never throws and never takes the agent down: a source that cannot run (no BPF
+//    privilege, no NVML, no sysfs tree) returns Down(reason) and the rest of the agent runs on.
+//  - Collect() may run on the HTTP server's threads concurrently with itself and with
+//    Reconfigure(); it must be cheap (render state, do no I/O that can block for long).
+//  - Errors are counted by kind in errors(), rendered as ncclscope_source_errors_total.
+
+#include <prometheus/collectable.h>
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace ncclscope {
+
+namespace config {
+struct Config;
+}
+
+struct SourceStatus {
+  bool up = false;
+  std::string reason;  // why the source is down; empty when up
+
+  static SourceStatus Up() { return {true, ""}; }
+  static SourceStatus Down(std::string why) { return {false, std::move(why)}; }
+};
+
+// Error counts by kind ("read", "corrupt_record", "collect", ...). Thread-safe.
+class ErrorCounters {
+ public:
+  void Add(std::string_view kind, std::uint64_t n = 1);
+  std::vector<std::pair<std::string, std::uint64_t>> Snapshot() const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::map<std::string, std::uint64_t, std::less<>> counts_;
+};
+
+class Source : public prometheus::Collectable {
+ public:
+  explicit Source(std::string name) : name_(std::move(name)) {}
+  Source(const Source&) = delete;
+  Source& operator=(const Source&) = delete;
+
+  // Stable lower-case name, the `source` label of the self-metrics.
+  const std::string& name() const { return name_; }
+
+  // Whether the config asks for this source to run.
+  virtual bool Enabled(const config::Config& config) const = 0;
+  virtual SourceStatus Start(const config::Config& config) = 0;
+  // Applies a new config to a running source. The default restarts it.
+  virtual SourceStatus Reconfigure(const config::Config& config) {
+    Stop();
+    return Start(config);
+  }
+  virtual void Stop() = 0;
+
+  // Current health. Sources whose health changes while running override this.
+  virtual SourceStatus Status() const { return SourceStatus::Up(); }
+
+  ErrorCounters& errors() { return errors_; }
+  const ErrorCounters& errors() const { return errors_; }
+
+ private:
+  std::string name_;
+  ErrorCounters errors_;
+};
+
+}  // namespace ncclscope

@@ -1,0 +1,45 @@
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace prometheus {
+class Collectable;
+class Exposer;
+}  // namespace prometheus
+
+namespace ncclscope {
+
+// The agent's HTTP endpoint: prometheus-cpp's Exposer serving `metrics_path`, plus /healthz
+// (liveness: 200 "ok" while the agent runs, with one line per source) and a small landing page at
+// /.
+class HttpServer {
+ public:
+  // Text of /healthz after its first line; called per request.
+  using HealthText = std::function<std::string()>;
+
+  // Binds `listen_address` (HOST:PORT, :PORT or [IPv6]:PORT; port 0 picks a free port). Returns
+  // null and sets *error when the address cannot be bound.
+  static std::unique_ptr<HttpServer> Start(
+      const std::string& listen_address, const std::string& metrics_path,
+      const std::weak_ptr<prometheus::Collectable>& collectable, HealthText health,
+      std::string* error);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // The address actually bound, with the real port, e.g. "127.0.0.1:41234" or "0.0.0.0:9824".
+  const std::string& bound_address() const { return bound_address_; }
+
+ private:
+  HttpServer() = default;
+
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::string bound_address_;
+};
+
+// Translates our listen-address syntax to civetweb's listening_ports syntax; exposed for tests.
+std::string ToCivetListeningPort(const std::string& listen_address);
+
+}  // namespace ncclscope

@@ -1,0 +1,102 @@
+#include "agent/exporter/scrape_collector.h"
+
+#include <chrono>
+#include <exception>
+
+#include "agent/core/log.h"
+#include "agent/core/metric_family.h"
+#include "agent/exporter/build_info.h"
+#include "agent/exporter/process_metrics.h"
+
+namespace ncclscope {
+namespace {
+
+using prometheus::MetricFamily;
+
+void AppendSelfMetrics(const SourceSet& sources, const ReloadStats& reload,
+                       std::vector<MetricFamily>& out) {
+  auto build = metrics::Gauge(
+      "ncclscope_build_info",
+      "A metric with a constant '1' value labeled by version, revision and compiler of the agent.");
+  metrics::Add(build,
+               {{"version", std::string(kVersion)},
+                {"revision", std::string(kRevision)},
+                {"compiler", std::string(kCompiler)}},
+               1);
+  out.push_back(std::move(build));
+
+  auto up = metrics::Gauge("ncclscope_source_up",
+                           "1 when the source is running and healthy, 0 when it is down or "
+                           "disabled (see the agent log for why).");
+  auto enabled =
+      metrics::Gauge("ncclscope_source_enabled", "1 when the config enables the source.");
+  auto errors = metrics::Counter("ncclscope_source_errors_total",
+                                 "Errors a source met, by kind; the source keeps running.");
+  auto duration = metrics::Gauge("ncclscope_source_collection_duration_seconds",
+                                 "Time the source took to render its metrics for this scrape.");
+  for (const auto& entry : sources.entries()) {
+    const std::string& name = entry->source->name();
+    const bool is_enabled = entry->enabled.load();
+    const bool is_up = is_enabled && entry->running.load() && sources.StatusOf(*entry).up;
+    metrics::Add(up, {{"source", name}}, is_up ? 1 : 0);
+    metrics::Add(enabled, {{"source", name}}, is_enabled ? 1 : 0);
+    for (const auto& [kind, count] : entry->source->errors().Snapshot()) {
+      metrics::Add(errors, {{"source", name}, {"kind", kind}}, static_cast<double>(count));
+    }
+    if (entry->running.load()) {
+      metrics::Add(duration, {{"source", name}}, entry->last_collect_seconds.load());
+    }
+  }
+  out.push_back(std::move(up));
+  out.push_back(std::move(enabled));
+  if (!errors.metric.empty()) out.push_back(std::move(errors));
+  if (!duration.metric.empty()) out.push_back(std::move(duration));
+
+  auto reload_ok = metrics::Gauge("ncclscope_config_last_reload_successful",
+                                  "Whether the last configuration reload attempt was successful.");
+  metrics::Add(reload_ok, {}, reload.last_successful.load() ? 1 : 0);
+  out.push_back(std::move(reload_ok));
+  auto reload_time = metrics::Gauge("ncclscope_config_last_reload_success_timestamp_seconds",
+                                    "Timestamp of the last successful configuration load.");
+  metrics::Add(reload_time, {}, reload.last_success_time_seconds.load());
+  out.push_back(std::move(reload_time));
+  auto reloads = metrics::Counter("ncclscope_config_reloads_total",
+                                  "Configuration reload attempts (SIGHUP), by result.");
+  metrics::Add(reloads, {{"result", "success"}}, static_cast<double>(reload.successes.load()));
+  metrics::Add(reloads, {{"result", "failure"}}, static_cast<double>(reload.failures.load()));
+  out.push_back(std::move(reloads));
+}
+
+}  // namespace
+
+ScrapeCollector::ScrapeCollector(const SourceSet* sources, const ReloadStats* reload)
+    : sources_(sources), reload_(reload) {}
+
+std::vector<MetricFamily> ScrapeCollector::Collect() const {
+  std::vector<MetricFamily> out;
+  for (const auto& entry : sources_->entries()) {
+    if (!entry->running.load()) continue;
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      std::vector<MetricFamily> families = entry->source->Collect();
+      for (MetricFamily& family : families) out.push_back(std::move(family));
+    } catch (const std::exception& e) {
+      entry->source->errors().Add("collect");
+      NCCLSCOPE_LOG(kWarn, "exporter")
+          << "source " << entry->source->name() << " failed to render metrics: " << e.what();
+    } catch (...) {
+      entry->source->errors().Add("collect");
+    }
+    entry->last_collect_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+  try {
+    AppendSelfMetrics(*sources_, *reload_, out);
+    for (MetricFamily& family : CollectProcessMetrics()) out.push_back(std::move(family));
+  } catch (const std::exception& e) {
+    NCCLSCOPE_LOG(kWarn, "exporter") << "self-metrics failed: " << e.what();
+  }
+  return out;
+}
+
+}  // namespace ncclscope

@@ -1,0 +1,27 @@
+# Every external dependency is a Debian 12 package installed by scripts/install-deps.
+find_package(PkgConfig REQUIRED)
+find_package(Threads REQUIRED)
+find_package(yaml-cpp REQUIRED)
+find_package(prometheus-cpp REQUIRED COMPONENTS core pull)
+find_package(CURL REQUIRED)
+pkg_check_modules(LIBBPF REQUIRED IMPORTED_TARGET libbpf)
+pkg_check_modules(LIBELF REQUIRED IMPORTED_TARGET libelf)
+pkg_check_modules(IBVERBS REQUIRED IMPORTED_TARGET libibverbs)
+
+# civetweb is the HTTP server inside prometheus-cpp's Exposer (its package config defines
+# civetweb::civetweb); we use civetweb's request hook for /healthz.
+if(NOT TARGET civetweb::civetweb OR NOT TARGET civetweb::civetweb-cpp)
+  message(FATAL_ERROR "civetweb::civetweb not found (libcivetweb-dev)")
+endif()
+
+find_program(BPFTOOL bpftool PATHS /usr/sbin /sbin REQUIRED)
+find_program(CLANG clang REQUIRED)
+
+if(NCCLSCOPE_BUILD_TESTS)
+  find_package(GTest REQUIRED)
+  find_program(PROMTOOL promtool REQUIRED)
+  find_program(PROMETHEUS prometheus REQUIRED)
+endif()
+if(NCCLSCOPE_BUILD_BENCH)
+  find_package(benchmark REQUIRED)
+endif()

@@ -1,0 +1,17 @@
+# `cmake --build --preset default --target format-check` fails on any file clang-format would change;
+# `--target format` rewrites them. CI runs format-check as a test (tests/CMakeLists.txt).
+find_program(CLANG_FORMAT clang-format)
+if(CLANG_FORMAT)
+  file(GLOB_RECURSE NCCLSCOPE_FORMAT_SOURCES CONFIGURE_DEPENDS
+    ${CMAKE_SOURCE_DIR}/agent/*.cc ${CMAKE_SOURCE_DIR}/agent/*.h
+    ${CMAKE_SOURCE_DIR}/plugin/*.cc ${CMAKE_SOURCE_DIR}/plugin/*.h
+    ${CMAKE_SOURCE_DIR}/rdma/*.cc ${CMAKE_SOURCE_DIR}/rdma/*.h
+    ${CMAKE_SOURCE_DIR}/bpf/*.h
+    ${CMAKE_SOURCE_DIR}/tests/*.cc ${CMAKE_SOURCE_DIR}/tests/*.h ${CMAKE_SOURCE_DIR}/tests/*.c
+    ${CMAKE_SOURCE_DIR}/bench/*.cc ${CMAKE_SOURCE_DIR}/bench/*.h)
+  add_custom_target(format-check
+    COMMAND ${CLANG_FORMAT} --dry-run -Werror ${NCCLSCOPE_FORMAT_SOURCES}
+    COMMENT "Checking formatting" VERBATIM)
+  add_custom_target(format
+    COMMAND ${CLANG_FORMAT} -i ${NCCLSCOPE_FORMAT_SOURCES} VERBATIM)
+endif()

@@ -1,0 +1,38 @@
+#include "tests/support/agent_process.h"
+
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+namespace ncclscope::testing {
+
+AgentProcess::AgentProcess(const std::string& config_yaml, std::vector<std::string> extra_args,
+                           std::vector<std::string> extra_env) {
+  config_path_ = dir_.WriteFile("ncclscope.yaml", config_yaml);
+  std::vector<std::string> argv = {NCCLSCOPE_AGENT_PATH, "--config", config_path_,
+                                   "--web.listen-address", "127.0.0.1:0"};
+  argv.insert(argv.end(), extra_args.begin(), extra_args.end());
+  process_ = std::make_unique<Subprocess>(argv, dir_.path(), std::move(extra_env));
+  const auto address =
+      process_->WaitForStderr("serving metrics on http://", std::chrono::seconds(30));
+  if (!address) return;
+  // "127.0.0.1:41234/metrics\"" -> "http://127.0.0.1:41234"
+  base_url_ = "http://" + address->substr(0, address->find('/'));
+}
+
+double AgentProcess::Sample(const std::string& series) const {
+  return SampleValue(Get("/metrics").body, series);
+}
+
+double SampleValue(const std::string& exposition, const std::string& series) {
+  std::istringstream lines(exposition);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.size() > series.size() && line.compare(0, series.size(), series) == 0 &&
+        line[series.size()] == ' ') {
+      return std::stod(line.substr(series.size() + 1));
+    }
+  }
+  return std::numeric_limits<double>::quiet_NaN();
+}
+
+}  // namespace ncclscope::testing

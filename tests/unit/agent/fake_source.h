@@ -1,0 +1,46 @@
+#pragma once
+
+#include <atomic>
+#include <stdexcept>
+
+#include "agent/config/config.h"
+#include "agent/core/metric_family.h"
+#include "agent/core/source.h"
+
+namespace ncclscope::testing {
+
+// A Source whose behaviour each test sets: it can refuse to start, throw from Collect, and counts
+// its lifecycle calls.
+class FakeSource : public Source {
+ public:
+  explicit FakeSource(std::string name, bool enabled = true)
+      : Source(std::move(name)), enabled_(enabled) {}
+
+  bool Enabled(const config::Config& /*config*/) const override { return enabled_; }
+  SourceStatus Start(const config::Config& /*config*/) override {
+    ++starts;
+    if (start_throws) throw std::runtime_error("boom");
+    return start_ok ? SourceStatus::Up() : SourceStatus::Down("no device");
+  }
+  SourceStatus Reconfigure(const config::Config& /*config*/) override {
+    ++reconfigures;
+    return SourceStatus::Up();
+  }
+  void Stop() override { ++stops; }
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    if (collect_throws) throw std::runtime_error("render failed");
+    auto family = metrics::Gauge("fake_" + name() + "_value", "A fake value.");
+    metrics::Add(family, {{"k", "v"}}, 42);
+    return {family};
+  }
+
+  bool enabled_;
+  bool start_ok = true;
+  bool start_throws = false;
+  std::atomic<bool> collect_throws{false};
+  std::atomic<int> starts{0};
+  std::atomic<int> reconfigures{0};
+  std::atomic<int> stops{0};
+};
+
+}  // namespace ncclscope::testing
