@@ -15,3 +15,13 @@ if(CLANG_FORMAT)
   add_custom_target(format
     COMMAND ${CLANG_FORMAT} -i ${NCCLSCOPE_FORMAT_SOURCES} VERBATIM)
 endif()
+
+# `cmake --build --preset default --target tidy` runs clang-tidy (.clang-tidy) over every C++
+# source of ours in the compilation database; any finding fails it.
+find_program(RUN_CLANG_TIDY NAMES run-clang-tidy run-clang-tidy-14)
+if(RUN_CLANG_TIDY)
+  add_custom_target(tidy
+    COMMAND ${RUN_CLANG_TIDY} -quiet -j 2 -p ${CMAKE_BINARY_DIR}
+            "^${CMAKE_SOURCE_DIR}/(agent|plugin|rdma|tests|bench)/.*\\.(cc|c)$"
+    COMMENT "Running clang-tidy" VERBATIM)
+endif()

@@ -26,7 +26,7 @@ TempDir::~TempDir() {
 }
 
 std::string TempDir::WriteFile(const std::string& name, const std::string& content) const {
-  const std::string full = path_ + "/" + name;
+  std::string full = path_ + "/" + name;
   std::filesystem::create_directories(std::filesystem::path(full).parent_path());
   std::ofstream out(full, std::ios::binary | std::ios::trunc);
   out << content;

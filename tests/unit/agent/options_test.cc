@@ -10,6 +10,7 @@ namespace {
 std::optional<Options> Parse(std::vector<std::string> args, std::string* error) {
   args.insert(args.begin(), "ncclscope-agent");
   std::vector<char*> argv;
+  argv.reserve(args.size() + 1);
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   return ParseOptions(static_cast<int>(args.size()), argv.data(), error);
