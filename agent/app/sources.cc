@@ -1,11 +1,14 @@
 #include "agent/app/sources.h"
 
+#include "agent/ebpf/ebpf_source.h"
+
 namespace ncclscope {
 
 std::vector<std::shared_ptr<Source>> MakeSources() {
   std::vector<std::shared_ptr<Source>> sources;
   // Sources register here as they land: profiler plugin rings, eBPF probes, InfiniBand ports,
   // NVLink.
+  sources.push_back(std::make_shared<ebpf::EbpfSource>());
   return sources;
 }
 

@@ -21,6 +21,15 @@ std::string OneOf::Describe() const {
   return out;
 }
 
+std::optional<std::string> SubsetOf::operator()(const std::vector<std::string>& value) const {
+  for (const std::string& item : value) {
+    bool known = false;
+    for (const std::string& word : allowed) known |= word == item;
+    if (!known) return "\"" + item + "\" is not one of the known names (see the defaults)";
+  }
+  return std::nullopt;
+}
+
 std::optional<std::string> NonEmpty::operator()(const std::string& value) const {
   if (value.empty()) return "must not be empty";
   return std::nullopt;

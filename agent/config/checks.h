@@ -70,6 +70,13 @@ struct UrlPath {
   std::string Describe() const { return "path starting with /"; }
 };
 
+// Every list item is one of a fixed set of words (no duplicates needed, none checked).
+struct SubsetOf {
+  std::vector<std::string> allowed;
+  std::optional<std::string> operator()(const std::vector<std::string>& value) const;
+  std::string Describe() const { return "any of the defaults"; }
+};
+
 // Each list item is a valid ECMAScript regular expression.
 struct RegexList {
   std::optional<std::string> operator()(const std::vector<std::string>& value) const;

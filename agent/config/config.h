@@ -53,13 +53,94 @@ struct PluginConfig {
   }
 };
 
-// eBPF uprobes on libnccl and libibverbs.
+// eBPF uprobes on libnccl and libibverbs. The function lists are the ones agent/ebpf knows
+// (agent/ebpf/functions.cc; a test keeps the two in step); the default probes all of them.
+inline const std::vector<std::string> kEbpfNcclFunctions = {
+    "ncclAllReduce",    "ncclBroadcast",          "ncclBcast",
+    "ncclReduce",       "ncclAllGather",          "ncclReduceScatter",
+    "ncclAlltoAll",     "ncclGather",             "ncclScatter",
+    "ncclSend",         "ncclRecv",               "ncclGroupStart",
+    "ncclGroupEnd",     "ncclCommInitRank",       "ncclCommInitRankConfig",
+    "ncclCommInitRankScalable", "ncclCommInitAll", "ncclCommSplit",
+    "ncclCommFinalize", "ncclCommDestroy",        "ncclCommAbort",
+    "ncclCommCount",    "ncclCommUserRank"};
+inline const std::vector<std::string> kEbpfIbverbsFunctions = {
+    "ibv_create_qp", "ibv_modify_qp",     "ibv_destroy_qp", "ibv_reg_mr",
+    "ibv_reg_mr_iova2", "ibv_reg_dmabuf_mr", "ibv_dereg_mr"};
+
+struct EbpfNcclConfig {
+  std::vector<std::string> functions = kEbpfNcclFunctions;
+  std::vector<std::string> libraries = {R"(^libnccl\.so)"};
+
+  template <typename V>
+  void Visit(V& v) {
+    v.Field("functions", functions, "NCCL functions to probe; [] turns NCCL probing off.",
+            checks::SubsetOf{kEbpfNcclFunctions});
+    v.Field("libraries", libraries,
+            "Regular expressions on the file names of mapped libraries searched for NCCL "
+            "(add ^libtorch_cuda\\.so for a statically linked NCCL).",
+            checks::RegexList());
+  }
+};
+
+struct EbpfIbverbsConfig {
+  std::vector<std::string> functions = kEbpfIbverbsFunctions;
+  std::vector<std::string> libraries = {R"(^libibverbs\.so)"};
+
+  template <typename V>
+  void Visit(V& v) {
+    v.Field("functions", functions,
+            "libibverbs control-path functions to probe; [] turns verbs probing off.",
+            checks::SubsetOf{kEbpfIbverbsFunctions});
+    v.Field("libraries", libraries,
+            "Regular expressions on the file names of mapped libraries searched for verbs.",
+            checks::RegexList());
+  }
+};
+
 struct EbpfConfig {
   bool enabled = true;
+  EbpfNcclConfig nccl;
+  EbpfIbverbsConfig ibverbs;
+  Duration rescan_delay = Millis(500);
+  int rescans = 4;
+  Duration sweep_interval = Seconds(30);
+  int max_label_sets = 500;
+  int max_communicators = 4096;
+  std::string proc_root = "/proc";
+  std::string cgroup_root = "/sys/fs/cgroup";
+  std::vector<std::string> runtime_state_files = {
+      "/run/containerd/io.containerd.runtime.v2.task/k8s.io/{id}/config.json",
+      "/run/containers/storage/overlay-containers/{id}/userdata/config.json",
+      "/var/lib/docker/containers/{id}/config.v2.json"};
 
   template <typename V>
   void Visit(V& v) {
     v.Field("enabled", enabled, "Attach uprobes to libnccl and libibverbs in every process.");
+    v.Section("nccl", nccl, "Probes on libnccl.");
+    v.Section("ibverbs", ibverbs, "Probes on libibverbs.");
+    v.Field("rescan_delay", rescan_delay,
+            "First rescan of a process after exec; later ones at 4x each (NCCL is dlopen'ed "
+            "late).",
+            checks::InRange{Millis(10), Seconds(600)});
+    v.Field("rescans", rescans, "Rescans of each new process after its exec.",
+            checks::InRange{0, 10});
+    v.Field("sweep_interval", sweep_interval,
+            "How often every process is scanned, as a safety net for missed events.",
+            checks::InRange{Seconds(1), Seconds(3600)});
+    v.Field("max_label_sets", max_label_sets,
+            "Most (namespace, pod, container) label sets exported; the rest are summed into "
+            "pod=\"_other\".",
+            checks::InRange{1, 100000});
+    v.Field("max_communicators", max_communicators, "Most live communicators tracked.",
+            checks::InRange{1, 1000000});
+    v.Field("proc_root", proc_root, "Where the host's /proc is (needs hostPID in a pod).",
+            checks::AbsolutePath());
+    v.Field("cgroup_root", cgroup_root,
+            "Where the host's cgroup hierarchy is mounted (cgroup v2, or v1 with unified/).",
+            checks::AbsolutePath());
+    v.Field("runtime_state_files", runtime_state_files,
+            "Container runtime files holding pod and container names; {id} is the container id.");
   }
 };
 

@@ -1,0 +1,150 @@
+#include "agent/ebpf/bpf_objects.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+
+#include "agent/core/log.h"
+#include "probes.skel.h"
+#include "vma_iter.skel.h"
+
+namespace ncclscope::ebpf {
+namespace {
+
+// The records cross the kernel/user boundary byte for byte.
+static_assert(sizeof(ncclscope_proc_key) == 24);
+static_assert(sizeof(ncclscope_call_stats) == 16);
+static_assert(sizeof(ncclscope_result_key) == 32);
+static_assert(sizeof(ncclscope_stash) == 32);
+static_assert(sizeof(ncclscope_event) == 64);
+static_assert(sizeof(ncclscope_vma_record) == 40);
+
+int LibbpfPrint(enum libbpf_print_level level, const char* format, va_list args) {
+  if (level == LIBBPF_DEBUG || !log::Enabled(log::Level::kDebug)) return 0;
+  char line[1024];
+  const int n = std::vsnprintf(line, sizeof(line), format, args);
+  std::string text(line, n > 0 ? std::min<std::size_t>(n, sizeof(line) - 1) : 0);
+  while (!text.empty() && text.back() == '\n') text.pop_back();
+  NCCLSCOPE_LOG(kDebug, "libbpf") << text;
+  return 0;
+}
+
+void InstallLibbpfLogger() {
+  static const bool installed = [] {
+    libbpf_set_print(LibbpfPrint);
+    return true;
+  }();
+  (void)installed;
+}
+
+std::string LoadError(int err) {
+  if (err == EPERM || err == EACCES) {
+    return "not permitted to load BPF programs (" + std::string(std::strerror(err)) +
+           "): run as root, or grant CAP_BPF, CAP_PERFMON and CAP_SYS_ADMIN (see "
+           "agent/ebpf/README.md)";
+  }
+  return "cannot load BPF programs: " + std::string(std::strerror(err));
+}
+
+}  // namespace
+
+const Features& ProbeFeatures() {
+  static const Features features = [] {
+    Features f;
+    f.has_uprobe_pmu = access("/sys/bus/event_source/devices/uprobe/type", R_OK) == 0;
+    std::string error;
+    auto objects = BpfObjects::Load(&error);
+    if (!objects) {
+      f.reason = error;
+      return f;
+    }
+    if (!f.has_uprobe_pmu) {
+      f.reason = "the kernel has no uprobe PMU (CONFIG_UPROBE_EVENTS)";
+      return f;
+    }
+    f.can_load = true;
+    f.has_vma_iterator = objects->ExecutableMappings(getpid()).has_value();
+    return f;
+  }();
+  return features;
+}
+
+std::unique_ptr<BpfObjects> BpfObjects::Load(std::string* error) {
+  InstallLibbpfLogger();
+  std::unique_ptr<BpfObjects> objects(new BpfObjects());
+  objects->probes_ = ncclscope_probes__open_and_load();
+  if (objects->probes_ == nullptr) {
+    *error = LoadError(errno);
+    return nullptr;
+  }
+  objects->vma_ = ncclscope_vma_iter__open_and_load();
+  if (objects->vma_ == nullptr) {
+    // Not fatal: without the iterator, files are identified by the inode the process sees.
+    NCCLSCOPE_LOG(kWarn, "ebpf") << "task_vma iterator unavailable (" << std::strerror(errno)
+                                 << "): overlayfs files shared by containers may be counted twice";
+  }
+  return objects;
+}
+
+BpfObjects::~BpfObjects() {
+  lifecycle_.clear();
+  if (vma_ != nullptr) ncclscope_vma_iter__destroy(vma_);
+  if (probes_ != nullptr) ncclscope_probes__destroy(probes_);
+}
+
+bool BpfObjects::AttachLifecycle(std::string* error) {
+  for (bpf_program* program : {probes_->progs.ncclscope_exec, probes_->progs.ncclscope_exit}) {
+    bpf_link* link = bpf_program__attach(program);
+    if (link == nullptr) {
+      *error = std::string("cannot attach ") + bpf_program__name(program) + ": " +
+               std::strerror(errno);
+      lifecycle_.clear();
+      return false;
+    }
+    lifecycle_.emplace_back(link);
+  }
+  return true;
+}
+
+bpf_program* BpfObjects::entry_program() const { return probes_->progs.ncclscope_entry; }
+bpf_program* BpfObjects::return_program() const { return probes_->progs.ncclscope_return; }
+int BpfObjects::calls_fd() const { return bpf_map__fd(probes_->maps.calls); }
+int BpfObjects::results_fd() const { return bpf_map__fd(probes_->maps.results); }
+int BpfObjects::qp_states_fd() const { return bpf_map__fd(probes_->maps.qp_states); }
+int BpfObjects::counters_fd() const { return bpf_map__fd(probes_->maps.counters); }
+int BpfObjects::events_fd() const { return bpf_map__fd(probes_->maps.events); }
+
+std::optional<std::vector<ncclscope_vma_record>> BpfObjects::ExecutableMappings(pid_t pid) const {
+  if (vma_ == nullptr) return std::nullopt;
+  union bpf_iter_link_info info {};
+  info.task.pid = static_cast<__u32>(pid);
+  LIBBPF_OPTS(bpf_iter_attach_opts, opts);
+  opts.link_info = &info;
+  opts.link_info_len = sizeof(info);
+  const AttachedProbe link(bpf_program__attach_iter(vma_->progs.ncclscope_vmas, &opts));
+  if (!link.valid()) return std::nullopt;
+  const int fd = bpf_iter_create(bpf_link__fd(link.get()));
+  if (fd < 0) return std::nullopt;
+  std::vector<ncclscope_vma_record> records;
+  std::vector<char> bytes;
+  char buffer[8192];
+  constexpr std::size_t kMaxBytes = 16 << 20;  // a process with ~400k executable mappings
+  for (;;) {
+    const ssize_t n = read(fd, buffer, sizeof(buffer));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    bytes.insert(bytes.end(), buffer, buffer + n);
+    if (bytes.size() > kMaxBytes) break;
+  }
+  close(fd);
+  records.resize(bytes.size() / sizeof(ncclscope_vma_record));
+  std::memcpy(records.data(), bytes.data(), records.size() * sizeof(ncclscope_vma_record));
+  return records;
+}
+
+}  // namespace ncclscope::ebpf

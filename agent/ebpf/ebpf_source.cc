@@ -1,0 +1,58 @@
+#include "agent/ebpf/ebpf_source.h"
+
+#include "agent/core/log.h"
+#include "agent/ebpf/runtime.h"
+
+namespace ncclscope::ebpf {
+
+EbpfSource::EbpfSource() : Source("ebpf") {}
+
+EbpfSource::~EbpfSource() { Stop(); }
+
+SourceStatus EbpfSource::Start(const config::Config& config) {
+  std::string error;
+  std::shared_ptr<Runtime> runtime;
+  try {
+    runtime = Runtime::Start(config.ebpf, &error);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  if (!runtime) {
+    NCCLSCOPE_LOG(kWarn, "ebpf") << "eBPF source down: " << error
+                                 << " (the other sources keep running)";
+    return SourceStatus::Down(error);
+  }
+  NCCLSCOPE_LOG(kInfo, "ebpf") << "eBPF probes loaded; watching processes for libnccl ("
+                               << config.ebpf.nccl.functions.size() << " functions) and "
+                               << "libibverbs (" << config.ebpf.ibverbs.functions.size()
+                               << " functions)";
+  std::lock_guard<std::mutex> lock(mutex_);
+  runtime_ = std::move(runtime);
+  return SourceStatus::Up();
+}
+
+void EbpfSource::Stop() {
+  std::shared_ptr<Runtime> runtime;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    runtime = std::move(runtime_);
+  }
+  // Destroyed here (or by a scrape still holding it): joins the worker, detaches every probe.
+}
+
+SourceStatus EbpfSource::Status() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return runtime_ ? SourceStatus::Up() : SourceStatus::Down("not running");
+}
+
+std::vector<prometheus::MetricFamily> EbpfSource::Collect() const {
+  std::shared_ptr<Runtime> runtime;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    runtime = runtime_;
+  }
+  if (!runtime) return {};
+  return runtime->Render();
+}
+
+}  // namespace ncclscope::ebpf

@@ -1,0 +1,34 @@
+#pragma once
+
+// The `ebpf` source: uprobes on libnccl and libibverbs in every process of the node. See
+// agent/ebpf/README.md for the moving parts and docs/metrics.md for what it exports.
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "agent/config/config.h"
+#include "agent/core/source.h"
+
+namespace ncclscope::ebpf {
+
+class Runtime;
+
+class EbpfSource : public Source {
+ public:
+  EbpfSource();
+  ~EbpfSource() override;
+
+  bool Enabled(const config::Config& config) const override { return config.ebpf.enabled; }
+  SourceStatus Start(const config::Config& config) override;
+  void Stop() override;
+  SourceStatus Status() const override;
+  std::vector<prometheus::MetricFamily> Collect() const override;
+
+ private:
+  mutable std::mutex mutex_;  // guards runtime_ (start/stop against collect)
+  std::shared_ptr<Runtime> runtime_;
+};
+
+}  // namespace ncclscope::ebpf

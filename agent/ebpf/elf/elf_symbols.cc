@@ -1,0 +1,411 @@
+#include "agent/ebpf/elf/elf_symbols.h"
+
+#include <elf.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <set>
+
+namespace ncclscope::ebpf::elf {
+namespace {
+
+#if defined(__x86_64__)
+constexpr std::uint16_t kMachine = EM_X86_64;
+#elif defined(__aarch64__)
+constexpr std::uint16_t kMachine = EM_AARCH64;
+#else
+#error "unsupported architecture"
+#endif
+
+// Reads exactly `size` bytes at `offset`, or fails.
+bool ReadAt(int fd, std::uint64_t offset, void* out, std::size_t size) {
+  auto* bytes = static_cast<char*>(out);
+  std::size_t done = 0;
+  while (done < size) {
+    const ssize_t n = pread(fd, bytes + done, size - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+// offset + size lies within a file of `file_size` bytes, without overflow.
+bool Within(std::uint64_t offset, std::uint64_t size, std::uint64_t file_size) {
+  return offset <= file_size && size <= file_size - offset;
+}
+
+struct Table {
+  bool present = false;
+  std::uint64_t offset = 0;
+  std::uint64_t count = 0;  // entries
+  std::uint32_t link = 0;   // string table section index
+  std::uint32_t index = 0;  // own section index
+};
+
+struct RawSymbol {
+  std::string name;
+  std::string version;
+  bool hidden_version = false;  // "@VER" (not the default) in .dynsym
+  const Elf64_Sym* sym = nullptr;
+};
+
+}  // namespace
+
+struct SymbolFile::Impl {
+  int fd = -1;
+  Limits limits;
+  std::uint64_t file_size = 0;
+  std::vector<Elf64_Shdr> sections;
+  std::vector<Elf64_Phdr> segments;
+  Table dynsym;
+  Table symtab;
+  std::optional<std::uint32_t> versym_section;
+  std::optional<std::uint32_t> verdef_section;
+
+  bool LoadStrings(std::uint32_t section, std::string* out, std::string* error) const {
+    if (section == 0 || section >= sections.size()) {
+      *error = "symbol table links to no string table";
+      return false;
+    }
+    const Elf64_Shdr& s = sections[section];
+    if (s.sh_type != SHT_STRTAB) {
+      *error = "symbol table's string table has the wrong type";
+      return false;
+    }
+    if (s.sh_size > limits.max_string_table) {
+      *error = "string table larger than the limit";
+      return false;
+    }
+    out->resize(s.sh_size);
+    if (!ReadAt(fd, s.sh_offset, out->data(), out->size())) {
+      *error = "cannot read string table";
+      return false;
+    }
+    return true;
+  }
+
+  // NUL-terminated string at `offset` of `strings`, or nullopt when out of bounds/unterminated.
+  static std::optional<std::string_view> StringAt(const std::string& strings,
+                                                  std::uint64_t offset) {
+    if (offset >= strings.size()) return std::nullopt;
+    const void* end = std::memchr(strings.data() + offset, '\0', strings.size() - offset);
+    if (end == nullptr) return std::nullopt;
+    return std::string_view(strings.data() + offset,
+                            static_cast<const char*>(end) - (strings.data() + offset));
+  }
+
+  // Version index -> name, from .gnu.version_d (bounded walk of the linked list).
+  std::map<std::uint16_t, std::string> VersionNames(const std::string& dynstr) const {
+    std::map<std::uint16_t, std::string> names;
+    if (!verdef_section) return names;
+    const Elf64_Shdr& s = sections[*verdef_section];
+    std::uint64_t at = s.sh_offset;
+    const std::uint64_t end = s.sh_offset + s.sh_size;
+    for (std::uint32_t n = 0; n < limits.max_version_definitions; ++n) {
+      Elf64_Verdef def{};
+      if (!Within(at, sizeof(def), end) || !ReadAt(fd, at, &def, sizeof(def))) break;
+      Elf64_Verdaux aux{};
+      if (def.vd_cnt > 0 && Within(at + def.vd_aux, sizeof(aux), end) &&
+          ReadAt(fd, at + def.vd_aux, &aux, sizeof(aux))) {
+        if (auto name = StringAt(dynstr, aux.vda_name)) {
+          names[static_cast<std::uint16_t>(def.vd_ndx & 0x7fff)] = std::string(*name);
+        }
+      }
+      if (def.vd_next == 0) break;
+      at += def.vd_next;
+    }
+    return names;
+  }
+
+  std::optional<std::uint64_t> FileOffset(std::uint64_t address) const {
+    for (const Elf64_Phdr& p : segments) {
+      if (p.p_type != PT_LOAD || (p.p_flags & PF_X) == 0) continue;
+      if (address >= p.p_vaddr && address - p.p_vaddr < p.p_filesz) {
+        const std::uint64_t offset = address - p.p_vaddr + p.p_offset;
+        if (offset < file_size) return offset;
+      }
+    }
+    return std::nullopt;
+  }
+
+  // Walks one symbol table in chunks, calling visit(name, sym, index) for each defined function.
+  template <typename Visit>
+  bool Walk(const Table& table, const std::string& strings, std::string* error, Visit visit) const {
+    constexpr std::uint64_t kChunk = 8192;
+    std::vector<Elf64_Sym> chunk;
+    for (std::uint64_t first = 0; first < table.count; first += kChunk) {
+      const std::uint64_t n = std::min(kChunk, table.count - first);
+      chunk.resize(n);
+      if (!ReadAt(fd, table.offset + first * sizeof(Elf64_Sym), chunk.data(),
+                  n * sizeof(Elf64_Sym))) {
+        *error = "cannot read symbol table";
+        return false;
+      }
+      for (std::uint64_t i = 0; i < n; ++i) {
+        const Elf64_Sym& sym = chunk[i];
+        const unsigned type = ELF64_ST_TYPE(sym.st_info);
+        const unsigned bind = ELF64_ST_BIND(sym.st_info);
+        if (type != STT_FUNC && type != STT_GNU_IFUNC) continue;
+        if (bind != STB_GLOBAL && bind != STB_WEAK && bind != STB_LOCAL) continue;
+        if (sym.st_shndx == SHN_UNDEF || sym.st_value == 0) continue;
+        const auto name = StringAt(strings, sym.st_name);
+        if (!name || name->empty()) continue;
+        visit(*name, sym, first + i);
+      }
+    }
+    return true;
+  }
+};
+
+std::unique_ptr<SymbolFile> SymbolFile::Open(int fd, std::string* error, Limits limits) {
+  auto impl = std::make_unique<Impl>();
+  impl->fd = fd;
+  impl->limits = limits;
+  struct stat st {};
+  if (fstat(fd, &st) != 0) {
+    *error = std::string("cannot stat: ") + std::strerror(errno);
+    return nullptr;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    *error = "not a regular file";
+    return nullptr;
+  }
+  impl->file_size = static_cast<std::uint64_t>(st.st_size);
+  if (impl->file_size > limits.max_file_size) {
+    *error = "file larger than the limit";
+    return nullptr;
+  }
+  Elf64_Ehdr eh{};
+  if (impl->file_size < sizeof(eh) || !ReadAt(fd, 0, &eh, sizeof(eh))) {
+    *error = "too short for an ELF header";
+    return nullptr;
+  }
+  if (std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0) {
+    *error = "not an ELF file";
+    return nullptr;
+  }
+  if (eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_ident[EI_DATA] != ELFDATA2LSB) {
+    *error = "not a 64-bit little-endian ELF file";
+    return nullptr;
+  }
+  if (eh.e_machine != kMachine) {
+    *error = "ELF file for another architecture";
+    return nullptr;
+  }
+  if (eh.e_type != ET_DYN && eh.e_type != ET_EXEC) {
+    *error = "ELF file is not an executable or shared object";
+    return nullptr;
+  }
+  // Program headers: needed to turn addresses into file offsets.
+  if (eh.e_phnum == 0 || eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum == PN_XNUM ||
+      !Within(eh.e_phoff, std::uint64_t{eh.e_phnum} * sizeof(Elf64_Phdr), impl->file_size)) {
+    *error = "bad program header table";
+    return nullptr;
+  }
+  impl->segments.resize(eh.e_phnum);
+  if (!ReadAt(fd, eh.e_phoff, impl->segments.data(), eh.e_phnum * sizeof(Elf64_Phdr))) {
+    *error = "cannot read program headers";
+    return nullptr;
+  }
+  // Section headers: where the symbol tables are. Extended numbering (e_shnum == 0 with a
+  // non-zero e_shoff) is not used by shared libraries; reject it rather than guess.
+  if (eh.e_shnum == 0 || eh.e_shentsize != sizeof(Elf64_Shdr) || eh.e_shnum > limits.max_sections ||
+      !Within(eh.e_shoff, std::uint64_t{eh.e_shnum} * sizeof(Elf64_Shdr), impl->file_size)) {
+    *error = "bad or missing section header table (stripped of sections?)";
+    return nullptr;
+  }
+  impl->sections.resize(eh.e_shnum);
+  if (!ReadAt(fd, eh.e_shoff, impl->sections.data(), eh.e_shnum * sizeof(Elf64_Shdr))) {
+    *error = "cannot read section headers";
+    return nullptr;
+  }
+  for (std::uint32_t i = 0; i < impl->sections.size(); ++i) {
+    const Elf64_Shdr& s = impl->sections[i];
+    if (s.sh_type == SHT_NOBITS || s.sh_type == SHT_NULL) continue;
+    if (!Within(s.sh_offset, s.sh_size, impl->file_size)) {
+      if (s.sh_type == SHT_DYNSYM || s.sh_type == SHT_SYMTAB || s.sh_type == SHT_STRTAB ||
+          s.sh_type == SHT_GNU_versym || s.sh_type == SHT_GNU_verdef) {
+        *error = "section " + std::to_string(i) + " extends past the end of the file";
+        return nullptr;
+      }
+      continue;
+    }
+    Table* table = s.sh_type == SHT_DYNSYM ? &impl->dynsym
+                   : s.sh_type == SHT_SYMTAB ? &impl->symtab
+                                             : nullptr;
+    if (table != nullptr && !table->present) {
+      if (s.sh_entsize != sizeof(Elf64_Sym) || s.sh_size % sizeof(Elf64_Sym) != 0) {
+        *error = "symbol table with a bad entry size";
+        return nullptr;
+      }
+      if (s.sh_size / sizeof(Elf64_Sym) > limits.max_symbols) {
+        *error = "symbol table larger than the limit";
+        return nullptr;
+      }
+      *table = {true, s.sh_offset, s.sh_size / sizeof(Elf64_Sym), s.sh_link, i};
+    } else if (s.sh_type == SHT_GNU_versym) {
+      impl->versym_section = i;
+    } else if (s.sh_type == SHT_GNU_verdef) {
+      impl->verdef_section = i;
+    }
+  }
+  if (!impl->dynsym.present && !impl->symtab.present) {
+    *error = "no symbol table (stripped)";
+    return nullptr;
+  }
+  return std::unique_ptr<SymbolFile>(new SymbolFile(std::move(impl)));
+}
+
+SymbolFile::SymbolFile(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+SymbolFile::~SymbolFile() = default;
+
+bool SymbolFile::has_dynsym() const { return impl_->dynsym.present; }
+bool SymbolFile::has_symtab() const { return impl_->symtab.present; }
+
+std::map<std::string, Resolution, std::less<>> SymbolFile::Resolve(
+    const std::vector<std::string>& names) {
+  // Split each wanted name into base name and requested version.
+  struct Want {
+    std::string base;
+    std::string version;  // empty: the default (or the only, unversioned) one
+    std::vector<FunctionSymbol> found;
+    std::vector<FunctionSymbol> hidden;  // non-default versions, when no version was asked for
+  };
+  std::map<std::string, Want, std::less<>> wants;
+  std::map<std::string, std::vector<std::string>, std::less<>> by_base;
+  for (const std::string& name : names) {
+    Want want;
+    const auto at = name.find('@');
+    want.base = name.substr(0, at);
+    if (at != std::string::npos) {
+      want.version = name.substr(name.find_first_not_of('@', at));
+    }
+    by_base[want.base].push_back(name);
+    wants.emplace(name, std::move(want));
+  }
+
+  std::map<std::string, Resolution, std::less<>> out;
+  auto make = [&](std::string_view name, const Elf64_Sym& sym, bool from_symtab,
+                  std::string version) {
+    FunctionSymbol f;
+    f.name = std::string(name);
+    f.version = std::move(version);
+    f.address = sym.st_value;
+    f.size = sym.st_size;
+    f.weak = ELF64_ST_BIND(sym.st_info) == STB_WEAK;
+    f.from_symtab = from_symtab;
+    return f;
+  };
+
+  std::string error;
+  if (impl_->dynsym.present) {
+    std::string dynstr;
+    if (impl_->LoadStrings(impl_->dynsym.link, &dynstr, &error)) {
+      std::vector<std::uint16_t> versym;
+      if (impl_->versym_section) {
+        const Elf64_Shdr& s = impl_->sections[*impl_->versym_section];
+        if (s.sh_size == impl_->dynsym.count * sizeof(std::uint16_t)) {
+          versym.resize(impl_->dynsym.count);
+          if (!ReadAt(impl_->fd, s.sh_offset, versym.data(), s.sh_size)) versym.clear();
+        }
+      }
+      const auto version_names = impl_->VersionNames(dynstr);
+      impl_->Walk(impl_->dynsym, dynstr, &error,
+                  [&](std::string_view name, const Elf64_Sym& sym, std::uint64_t index) {
+                    if (ELF64_ST_BIND(sym.st_info) == STB_LOCAL) return;
+                    auto base = by_base.find(name);
+                    if (base == by_base.end()) return;
+                    std::string version;
+                    bool hidden = false;
+                    if (index < versym.size()) {
+                      hidden = (versym[index] & 0x8000) != 0;
+                      const auto v = version_names.find(versym[index] & 0x7fff);
+                      // Index 1 is the file's own base definition: treat as unversioned.
+                      if (v != version_names.end() && (versym[index] & 0x7fff) > 1) {
+                        version = v->second;
+                      }
+                    }
+                    for (const std::string& wanted : base->second) {
+                      Want& want = wants.at(wanted);
+                      FunctionSymbol f = make(name, sym, false, version);
+                      if (!want.version.empty()) {
+                        if (want.version == version) want.found.push_back(std::move(f));
+                      } else if (hidden) {
+                        want.hidden.push_back(std::move(f));
+                      } else {
+                        want.found.push_back(std::move(f));
+                      }
+                    }
+                  });
+    }
+  }
+  // .symtab for names .dynsym did not have (static NCCL inside another library).
+  bool need_symtab = false;
+  for (const auto& [name, want] : wants) need_symtab |= want.found.empty() && want.hidden.empty();
+  if (need_symtab && impl_->symtab.present) {
+    std::string strtab;
+    std::string symtab_error;
+    if (impl_->LoadStrings(impl_->symtab.link, &strtab, &symtab_error)) {
+      impl_->Walk(impl_->symtab, strtab, &symtab_error,
+                  [&](std::string_view name, const Elf64_Sym& sym, std::uint64_t) {
+                    auto base = by_base.find(name);
+                    if (base == by_base.end()) return;
+                    for (const std::string& wanted : base->second) {
+                      Want& want = wants.at(wanted);
+                      if (!want.version.empty() || !want.hidden.empty()) continue;
+                      if (want.found.empty() || want.found.front().from_symtab) {
+                        want.found.push_back(make(name, sym, true, ""));
+                      }
+                    }
+                  });
+    }
+    if (error.empty()) error = symtab_error;
+  }
+
+  for (auto& [name, want] : wants) {
+    Resolution r;
+    std::vector<FunctionSymbol>& found = want.found;
+    if (found.empty()) {
+      r.error = !want.hidden.empty() ? "only non-default versions (e.g. " + want.base + "@" +
+                                           want.hidden.front().version + ")"
+                : !error.empty()     ? error
+                                     : "not found";
+      out.emplace(name, std::move(r));
+      continue;
+    }
+    // Several definitions: fine when they share one address (aliases); otherwise prefer
+    // non-weak, and refuse to guess between two different strong definitions.
+    std::set<std::uint64_t> addresses;
+    for (const auto& f : found) addresses.insert(f.address);
+    const FunctionSymbol* pick = &found.front();
+    if (addresses.size() > 1) {
+      std::vector<const FunctionSymbol*> strong;
+      for (const auto& f : found) {
+        if (!f.weak) strong.push_back(&f);
+      }
+      std::set<std::uint64_t> strong_addresses;
+      for (const auto* f : strong) strong_addresses.insert(f->address);
+      if (strong_addresses.size() != 1) {
+        r.error = "ambiguous: " + std::to_string(addresses.size()) + " definitions";
+        out.emplace(name, std::move(r));
+        continue;
+      }
+      pick = strong.front();
+    }
+    const auto offset = impl_->FileOffset(pick->address);
+    if (!offset) {
+      r.error = "address is outside every executable segment";
+      out.emplace(name, std::move(r));
+      continue;
+    }
+    r.symbol = *pick;
+    r.symbol->offset = *offset;
+    out.emplace(name, std::move(r));
+  }
+  return out;
+}
+
+}  // namespace ncclscope::ebpf::elf

@@ -1,0 +1,66 @@
+#include "agent/ebpf/proc/root_path.h"
+
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+
+namespace ncclscope::ebpf::proc {
+namespace {
+
+OpenedFile CheckRegular(UniqueFd fd, std::string* error) {
+  OpenedFile out;
+  if (fstat(fd.get(), &out.st) != 0) {
+    *error = std::string("cannot stat: ") + std::strerror(errno);
+    return out;
+  }
+  if (!S_ISREG(out.st.st_mode)) {
+    *error = "not a regular file";
+    return out;
+  }
+  out.fd = std::move(fd);
+  return out;
+}
+
+}  // namespace
+
+OpenedFile OpenInRoot(const std::string& root, const std::string& path, std::string* error) {
+  if (path.empty() || path.front() != '/') {
+    *error = "not an absolute path";
+    return {};
+  }
+  const UniqueFd root_fd(open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!root_fd.valid()) {
+    *error = "cannot open root " + root + ": " + std::strerror(errno);
+    return {};
+  }
+  open_how how{};
+  how.flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK;
+  how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
+  const long fd = syscall(SYS_openat2, root_fd.get(), path.c_str(), &how, sizeof(how));
+  if (fd < 0) {
+    *error = std::string("cannot open in root: ") + std::strerror(errno);
+    return {};
+  }
+  return CheckRegular(UniqueFd(static_cast<int>(fd)), error);
+}
+
+OpenedFile OpenMappedFile(const std::string& proc_root, pid_t pid, std::uint64_t start,
+                          std::uint64_t end, std::string* error) {
+  char name[64];
+  std::snprintf(name, sizeof(name), "/map_files/%" PRIx64 "-%" PRIx64, start, end);
+  const std::string path = proc_root + "/" + std::to_string(pid) + name;
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
+  if (!fd.valid()) {
+    *error = "cannot open " + path + ": " + std::strerror(errno);
+    return {};
+  }
+  return CheckRegular(std::move(fd), error);
+}
+
+}  // namespace ncclscope::ebpf::proc

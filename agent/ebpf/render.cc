@@ -1,0 +1,169 @@
+// Runtime::Render: the eBPF source's metric families, built at scrape time from the BPF maps
+// (live processes) plus the totals folded from exited ones. Names and labels: docs/metrics.md.
+
+#include <bpf/bpf.h>
+
+#include "agent/core/metric_family.h"
+#include "agent/ebpf/functions.h"
+#include "agent/ebpf/runtime.h"
+
+namespace ncclscope::ebpf {
+namespace {
+
+metrics::Labels PodLabelSet(const PodLabels& p) {
+  return {{"namespace", p.namespace_name}, {"pod", p.pod}, {"container", p.container}};
+}
+
+metrics::Labels With(metrics::Labels labels, std::initializer_list<std::pair<std::string, std::string>> more) {
+  for (const auto& [name, value] : more) labels.push_back({name, value});
+  return labels;
+}
+
+template <typename Key, typename Value, typename Visit>
+void ForEachEntry(int fd, Visit visit) {
+  Key key{};
+  Key next{};
+  const void* previous = nullptr;
+  for (std::size_t n = 0; n < (1u << 16) && bpf_map_get_next_key(fd, previous, &next) == 0; ++n) {
+    Value value{};
+    if (bpf_map_lookup_elem(fd, &next, &value) == 0) visit(next, value);
+    key = next;
+    previous = &key;
+  }
+}
+
+}  // namespace
+
+std::vector<prometheus::MetricFamily> Runtime::Render() const {
+  std::lock_guard<std::mutex> lock(state_mutex_);
+  Totals t = totals_;
+  auto labels_of = [&](const ncclscope_proc_key& k) {
+    return attributor_->For({static_cast<pid_t>(k.tgid), k.start_ticks}, k.cgroup_id);
+  };
+  ForEachEntry<ncclscope_proc_key, ncclscope_call_stats>(
+      objects_->calls_fd(), [&](const ncclscope_proc_key& key, const ncclscope_call_stats& v) {
+        auto& total = t.calls[{labels_of(key), key.op}];
+        total.calls += v.calls;
+        total.bytes += v.bytes;
+      });
+  ForEachEntry<ncclscope_result_key, std::uint64_t>(
+      objects_->results_fd(), [&](const ncclscope_result_key& key, std::uint64_t v) {
+        t.results[{labels_of(key.proc), key.proc.op, key.value}] += v;
+      });
+  ForEachEntry<ncclscope_result_key, std::uint64_t>(
+      objects_->qp_states_fd(), [&](const ncclscope_result_key& key, std::uint64_t v) {
+        t.qp_states[{labels_of(key.proc), key.value}] += v;
+      });
+
+  auto nccl_calls = metrics::Counter("ncclscope_ebpf_nccl_calls_total",
+                                     "NCCL API calls made by applications, by function.");
+  auto nccl_bytes = metrics::Counter(
+      "ncclscope_ebpf_nccl_bytes_total",
+      "Bytes named by NCCL collective and point-to-point calls (count x datatype size).");
+  auto nccl_errors = metrics::Counter("ncclscope_ebpf_nccl_errors_total",
+                                      "NCCL API calls that returned an error, by result.");
+  auto ibv_calls = metrics::Counter("ncclscope_ebpf_ibv_calls_total",
+                                    "libibverbs control-path calls, by function.");
+  auto ibv_bytes = metrics::Counter("ncclscope_ebpf_ibv_registered_bytes_total",
+                                    "Bytes of memory regions successfully registered.");
+  auto ibv_errors = metrics::Counter("ncclscope_ebpf_ibv_errors_total",
+                                     "libibverbs control-path calls that failed, by result.");
+  auto qp = metrics::Counter("ncclscope_ebpf_ibv_qp_transitions_total",
+                             "Successful ibv_modify_qp state changes, by target state.");
+  for (const auto& [key, v] : t.calls) {
+    const auto& [labels, op] = key;
+    const ProbedFunction* f = FunctionForOp(op);
+    if (f == nullptr) continue;
+    auto set = With(PodLabelSet(labels), {{"function", std::string(f->name)}});
+    if (f->library == Library::kNccl) {
+      metrics::Add(nccl_calls, set, static_cast<double>(v.calls));
+      if (f->has_bytes) metrics::Add(nccl_bytes, set, static_cast<double>(v.bytes));
+    } else {
+      metrics::Add(ibv_calls, set, static_cast<double>(v.calls));
+      if (f->has_bytes) metrics::Add(ibv_bytes, set, static_cast<double>(v.bytes));
+    }
+  }
+  for (const auto& [key, count] : t.results) {
+    const auto& [labels, op, value] = key;
+    const ProbedFunction* f = FunctionForOp(op);
+    if (f == nullptr) continue;
+    auto set = With(PodLabelSet(labels),
+                    {{"function", std::string(f->name)}, {"result", ResultName(op, value)}});
+    metrics::Add(f->library == Library::kNccl ? nccl_errors : ibv_errors, set,
+                 static_cast<double>(count));
+  }
+  for (const auto& [key, count] : t.qp_states) {
+    const auto& [labels, state] = key;
+    metrics::Add(qp, With(PodLabelSet(labels), {{"state", std::string(QpStateName(state))}}),
+                 static_cast<double>(count));
+  }
+
+  auto aborts = metrics::Counter("ncclscope_ebpf_nccl_communicator_aborts_total",
+                                 "ncclCommAbort calls (communicators torn down after an error).");
+  for (const auto& [labels, count] : t.aborts) {
+    metrics::Add(aborts, PodLabelSet(labels), static_cast<double>(count));
+  }
+  auto comms = metrics::Gauge("ncclscope_ebpf_nccl_communicators",
+                              "Live NCCL communicators per process, by size and rank.");
+  std::map<std::tuple<PodLabels, pid_t, std::int32_t, std::int32_t>, int> grouped;
+  for (const auto& [process, list] : communicators_) {
+    for (const auto& [handle, c] : list) ++grouped[{c.labels, process.pid, c.nranks, c.rank}];
+  }
+  auto show = [](std::int32_t n) { return n < 0 ? std::string("unknown") : std::to_string(n); };
+  for (const auto& [key, count] : grouped) {
+    const auto& [labels, pid, nranks, rank] = key;
+    metrics::Add(comms,
+                 With(PodLabelSet(labels), {{"pid", std::to_string(pid)},
+                                            {"nranks", show(nranks)},
+                                            {"rank", show(rank)}}),
+                 count);
+  }
+
+  // Self-metrics of the probes.
+  const AttachRegistry::Stats stats = registry_->stats();
+  auto files = metrics::Gauge("ncclscope_ebpf_attached_files",
+                              "Distinct library files (real inodes) with probes attached.");
+  auto probes = metrics::Gauge("ncclscope_ebpf_attached_probes",
+                               "Uprobe and uretprobe links attached.");
+  auto processes = metrics::Gauge("ncclscope_ebpf_processes",
+                                  "Processes mapping a library file with probes attached.");
+  auto failures = metrics::Counter("ncclscope_ebpf_attach_failures_total",
+                                   "Library files that could not be attached (reason in the log).");
+  for (int lib = 0; lib < kLibraryCount; ++lib) {
+    const metrics::Labels set = {{"library", std::string(LibraryName(static_cast<Library>(lib)))}};
+    metrics::Add(files, set, static_cast<double>(stats.files[lib]));
+    metrics::Add(probes, set, static_cast<double>(stats.probes[lib]));
+    metrics::Add(processes, set, static_cast<double>(stats.processes[lib]));
+    metrics::Add(failures, set, static_cast<double>(stats.failures[lib]));
+  }
+  auto scans = metrics::Counter("ncclscope_ebpf_process_scans_total",
+                                "Reads of /proc/<pid>/maps looking for the libraries.");
+  metrics::Add(scans, {}, static_cast<double>(scans_.load()));
+  auto dropped = metrics::Counter("ncclscope_ebpf_dropped_total",
+                                  "Things the eBPF source had to drop, by reason.");
+  std::uint64_t counters[NCCLSCOPE_COUNTER_COUNT] = {};
+  for (std::uint32_t i = 0; i < NCCLSCOPE_COUNTER_COUNT; ++i) {
+    bpf_map_lookup_elem(objects_->counters_fd(), &i, &counters[i]);
+  }
+  const std::pair<const char*, std::uint64_t> reasons[] = {
+      {"events_lost", counters[NCCLSCOPE_COUNTER_EVENTS_LOST]},
+      {"calls_map_full", counters[NCCLSCOPE_COUNTER_CALLS_FULL]},
+      {"results_map_full", counters[NCCLSCOPE_COUNTER_RESULTS_FULL]},
+      {"rescan_queue_full", rescan_overflows_.load()},
+      {"label_sets_overflow", attributor_->overflows()},
+      {"communicators_overflow", communicator_overflows_.load()},
+  };
+  for (const auto& [reason, value] : reasons) {
+    metrics::Add(dropped, {{"reason", reason}}, static_cast<double>(value));
+  }
+
+  std::vector<prometheus::MetricFamily> out;
+  for (auto* family : {&nccl_calls, &nccl_bytes, &nccl_errors, &comms, &aborts, &ibv_calls,
+                       &ibv_errors, &ibv_bytes, &qp, &files, &probes, &processes, &failures,
+                       &scans, &dropped}) {
+    out.push_back(std::move(*family));
+  }
+  return out;
+}
+
+}  // namespace ncclscope::ebpf

@@ -1,0 +1,88 @@
+#pragma once
+
+// Everything the running eBPF source owns, in construction order (destroyed in reverse): the
+// BPF objects, the attacher and registry over them, discovery, attribution, the ring buffer and
+// the worker thread that drives discovery from exec/exit events, rescans and sweeps. State that
+// scrapes read (folded totals of exited processes, live communicators) is guarded by one mutex.
+
+#include <prometheus/metric_family.h>
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "agent/config/config.h"
+#include "agent/ebpf/attach/bpf_attacher.h"
+#include "agent/ebpf/attach/registry.h"
+#include "agent/ebpf/attribution.h"
+#include "agent/ebpf/bpf_objects.h"
+#include "agent/ebpf/discovery.h"
+
+struct ring_buffer;
+
+namespace ncclscope::ebpf {
+
+// Counts of exited processes, kept so counters never go down when a process's BPF map entries
+// are deleted.
+struct Totals {
+  std::map<std::tuple<PodLabels, std::uint32_t>, ncclscope_call_stats> calls;
+  std::map<std::tuple<PodLabels, std::uint32_t, std::int64_t>, std::uint64_t> results;
+  std::map<std::tuple<PodLabels, std::int64_t>, std::uint64_t> qp_states;
+  std::map<PodLabels, std::uint64_t> aborts;
+};
+
+struct Communicator {
+  std::int32_t nranks = -1;
+  std::int32_t rank = -1;
+  PodLabels labels;
+};
+
+class Runtime {
+ public:
+  // Loads, attaches the lifecycle tracepoints and starts the worker; nullptr with *error when the
+  // source cannot run.
+  static std::shared_ptr<Runtime> Start(const config::EbpfConfig& config, std::string* error);
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  std::vector<prometheus::MetricFamily> Render() const;
+
+ private:
+  Runtime() = default;
+  void Work();
+  static int OnEvent(void* ctx, void* data, std::size_t size);
+  void HandleEvent(const ncclscope_event& event);
+  // Moves the BPF map entries of `dead` processes into totals_ (state_mutex_ held).
+  void Fold(const std::set<ProcessKey>& dead);
+  // Processes in the BPF maps that no longer exist.
+  std::set<ProcessKey> DeadInMaps() const;
+
+  config::EbpfConfig config_;
+  std::unique_ptr<BpfObjects> objects_;
+  std::unique_ptr<BpfAttacher> attacher_;
+  std::unique_ptr<AttachRegistry> registry_;
+  std::unique_ptr<Discovery> discovery_;
+  std::unique_ptr<Attributor> attributor_;
+  ring_buffer* ring_ = nullptr;
+
+  mutable std::mutex state_mutex_;
+  Totals totals_;
+  std::map<ProcessKey, std::map<std::uint64_t, Communicator>> communicators_;
+  std::size_t communicator_count_ = 0;
+
+  std::vector<ProcessKey> exits_;  // worker only: exits seen in the current poll
+  std::atomic<std::uint64_t> scans_{0};
+  std::atomic<std::uint64_t> rescan_overflows_{0};
+  std::atomic<std::uint64_t> communicator_overflows_{0};
+  std::atomic<bool> stop_{false};
+  std::thread worker_;
+};
+
+}  // namespace ncclscope::ebpf

@@ -1,0 +1,402 @@
+// SPDX-License-Identifier: GPL-2.0
+/* Uprobes on libnccl and libibverbs, and the process lifecycle the agent needs around them.
+ *
+ * One entry program and one return program serve every probed function: the agent attaches each
+ * (file, function) with the function's op (enum ncclscope_op) as the bpf_cookie. Counting happens
+ * here, in hash maps keyed by process + op, which the agent reads at scrape time; only rare events
+ * (communicator lifecycle, queue pairs entering the error state, exec and exit) go through the ring
+ * buffer. Structs are in include/ncclscope/bpf_intf.h.
+ */
+#include "vmlinux.h"
+
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+#include "ncclscope/bpf_intf.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+#define MAX_PROC_OPS 16384
+
+/* Calls and bytes per (process, cgroup, op). Plain hash, not LRU: counts must not vanish; the
+ * agent deletes entries of exited processes after folding them into its totals. */
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, MAX_PROC_OPS);
+  __type(key, struct ncclscope_proc_key);
+  __type(value, struct ncclscope_call_stats);
+} calls SEC(".maps");
+
+/* Non-success results per (process, cgroup, op, result). */
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, MAX_PROC_OPS);
+  __type(key, struct ncclscope_result_key);
+  __type(value, __u64);
+} results SEC(".maps");
+
+/* Successful ibv_modify_qp transitions per (process, cgroup, target state). */
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 4096);
+  __type(key, struct ncclscope_result_key);
+  __type(value, __u64);
+} qp_states SEC(".maps");
+
+/* Entry -> return state per (domain, thread). LRU so that a thread killed mid-call leaks nothing
+ * even if its exit were missed; exits delete their entries anyway. */
+struct {
+  __uint(type, BPF_MAP_TYPE_LRU_HASH);
+  __uint(max_entries, 65536);
+  __type(key, __u64);
+  __type(value, struct ncclscope_stash);
+} stash SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_RINGBUF);
+  __uint(max_entries, 256 * 1024);
+} events SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(max_entries, NCCLSCOPE_COUNTER_COUNT);
+  __type(key, __u32);
+  __type(value, __u64);
+} counters SEC(".maps");
+
+/* sizeof each ncclDataType_t (nccl.h, 2.28): int8, uint8, int32, uint32, int64, uint64, float16,
+ * float32, float64, bfloat16, fp8 e4m3, fp8 e5m2. */
+static const __u8 kDatatypeSize[12] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
+
+static __always_inline void bump(__u32 index) {
+  __u64 *value = bpf_map_lookup_elem(&counters, &index);
+  if (value) __sync_fetch_and_add(value, 1);
+}
+
+static __always_inline __u64 start_ticks_of(struct task_struct *task) {
+  return BPF_CORE_READ(task, group_leader, start_boottime) / NCCLSCOPE_NSEC_PER_TICK;
+}
+
+static __always_inline void current_proc(struct ncclscope_proc_key *key, __u32 op) {
+  struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+  key->tgid = bpf_get_current_pid_tgid() >> 32;
+  key->op = op;
+  key->start_ticks = start_ticks_of(task);
+  key->cgroup_id = bpf_get_current_cgroup_id();
+}
+
+static __always_inline void add_call(__u32 op, __u64 calls_delta, __u64 bytes) {
+  struct ncclscope_proc_key key = {};
+  current_proc(&key, op);
+  struct ncclscope_call_stats *stats = bpf_map_lookup_elem(&calls, &key);
+  if (!stats) {
+    struct ncclscope_call_stats zero = {};
+    /* BPF_NOEXIST: another thread of the process may have created it meanwhile. */
+    bpf_map_update_elem(&calls, &key, &zero, BPF_NOEXIST);
+    stats = bpf_map_lookup_elem(&calls, &key);
+    if (!stats) {
+      bump(NCCLSCOPE_COUNTER_CALLS_FULL);
+      return;
+    }
+  }
+  if (calls_delta) __sync_fetch_and_add(&stats->calls, calls_delta);
+  if (bytes) __sync_fetch_and_add(&stats->bytes, bytes);
+}
+
+static __always_inline void add_result(void *map, __u32 op, __s64 value) {
+  struct ncclscope_result_key key = {};
+  current_proc(&key.proc, op);
+  key.value = value;
+  __u64 *count = bpf_map_lookup_elem(map, &key);
+  if (!count) {
+    __u64 zero = 0;
+    bpf_map_update_elem(map, &key, &zero, BPF_NOEXIST);
+    count = bpf_map_lookup_elem(map, &key);
+    if (!count) {
+      bump(NCCLSCOPE_COUNTER_RESULTS_FULL);
+      return;
+    }
+  }
+  __sync_fetch_and_add(count, 1);
+}
+
+static __always_inline struct ncclscope_event *new_event(__u32 kind, __u32 op) {
+  struct ncclscope_event *event = bpf_ringbuf_reserve(&events, sizeof(*event), 0);
+  if (!event) {
+    bump(NCCLSCOPE_COUNTER_EVENTS_LOST);
+    return 0;
+  }
+  struct ncclscope_proc_key key = {};
+  current_proc(&key, op);
+  event->kind = kind;
+  event->tgid = key.tgid;
+  event->start_ticks = key.start_ticks;
+  event->cgroup_id = key.cgroup_id;
+  event->op = op;
+  event->result = 0;
+  event->handle = 0;
+  event->nranks = -1;
+  event->rank = -1;
+  event->parent = 0;
+  event->qp_num = 0;
+  event->pad = 0;
+  return event;
+}
+
+static __always_inline __u64 read_user_u64(__u64 address) {
+  __u64 value = 0;
+  if (address) bpf_probe_read_user(&value, sizeof(value), (const void *)address);
+  return value;
+}
+
+static __always_inline __s32 read_user_s32(__u64 address) {
+  __s32 value = -1;
+  if (address) bpf_probe_read_user(&value, sizeof(value), (const void *)address);
+  return value;
+}
+
+static __always_inline __u64 nccl_bytes(__u64 count, __u64 datatype) {
+  if (datatype >= sizeof(kDatatypeSize)) return 0;
+  return count * kDatatypeSize[datatype];
+}
+
+/* Decodes the arguments of `op` on entry: fills stash->arg and returns the bytes to count.
+ * x86-64 SysV: integer arguments in rdi, rsi, rdx, rcx, r8, r9 (PARM1..6), then the stack from
+ * [rsp+8] on entry. ncclUniqueId (128 bytes) is passed by value in memory, so it takes no
+ * register: in ncclCommInitRank(comm, nranks, commId, rank) rank is PARM3. */
+static __always_inline __u64 decode_entry(struct pt_regs *ctx, __u32 op,
+                                          struct ncclscope_stash *s) {
+  switch (op) {
+    case NCCLSCOPE_OP_ALL_REDUCE: /* (send, recv, count, type, op, comm, stream) */
+    case NCCLSCOPE_OP_BROADCAST:  /* (send, recv, count, type, root, comm, stream) */
+    case NCCLSCOPE_OP_REDUCE_SCATTER:
+    case NCCLSCOPE_OP_GATHER:
+    case NCCLSCOPE_OP_SCATTER:
+      s->arg[0] = ctx->r9;
+      return nccl_bytes(PT_REGS_PARM3(ctx), PT_REGS_PARM4(ctx));
+    case NCCLSCOPE_OP_REDUCE: /* (send, recv, count, type, op, root, comm, stream): comm on stack */
+      s->arg[0] = read_user_u64(PT_REGS_SP(ctx) + 8);
+      return nccl_bytes(PT_REGS_PARM3(ctx), PT_REGS_PARM4(ctx));
+    case NCCLSCOPE_OP_ALL_GATHER: /* (send, recv, sendcount, type, comm, stream) */
+    case NCCLSCOPE_OP_ALL_TO_ALL:
+      s->arg[0] = PT_REGS_PARM5(ctx);
+      return nccl_bytes(PT_REGS_PARM3(ctx), PT_REGS_PARM4(ctx));
+    case NCCLSCOPE_OP_BCAST: /* (buff, count, type, root, comm, stream) */
+    case NCCLSCOPE_OP_SEND:  /* (buff, count, type, peer, comm, stream) */
+    case NCCLSCOPE_OP_RECV:
+      s->arg[0] = PT_REGS_PARM5(ctx);
+      return nccl_bytes(PT_REGS_PARM2(ctx), PT_REGS_PARM3(ctx));
+    case NCCLSCOPE_OP_COMM_INIT_RANK:          /* (comm*, nranks, commId by value, rank) */
+    case NCCLSCOPE_OP_COMM_INIT_RANK_CONFIG:   /* (comm*, nranks, commId by value, rank, cfg) */
+    case NCCLSCOPE_OP_COMM_INIT_RANK_SCALABLE: /* (comm*, nranks, myrank, nId, ids*, cfg) */
+      s->arg[0] = PT_REGS_PARM1(ctx);
+      s->arg[1] = (__u32)PT_REGS_PARM2(ctx);
+      s->arg[2] = (__u32)PT_REGS_PARM3(ctx);
+      return 0;
+    case NCCLSCOPE_OP_COMM_INIT_ALL: /* (comm array, ndev, devlist) */
+      s->arg[0] = PT_REGS_PARM1(ctx);
+      s->arg[1] = (__u32)PT_REGS_PARM2(ctx);
+      return 0;
+    case NCCLSCOPE_OP_COMM_SPLIT: /* (comm, color, key, newcomm*, config) */
+      s->arg[0] = PT_REGS_PARM1(ctx);
+      s->arg[1] = PT_REGS_PARM4(ctx);
+      return 0;
+    case NCCLSCOPE_OP_COMM_COUNT:     /* (comm, int* count) */
+    case NCCLSCOPE_OP_COMM_USER_RANK: /* (comm, int* rank) */
+      s->arg[0] = PT_REGS_PARM1(ctx);
+      s->arg[1] = PT_REGS_PARM2(ctx);
+      return 0;
+    case NCCLSCOPE_OP_IBV_MODIFY_QP: /* (qp, attr, attr_mask) */
+      s->arg[0] = PT_REGS_PARM1(ctx);
+      s->arg[1] = (PT_REGS_PARM3(ctx) & NCCLSCOPE_IBV_QP_STATE_MASK)
+                      ? (__u32)read_user_s32(PT_REGS_PARM2(ctx))
+                      : (__u64)-1;
+      return 0;
+    case NCCLSCOPE_OP_IBV_REG_MR:        /* (pd, addr, length, access) */
+    case NCCLSCOPE_OP_IBV_REG_MR_IOVA2:  /* (pd, addr, length, iova, access) */
+    case NCCLSCOPE_OP_IBV_REG_DMABUF_MR: /* (pd, offset, length, iova, fd, access) */
+      s->arg[0] = PT_REGS_PARM3(ctx);    /* counted as bytes on success, at return */
+      return 0;
+    default:
+      return 0;
+  }
+}
+
+static __always_inline __u64 stash_key(__u32 op) {
+  __u64 domain = op >= NCCLSCOPE_OP_IBV_FIRST ? 1 : 0;
+  return (domain << 32) | (__u32)bpf_get_current_pid_tgid();
+}
+
+SEC("uprobe")
+int ncclscope_entry(struct pt_regs *ctx) {
+  __u32 op = (__u32)bpf_get_attach_cookie(ctx);
+  if (op >= NCCLSCOPE_OP_IBV_END) return 0;
+  __u64 key = stash_key(op);
+  struct ncclscope_stash *outer = bpf_map_lookup_elem(&stash, &key);
+  if (outer) {
+    /* A probed function called from inside another one on this thread: not an API call of the
+     * application. Count the depth so the returns pair up. */
+    if (outer->depth < 1024) outer->depth++;
+    return 0;
+  }
+  struct ncclscope_stash s = {.op = op, .depth = 1};
+  __u64 bytes = decode_entry(ctx, op, &s);
+  bpf_map_update_elem(&stash, &key, &s, BPF_ANY);
+  add_call(op, 1, bytes);
+
+  if (op == NCCLSCOPE_OP_COMM_DESTROY || op == NCCLSCOPE_OP_COMM_ABORT) {
+    /* At entry: afterwards the pointer is freed, and an abort that hangs still counts. */
+    struct ncclscope_event *event = new_event(NCCLSCOPE_EVENT_COMM_END, op);
+    if (event) {
+      event->handle = PT_REGS_PARM1(ctx);
+      bpf_ringbuf_submit(event, 0);
+    }
+  }
+  return 0;
+}
+
+static __always_inline void nccl_return(struct ncclscope_stash *s, __s32 rc) {
+  __u32 op = s->op;
+  if (rc != 0 && rc != NCCLSCOPE_NCCL_IN_PROGRESS) add_result(&results, op, rc);
+  switch (op) {
+    case NCCLSCOPE_OP_COMM_INIT_RANK:
+    case NCCLSCOPE_OP_COMM_INIT_RANK_CONFIG:
+    case NCCLSCOPE_OP_COMM_INIT_RANK_SCALABLE: {
+      struct ncclscope_event *event = new_event(NCCLSCOPE_EVENT_COMM_INIT, op);
+      if (!event) return;
+      event->result = rc;
+      event->handle = read_user_u64(s->arg[0]);
+      event->nranks = (__s32)s->arg[1];
+      event->rank = (__s32)s->arg[2];
+      bpf_ringbuf_submit(event, 0);
+      return;
+    }
+    case NCCLSCOPE_OP_COMM_INIT_ALL: {
+      __u32 ndev = (__u32)s->arg[1];
+      for (__u32 i = 0; i < NCCLSCOPE_MAX_INIT_ALL; i++) {
+        if (i >= ndev || (rc != 0 && i > 0)) break;
+        struct ncclscope_event *event = new_event(NCCLSCOPE_EVENT_COMM_INIT, op);
+        if (!event) return;
+        event->result = rc;
+        event->handle = rc == 0 ? read_user_u64(s->arg[0] + 8ULL * i) : 0;
+        event->nranks = (__s32)ndev;
+        event->rank = (__s32)i;
+        bpf_ringbuf_submit(event, 0);
+      }
+      return;
+    }
+    case NCCLSCOPE_OP_COMM_SPLIT: {
+      __u64 comm = read_user_u64(s->arg[1]);
+      if (rc == 0 && comm == 0) return; /* NCCL_SPLIT_NOCOLOR: this rank joined no communicator */
+      struct ncclscope_event *event = new_event(NCCLSCOPE_EVENT_COMM_INIT, op);
+      if (!event) return;
+      event->result = rc;
+      event->handle = comm;
+      event->parent = s->arg[0];
+      bpf_ringbuf_submit(event, 0);
+      return;
+    }
+    case NCCLSCOPE_OP_COMM_COUNT:
+    case NCCLSCOPE_OP_COMM_USER_RANK: {
+      if (rc != 0) return;
+      struct ncclscope_event *event = new_event(NCCLSCOPE_EVENT_COMM_INFO, op);
+      if (!event) return;
+      event->handle = s->arg[0];
+      if (op == NCCLSCOPE_OP_COMM_COUNT) {
+        event->nranks = read_user_s32(s->arg[1]);
+      } else {
+        event->rank = read_user_s32(s->arg[1]);
+      }
+      bpf_ringbuf_submit(event, 0);
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+static __always_inline void ibv_return(struct ncclscope_stash *s, __u64 rc) {
+  __u32 op = s->op;
+  switch (op) {
+    case NCCLSCOPE_OP_IBV_CREATE_QP:
+      if (rc == 0) add_result(&results, op, NCCLSCOPE_RESULT_NULL);
+      return;
+    case NCCLSCOPE_OP_IBV_REG_MR:
+    case NCCLSCOPE_OP_IBV_REG_MR_IOVA2:
+    case NCCLSCOPE_OP_IBV_REG_DMABUF_MR:
+      if (rc == 0) {
+        add_result(&results, op, NCCLSCOPE_RESULT_NULL);
+      } else {
+        add_call(op, 0, s->arg[0]);
+      }
+      return;
+    case NCCLSCOPE_OP_IBV_MODIFY_QP: {
+      __s32 err = (__s32)rc;
+      if (err != 0) {
+        add_result(&results, op, err);
+        return;
+      }
+      __u64 state = s->arg[1];
+      if (state >= NCCLSCOPE_IBV_QPS_COUNT) return; /* attr_mask did not change the state */
+      add_result(&qp_states, op, (__s64)state);
+      if (state == NCCLSCOPE_IBV_QPS_ERR) {
+        struct ncclscope_event *event = new_event(NCCLSCOPE_EVENT_QP_ERROR, op);
+        if (!event) return;
+        event->handle = s->arg[0];
+        __u32 qp_num = 0;
+        bpf_probe_read_user(&qp_num, sizeof(qp_num),
+                            (const void *)(s->arg[0] + NCCLSCOPE_IBV_QP_NUM_OFFSET));
+        event->qp_num = qp_num;
+        bpf_ringbuf_submit(event, 0);
+      }
+      return;
+    }
+    default: /* ibv_destroy_qp, ibv_dereg_mr: int errno */
+      if ((__s32)rc != 0) add_result(&results, op, (__s32)rc);
+      return;
+  }
+}
+
+SEC("uretprobe")
+int ncclscope_return(struct pt_regs *ctx) {
+  __u32 op = (__u32)bpf_get_attach_cookie(ctx);
+  if (op >= NCCLSCOPE_OP_IBV_END) return 0;
+  __u64 key = stash_key(op);
+  struct ncclscope_stash *s = bpf_map_lookup_elem(&stash, &key);
+  if (!s) return 0; /* entry missed (attached mid-call): nothing to pair with */
+  if (s->depth > 1) {
+    s->depth--;
+    return 0;
+  }
+  struct ncclscope_stash copy = *s;
+  bpf_map_delete_elem(&stash, &key);
+  if (copy.op < NCCLSCOPE_OP_IBV_FIRST) {
+    nccl_return(&copy, (__s32)PT_REGS_RC(ctx));
+  } else {
+    ibv_return(&copy, PT_REGS_RC(ctx));
+  }
+  return 0;
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(ncclscope_exec, struct task_struct *task, pid_t old_pid, struct linux_binprm *bprm) {
+  struct ncclscope_event *event = new_event(NCCLSCOPE_EVENT_EXEC, 0);
+  if (event) bpf_ringbuf_submit(event, 0);
+  return 0;
+}
+
+/* Fires for every exiting thread. Drops the thread's entry state; when it was the last thread of
+ * its process (signal->live reached 0), reports the process exit. */
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(ncclscope_exit, struct task_struct *task) {
+  __u64 tid = (__u32)bpf_get_current_pid_tgid();
+  __u64 key = tid;
+  bpf_map_delete_elem(&stash, &key);
+  key = (1ULL << 32) | tid;
+  bpf_map_delete_elem(&stash, &key);
+  if (BPF_CORE_READ(task, signal, live.counter) != 0) return 0;
+  struct ncclscope_event *event = new_event(NCCLSCOPE_EVENT_EXIT, 0);
+  if (event) bpf_ringbuf_submit(event, 0);
+  return 0;
+}
