@@ -140,14 +140,23 @@ bool Discovery::Scan(pid_t pid) {
         return proc::OpenMappedFile(options_.proc_root, pid, m.start, m.end, error);
       };
       std::string error;
-      const auto outcome = registry_->Acquire(id, c.library, process, open, &error);
+      const std::string shown = m.deleted ? m.path + " (deleted)" : m.path;
+      const auto outcome = registry_->Acquire(id, c.library, shown, process, open, &error);
       if (outcome == AttachRegistry::Outcome::kAttached) {
         NCCLSCOPE_LOG(kInfo, "ebpf") << "attached " << LibraryName(c.library) << " probes to "
-                                     << m.path << " (pid " << pid << ")";
+                                     << shown << " (pid " << pid << ")";
       } else if (outcome == AttachRegistry::Outcome::kFailed) {
         NCCLSCOPE_LOG(kWarn, "ebpf") << "cannot attach " << LibraryName(c.library)
-                                     << " probes to " << m.path << " (pid " << pid
+                                     << " probes to " << shown << " (pid " << pid
                                      << "): " << error;
+      }
+      bool known = false;
+      if (auto it = processes_.find(process); it != processes_.end()) {
+        for (const Held& h : it->second) known |= h.id == id;
+      }
+      if (!known) {
+        NCCLSCOPE_LOG(kDebug, "ebpf") << "process " << pid << " maps " << LibraryName(c.library)
+                                      << " " << shown;
       }
       now_held.push_back({c.library, id});
     }

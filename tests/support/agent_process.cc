@@ -7,10 +7,13 @@
 namespace ncclscope::testing {
 
 AgentProcess::AgentProcess(const std::string& config_yaml, std::vector<std::string> extra_args,
-                           std::vector<std::string> extra_env) {
+                           std::vector<std::string> extra_env, std::vector<std::string> launcher) {
   config_path_ = dir_.WriteFile("ncclscope.yaml", config_yaml);
-  std::vector<std::string> argv = {NCCLSCOPE_AGENT_PATH, "--config", config_path_,
-                                   "--web.listen-address", "127.0.0.1:0"};
+  std::vector<std::string> argv = std::move(launcher);
+  for (const char* arg :
+       {NCCLSCOPE_AGENT_PATH, "--config", config_path_.c_str(), "--web.listen-address", "127.0.0.1:0"}) {
+    argv.emplace_back(arg);
+  }
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
   process_ = std::make_unique<Subprocess>(argv, dir_.path(), std::move(extra_env));
   const auto address =

@@ -14,9 +14,11 @@ namespace ncclscope::testing {
 class AgentProcess {
  public:
   // Starts the agent with `config_yaml` written to a temp file (plus any extra flags) and waits
-  // until it serves metrics. Check ok() (and startup_log() when it is false).
+  // until it serves metrics. Check ok() (and startup_log() when it is false). `launcher` is put
+  // in front of the agent's command line (e.g. setpriv to drop capabilities).
   explicit AgentProcess(const std::string& config_yaml, std::vector<std::string> extra_args = {},
-                        std::vector<std::string> extra_env = {});
+                        std::vector<std::string> extra_env = {},
+                        std::vector<std::string> launcher = {});
 
   bool ok() const { return !base_url_.empty(); }
   const std::string& base_url() const { return base_url_; }

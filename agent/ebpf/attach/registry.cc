@@ -11,6 +11,7 @@ AttachRegistry::AttachRegistry(Attacher* attacher,
 AttachRegistry::~AttachRegistry() = default;
 
 AttachRegistry::Outcome AttachRegistry::Acquire(const FileIdentity& id, Library library,
+                                                const std::string& path,
                                                 const ProcessKey& process, const Opener& open,
                                                 std::string* error) {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -18,7 +19,7 @@ AttachRegistry::Outcome AttachRegistry::Acquire(const FileIdentity& id, Library 
     it->second.users.insert(process);
     return it->second.attached ? Outcome::kAlreadyAttached : Outcome::kAlreadyFailed;
   }
-  Entry entry{library, nullptr, {process}};
+  Entry entry{library, path, nullptr, {process}};
   const auto wanted = wanted_.find(library);
   if (wanted == wanted_.end() || wanted->second.empty()) {
     *error = "no functions selected for this library";
@@ -40,6 +41,8 @@ AttachRegistry::Outcome AttachRegistry::Acquire(const FileIdentity& id, Library 
 
 void AttachRegistry::Release(const FileIdentity& id, const ProcessKey& process) {
   std::unique_ptr<AttachedFile> detach;  // destroyed outside the lock
+  std::string path;
+  Library library = Library::kNccl;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = entries_.find(id);
@@ -47,7 +50,14 @@ void AttachRegistry::Release(const FileIdentity& id, const ProcessKey& process) 
     it->second.users.erase(process);
     if (!it->second.users.empty()) return;
     detach = std::move(it->second.attached);
+    path = std::move(it->second.path);
+    library = it->second.library;
     entries_.erase(it);
+  }
+  if (detach) {
+    NCCLSCOPE_LOG(kInfo, "ebpf") << "detached " << LibraryName(library) << " probes from " << path
+                                 << " (dev " << (id.dev >> 32) << ":" << (id.dev & 0xffffffff)
+                                 << " ino " << id.ino << "): no process maps it any more";
   }
 }
 

@@ -43,8 +43,9 @@ class AttachRegistry {
 
   // Records that `process` maps file `id` of `library`; attaches it first if needed, opening it
   // with `open`. *error says why when the result is kFailed.
-  Outcome Acquire(const FileIdentity& id, Library library, const ProcessKey& process,
-                  const Opener& open, std::string* error);
+  // `path` names the file in logs.
+  Outcome Acquire(const FileIdentity& id, Library library, const std::string& path,
+                  const ProcessKey& process, const Opener& open, std::string* error);
   // `process` no longer maps `id` (or is gone): the file is detached when nobody maps it.
   void Release(const FileIdentity& id, const ProcessKey& process);
 
@@ -53,6 +54,7 @@ class AttachRegistry {
  private:
   struct Entry {
     Library library;
+    std::string path;
     std::unique_ptr<AttachedFile> attached;  // null: attaching failed
     std::set<ProcessKey> users;
   };

@@ -72,11 +72,14 @@ int ibv_dereg_mr_default(struct ibv_mr* mr) {
 }
 DEFAULT_VERSION(ibv_dereg_mr, "IBVERBS_1.1");
 
-/* ---- IBVERBS_1.0 (compat): different code at different addresses ---- */
+/* ---- IBVERBS_1.0 (compat): different code at different addresses. (rdma-core's compat entry
+ * points end up in the 1.1 code; these do not, so a probe on the wrong version shows.) ---- */
 struct ibv_qp* ibv_create_qp_compat(struct ibv_pd* pd, struct ibv_qp_init_attr* attr);
 struct ibv_qp* ibv_create_qp_compat(struct ibv_pd* pd, struct ibv_qp_init_attr* attr) {
-  struct ibv_qp* qp = ibv_create_qp_default(pd, attr);
-  if (qp) qp->qp_num |= 0x100000;
+  (void)attr;
+  struct ibv_qp* qp = calloc(1, sizeof(*qp));
+  qp->pd = pd;
+  qp->qp_num = 0x100000;
   return qp;
 }
 COMPAT_VERSION(ibv_create_qp, "IBVERBS_1.0");

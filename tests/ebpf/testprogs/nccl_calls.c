@@ -12,6 +12,7 @@
  *                CommInitRank(nranks 4, rank 3), CommDestroy(NULL), CommAbort(NULL)
  *   lifecycle:   (fake NCCL only) CommInitRank(8, 5), CommInitAll(2), CommSplit + CommCount +
  *                CommUserRank, CommDestroy(first), CommAbort(split)
+ *   communicators: (fake NCCL only) the same without the destroy and the abort
  *   none:        no calls (just map the library)
  */
 #define _GNU_SOURCE
@@ -62,6 +63,18 @@ static void collectives(void) {
   CALL(ncclCommAbort, NULL);
 }
 
+static void communicators(void) {
+  ncclUniqueId id;
+  memset(&id, 7, sizeof(id));
+  ncclComm_t comm = NULL, all[2] = {NULL, NULL}, split = NULL;
+  int count = 0, rank = 0;
+  CALL(ncclCommInitRank, &comm, 8, id, 5);
+  CALL(ncclCommInitAll, all, 2, NULL);
+  CALL(ncclCommSplit, comm, 1, 0, &split, NULL);
+  CALL(ncclCommCount, split, &count);
+  CALL(ncclCommUserRank, split, &rank);
+}
+
 static void lifecycle(void) {
   ncclUniqueId id;
   memset(&id, 7, sizeof(id));
@@ -93,6 +106,7 @@ int main(int argc, char** argv) {
   for (int i = 0; i < rounds; i++) {
     if (strcmp(argv[2], "collectives") == 0) collectives();
     if (strcmp(argv[2], "lifecycle") == 0) lifecycle();
+    if (strcmp(argv[2], "communicators") == 0) communicators();
   }
   printf("done\n");
   if (argc > 5) wait_for(argv[5]);
