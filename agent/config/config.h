@@ -55,17 +55,31 @@ struct PluginConfig {
 
 // eBPF uprobes on libnccl and libibverbs. The function lists are the ones agent/ebpf knows
 // (agent/ebpf/functions.cc; a test keeps the two in step); the default probes all of them.
-inline const std::vector<std::string> kEbpfNcclFunctions = {
-    "ncclAllReduce",    "ncclBroadcast",          "ncclBcast",
-    "ncclReduce",       "ncclAllGather",          "ncclReduceScatter",
-    "ncclAlltoAll",     "ncclGather",             "ncclScatter",
-    "ncclSend",         "ncclRecv",               "ncclGroupStart",
-    "ncclGroupEnd",     "ncclCommInitRank",       "ncclCommInitRankConfig",
-    "ncclCommInitRankScalable", "ncclCommInitAll", "ncclCommSplit",
-    "ncclCommFinalize", "ncclCommDestroy",        "ncclCommAbort",
-    "ncclCommCount",    "ncclCommUserRank"};
+inline const std::vector<std::string> kEbpfNcclFunctions = {"ncclAllReduce",
+                                                            "ncclBroadcast",
+                                                            "ncclBcast",
+                                                            "ncclReduce",
+                                                            "ncclAllGather",
+                                                            "ncclReduceScatter",
+                                                            "ncclAlltoAll",
+                                                            "ncclGather",
+                                                            "ncclScatter",
+                                                            "ncclSend",
+                                                            "ncclRecv",
+                                                            "ncclGroupStart",
+                                                            "ncclGroupEnd",
+                                                            "ncclCommInitRank",
+                                                            "ncclCommInitRankConfig",
+                                                            "ncclCommInitRankScalable",
+                                                            "ncclCommInitAll",
+                                                            "ncclCommSplit",
+                                                            "ncclCommFinalize",
+                                                            "ncclCommDestroy",
+                                                            "ncclCommAbort",
+                                                            "ncclCommCount",
+                                                            "ncclCommUserRank"};
 inline const std::vector<std::string> kEbpfIbverbsFunctions = {
-    "ibv_create_qp", "ibv_modify_qp",     "ibv_destroy_qp", "ibv_reg_mr",
+    "ibv_create_qp",    "ibv_modify_qp",     "ibv_destroy_qp", "ibv_reg_mr",
     "ibv_reg_mr_iova2", "ibv_reg_dmabuf_mr", "ibv_dereg_mr"};
 
 struct EbpfNcclConfig {

@@ -101,8 +101,8 @@ bool BpfObjects::AttachLifecycle(std::string* error) {
   for (bpf_program* program : {probes_->progs.ncclscope_exec, probes_->progs.ncclscope_exit}) {
     bpf_link* link = bpf_program__attach(program);
     if (link == nullptr) {
-      *error = std::string("cannot attach ") + bpf_program__name(program) + ": " +
-               std::strerror(errno);
+      *error =
+          std::string("cannot attach ") + bpf_program__name(program) + ": " + std::strerror(errno);
       lifecycle_.clear();
       return false;
     }

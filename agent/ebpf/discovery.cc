@@ -146,17 +146,16 @@ bool Discovery::Scan(pid_t pid) {
         NCCLSCOPE_LOG(kInfo, "ebpf") << "attached " << LibraryName(c.library) << " probes to "
                                      << shown << " (pid " << pid << ")";
       } else if (outcome == AttachRegistry::Outcome::kFailed) {
-        NCCLSCOPE_LOG(kWarn, "ebpf") << "cannot attach " << LibraryName(c.library)
-                                     << " probes to " << shown << " (pid " << pid
-                                     << "): " << error;
+        NCCLSCOPE_LOG(kWarn, "ebpf") << "cannot attach " << LibraryName(c.library) << " probes to "
+                                     << shown << " (pid " << pid << "): " << error;
       }
       bool known = false;
       if (auto it = processes_.find(process); it != processes_.end()) {
         for (const Held& h : it->second) known |= h.id == id;
       }
       if (!known) {
-        NCCLSCOPE_LOG(kDebug, "ebpf") << "process " << pid << " maps " << LibraryName(c.library)
-                                      << " " << shown;
+        NCCLSCOPE_LOG(kDebug, "ebpf")
+            << "process " << pid << " maps " << LibraryName(c.library) << " " << shown;
       }
       now_held.push_back({c.library, id});
     }

@@ -81,8 +81,8 @@ std::vector<std::string> DefaultFunctionNames(Library library) {
 std::string ResultName(std::uint32_t op, std::int64_t value) {
   if (op < NCCLSCOPE_OP_IBV_FIRST) {
     static const char* const kNames[] = {
-        "ncclSuccess",       "ncclUnhandledCudaError", "ncclSystemError", "ncclInternalError",
-        "ncclInvalidArgument", "ncclInvalidUsage",     "ncclRemoteError", "ncclInProgress"};
+        "ncclSuccess",         "ncclUnhandledCudaError", "ncclSystemError", "ncclInternalError",
+        "ncclInvalidArgument", "ncclInvalidUsage",       "ncclRemoteError", "ncclInProgress"};
     if (value >= 0 && value < 8) return kNames[value];
     return "other";
   }

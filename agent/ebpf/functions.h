@@ -19,8 +19,8 @@ std::string_view LibraryName(Library library);  // "nccl", "ibverbs"
 struct ProbedFunction {
   std::string_view name;  // symbol (bare name: the ELF reader picks the default version)
   Library library;
-  std::uint32_t op;   // enum ncclscope_op
-  bool has_bytes;     // exports bytes
+  std::uint32_t op;  // enum ncclscope_op
+  bool has_bytes;    // exports bytes
   std::string_view doc;
 };
 

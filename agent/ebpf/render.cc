@@ -14,7 +14,8 @@ metrics::Labels PodLabelSet(const PodLabels& p) {
   return {{"namespace", p.namespace_name}, {"pod", p.pod}, {"container", p.container}};
 }
 
-metrics::Labels With(metrics::Labels labels, std::initializer_list<std::pair<std::string, std::string>> more) {
+metrics::Labels With(metrics::Labels labels,
+                     std::initializer_list<std::pair<std::string, std::string>> more) {
   for (const auto& [name, value] : more) labels.push_back({name, value});
   return labels;
 }
@@ -112,19 +113,19 @@ std::vector<prometheus::MetricFamily> Runtime::Render() const {
   auto show = [](std::int32_t n) { return n < 0 ? std::string("unknown") : std::to_string(n); };
   for (const auto& [key, count] : grouped) {
     const auto& [labels, pid, nranks, rank] = key;
-    metrics::Add(comms,
-                 With(PodLabelSet(labels), {{"pid", std::to_string(pid)},
-                                            {"nranks", show(nranks)},
-                                            {"rank", show(rank)}}),
-                 count);
+    metrics::Add(
+        comms,
+        With(PodLabelSet(labels),
+             {{"pid", std::to_string(pid)}, {"nranks", show(nranks)}, {"rank", show(rank)}}),
+        count);
   }
 
   // Self-metrics of the probes.
   const AttachRegistry::Stats stats = registry_->stats();
   auto files = metrics::Gauge("ncclscope_ebpf_attached_files",
                               "Distinct library files (real inodes) with probes attached.");
-  auto probes = metrics::Gauge("ncclscope_ebpf_attached_probes",
-                               "Uprobe and uretprobe links attached.");
+  auto probes =
+      metrics::Gauge("ncclscope_ebpf_attached_probes", "Uprobe and uretprobe links attached.");
   auto processes = metrics::Gauge("ncclscope_ebpf_processes",
                                   "Processes mapping a library file with probes attached.");
   auto failures = metrics::Counter("ncclscope_ebpf_attach_failures_total",
@@ -158,9 +159,9 @@ std::vector<prometheus::MetricFamily> Runtime::Render() const {
   }
 
   std::vector<prometheus::MetricFamily> out;
-  for (auto* family : {&nccl_calls, &nccl_bytes, &nccl_errors, &comms, &aborts, &ibv_calls,
-                       &ibv_errors, &ibv_bytes, &qp, &files, &probes, &processes, &failures,
-                       &scans, &dropped}) {
+  for (auto* family :
+       {&nccl_calls, &nccl_bytes, &nccl_errors, &comms, &aborts, &ibv_calls, &ibv_errors,
+        &ibv_bytes, &qp, &files, &probes, &processes, &failures, &scans, &dropped}) {
     out.push_back(std::move(*family));
   }
   return out;

@@ -63,7 +63,8 @@ std::shared_ptr<Runtime> Runtime::Start(const config::EbpfConfig& config, std::s
 
   Discovery::Options options;
   options.proc_root = config.proc_root;
-  if (!config.nccl.functions.empty()) options.library_patterns[Library::kNccl] = config.nccl.libraries;
+  if (!config.nccl.functions.empty())
+    options.library_patterns[Library::kNccl] = config.nccl.libraries;
   if (!config.ibverbs.functions.empty()) {
     options.library_patterns[Library::kIbverbs] = config.ibverbs.libraries;
   }
@@ -210,8 +211,8 @@ void Runtime::HandleEvent(const ncclscope_event& event) {
     case NCCLSCOPE_EVENT_COMM_END: {
       if (event.op == NCCLSCOPE_OP_COMM_ABORT) {
         ++totals_.aborts[labels];
-        NCCLSCOPE_LOG(kWarn, "ebpf") << "ncclCommAbort pid=" << event.tgid
-                                     << " pod=" << Describe(labels);
+        NCCLSCOPE_LOG(kWarn, "ebpf")
+            << "ncclCommAbort pid=" << event.tgid << " pod=" << Describe(labels);
       }
       auto it = communicators_.find(process);
       if (it == communicators_.end()) return;
@@ -220,9 +221,9 @@ void Runtime::HandleEvent(const ncclscope_event& event) {
       return;
     }
     case NCCLSCOPE_EVENT_QP_ERROR:
-      NCCLSCOPE_LOG(kWarn, "ebpf") << "queue pair " << event.qp_num
-                                   << " moved to the error state pid=" << event.tgid
-                                   << " pod=" << Describe(labels);
+      NCCLSCOPE_LOG(kWarn, "ebpf")
+          << "queue pair " << event.qp_num << " moved to the error state pid=" << event.tgid
+          << " pod=" << Describe(labels);
       return;
     default:
       return;

@@ -168,19 +168,19 @@ TEST_F(EbpfProbeTest, RealNcclCallsAndBytesAreCountedExactly) {
         << function;
   }
   // ncclBcast calls ncclBroadcast inside NCCL: counted once, as ncclBcast (checked above).
-  for (const char* function : {"ncclGroupStart", "ncclGroupEnd", "ncclCommInitRank",
-                               "ncclCommDestroy", "ncclCommAbort"}) {
-    EXPECT_EQ(agent->Sample("ncclscope_ebpf_nccl_calls_total{" + l + ",function=\"" + function +
-                            "\"}"),
-              kRounds)
+  for (const char* function :
+       {"ncclGroupStart", "ncclGroupEnd", "ncclCommInitRank", "ncclCommDestroy", "ncclCommAbort"}) {
+    EXPECT_EQ(
+        agent->Sample("ncclscope_ebpf_nccl_calls_total{" + l + ",function=\"" + function + "\"}"),
+        kRounds)
         << function;
   }
   EXPECT_EQ(agent->Sample("ncclscope_ebpf_nccl_errors_total{" + l +
                           ",function=\"ncclCommInitRank\",result=\"ncclUnhandledCudaError\"}"),
             kRounds);
   // The init arguments, decoded from registers (rank is PARM3: the unique id is on the stack).
-  EXPECT_EQ(Count(agent->process().Stderr(), "ncclCommInitRank failed: ncclUnhandledCudaError pid=" +
-                                                 std::to_string(w.pid())),
+  EXPECT_EQ(Count(agent->process().Stderr(),
+                  "ncclCommInitRank failed: ncclUnhandledCudaError pid=" + std::to_string(w.pid())),
             static_cast<std::size_t>(kRounds));
   EXPECT_NE(agent->process().Stderr().find("pod=ncclscope-test/real-nccl/worker nranks=4 rank=3"),
             std::string::npos)
@@ -195,8 +195,7 @@ TEST_F(EbpfProbeTest, RealNcclCallsAndBytesAreCountedExactly) {
   EXPECT_EQ(lint.output, "") << lint.output;
   EXPECT_EQ(UndocumentedMetrics(metrics), std::vector<std::string>{}) << "add to docs/metrics.md";
   // Counts of an exited process are kept (folded into totals), not lost.
-  EXPECT_EQ(WaitFor(*agent, "ncclscope_ebpf_nccl_calls_total{" + l +
-                                ",function=\"ncclAllReduce\"}",
+  EXPECT_EQ(WaitFor(*agent, "ncclscope_ebpf_nccl_calls_total{" + l + ",function=\"ncclAllReduce\"}",
                     kRounds),
             kRounds);
 }
@@ -237,9 +236,9 @@ TEST_F(EbpfProbeTest, FakeNcclCommunicatorLifecycle) {
   EXPECT_EQ(WaitFor(*agent, comm(*pod_closed, closed.pid(), "2", "0"), 1), 1);
   EXPECT_TRUE(std::isnan(agent->Sample(comm(*pod_closed, closed.pid(), "8", "5"))));
   EXPECT_TRUE(std::isnan(agent->Sample(comm(*pod_closed, closed.pid(), "4", "0"))));
-  EXPECT_EQ(agent->Sample("ncclscope_ebpf_nccl_communicator_aborts_total{" + pod_closed->Labels() +
-                          "}"),
-            1);
+  EXPECT_EQ(
+      agent->Sample("ncclscope_ebpf_nccl_communicator_aborts_total{" + pod_closed->Labels() + "}"),
+      1);
   EXPECT_EQ(agent->Sample("ncclscope_ebpf_nccl_calls_total{" + pod_closed->Labels() +
                           ",function=\"ncclCommSplit\"}"),
             1);
@@ -294,9 +293,9 @@ TEST_F(EbpfProbeTest, FakeVerbsWithVersionedSymbols) {
                           ",function=\"ibv_modify_qp\",result=\"EINVAL\"}"),
             3);
   for (const char* state : {"INIT", "RTR", "RTS", "ERR"}) {
-    EXPECT_EQ(agent->Sample("ncclscope_ebpf_ibv_qp_transitions_total{" + l + ",state=\"" + state +
-                            "\"}"),
-              3)
+    EXPECT_EQ(
+        agent->Sample("ncclscope_ebpf_ibv_qp_transitions_total{" + l + ",state=\"" + state + "\"}"),
+        3)
         << state;
   }
   EXPECT_TRUE(std::isnan(
@@ -355,8 +354,9 @@ TEST_F(EbpfProbeTest, OverlayContainersSharingALayerAreAttachedOnceAndCountedOnc
                       kRounds),
               kRounds)
         << l;
-    EXPECT_EQ(agent->Sample("ncclscope_ebpf_nccl_bytes_total{" + l + ",function=\"ncclAllReduce\"}"),
-              kRounds * 4000.0)
+    EXPECT_EQ(
+        agent->Sample("ncclscope_ebpf_nccl_bytes_total{" + l + ",function=\"ncclAllReduce\"}"),
+        kRounds * 4000.0)
         << l;
   }
   for (auto& w : workloads) w->Exit();
@@ -375,8 +375,8 @@ TEST_F(EbpfProbeTest, LibraryReplacedOnDiskAndProcessesExitingWhileAttached) {
   std::vector<std::unique_ptr<Subprocess>> flashes;
   for (int i = 0; i < 20; ++i) {
     flashes.push_back(std::make_unique<Subprocess>(
-        std::vector<std::string>{NCCLSCOPE_NCCL_CALLS, lib, "none", "0",
-                                 dir_.path() + "/flash.go", dir_.path() + "/flash.exit"},
+        std::vector<std::string>{NCCLSCOPE_NCCL_CALLS, lib, "none", "0", dir_.path() + "/flash.go",
+                                 dir_.path() + "/flash.exit"},
         dir_.path()));
   }
   for (auto& f : flashes) EXPECT_EQ(f->Wait(seconds(20)), 0);

@@ -95,8 +95,7 @@ bool FakePod::Adopt(pid_t pid) {
 }
 
 std::string FakePod::Labels() const {
-  return "namespace=\"" + name_space_ + "\",pod=\"" + pod_ + "\",container=\"" + container_ +
-         "\"";
+  return "namespace=\"" + name_space_ + "\",pod=\"" + pod_ + "\",container=\"" + container_ + "\"";
 }
 
 }  // namespace ncclscope::testing

@@ -10,8 +10,8 @@ AgentProcess::AgentProcess(const std::string& config_yaml, std::vector<std::stri
                            std::vector<std::string> extra_env, std::vector<std::string> launcher) {
   config_path_ = dir_.WriteFile("ncclscope.yaml", config_yaml);
   std::vector<std::string> argv = std::move(launcher);
-  for (const char* arg :
-       {NCCLSCOPE_AGENT_PATH, "--config", config_path_.c_str(), "--web.listen-address", "127.0.0.1:0"}) {
+  for (const char* arg : {NCCLSCOPE_AGENT_PATH, "--config", config_path_.c_str(),
+                          "--web.listen-address", "127.0.0.1:0"}) {
     argv.emplace_back(arg);
   }
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());

@@ -50,15 +50,15 @@ std::unique_ptr<AttachedFile> BpfAttacher::Attach(
     // Return probe first: a call already in flight when the entry probe appears then finds no
     // entry state at its return (ignored), instead of leaving entry state that never pops.
     LIBBPF_OPTS(bpf_uprobe_opts, return_opts, .bpf_cookie = f->op, .retprobe = true);
-    AttachedProbe ret(bpf_program__attach_uprobe_opts(return_, -1, path.c_str(),
-                                                      r.symbol->offset, &return_opts));
+    AttachedProbe ret(
+        bpf_program__attach_uprobe_opts(return_, -1, path.c_str(), r.symbol->offset, &return_opts));
     if (!ret.valid()) {
       attach_error = std::string(f->name) + " (return): " + std::strerror(errno);
       continue;
     }
     LIBBPF_OPTS(bpf_uprobe_opts, entry_opts, .bpf_cookie = f->op, .retprobe = false);
-    AttachedProbe entry(bpf_program__attach_uprobe_opts(entry_, -1, path.c_str(),
-                                                        r.symbol->offset, &entry_opts));
+    AttachedProbe entry(
+        bpf_program__attach_uprobe_opts(entry_, -1, path.c_str(), r.symbol->offset, &entry_opts));
     if (!entry.valid()) {
       attach_error = std::string(f->name) + ": " + std::strerror(errno);
       continue;

@@ -11,9 +11,8 @@ AttachRegistry::AttachRegistry(Attacher* attacher,
 AttachRegistry::~AttachRegistry() = default;
 
 AttachRegistry::Outcome AttachRegistry::Acquire(const FileIdentity& id, Library library,
-                                                const std::string& path,
-                                                const ProcessKey& process, const Opener& open,
-                                                std::string* error) {
+                                                const std::string& path, const ProcessKey& process,
+                                                const Opener& open, std::string* error) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (auto it = entries_.find(id); it != entries_.end()) {
     it->second.users.insert(process);
@@ -29,8 +28,8 @@ AttachRegistry::Outcome AttachRegistry::Acquire(const FileIdentity& id, Library 
     if (entry.attached && !missing.empty()) {
       std::string list;
       for (const auto& name : missing) list += (list.empty() ? "" : ",") + name;
-      NCCLSCOPE_LOG(kDebug, "ebpf") << "functions not in file dev=" << id.dev << " ino=" << id.ino
-                                    << ": " << list;
+      NCCLSCOPE_LOG(kDebug, "ebpf")
+          << "functions not in file dev=" << id.dev << " ino=" << id.ino << ": " << list;
     }
   }
   const bool ok = entry.attached != nullptr;

@@ -233,7 +233,7 @@ std::unique_ptr<SymbolFile> SymbolFile::Open(int fd, std::string* error, Limits 
       }
       continue;
     }
-    Table* table = s.sh_type == SHT_DYNSYM ? &impl->dynsym
+    Table* table = s.sh_type == SHT_DYNSYM   ? &impl->dynsym
                    : s.sh_type == SHT_SYMTAB ? &impl->symtab
                                              : nullptr;
     if (table != nullptr && !table->present) {
@@ -371,8 +371,8 @@ std::map<std::string, Resolution, std::less<>> SymbolFile::Resolve(
     if (found.empty()) {
       r.error = !want.hidden.empty() ? "only non-default versions (e.g. " + want.base + "@" +
                                            want.hidden.front().version + ")"
-                : !error.empty()     ? error
-                                     : "not found";
+                : !error.empty() ? error
+                                 : "not found";
       out.emplace(name, std::move(r));
       continue;
     }

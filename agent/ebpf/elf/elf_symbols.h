@@ -36,13 +36,13 @@ struct Limits {
 
 // Where one function lives in the file.
 struct FunctionSymbol {
-  std::string name;            // the symbol as found, e.g. "ibv_create_qp"
-  std::string version;         // its version name ("IBVERBS_1.1"), empty if unversioned
-  std::uint64_t address = 0;   // st_value (virtual address in the object)
-  std::uint64_t offset = 0;    // file offset of the first instruction: the uprobe offset
-  std::uint64_t size = 0;      // st_size
-  bool weak = false;           // STB_WEAK
-  bool from_symtab = false;    // found in .symtab, not .dynsym
+  std::string name;           // the symbol as found, e.g. "ibv_create_qp"
+  std::string version;        // its version name ("IBVERBS_1.1"), empty if unversioned
+  std::uint64_t address = 0;  // st_value (virtual address in the object)
+  std::uint64_t offset = 0;   // file offset of the first instruction: the uprobe offset
+  std::uint64_t size = 0;     // st_size
+  bool weak = false;          // STB_WEAK
+  bool from_symtab = false;   // found in .symtab, not .dynsym
 };
 
 struct Resolution {

@@ -5,8 +5,8 @@
 #include <nccl.h>
 #include <stdlib.h>
 
-#define API(ret, name, ...)                                               \
-  ret p##name(__VA_ARGS__);                                               \
+#define API(ret, name, ...)                                                \
+  ret p##name(__VA_ARGS__);                                                \
   extern __typeof__(p##name) name __attribute__((weak, alias("p" #name))); \
   ret p##name(__VA_ARGS__)
 

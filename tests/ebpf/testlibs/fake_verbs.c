@@ -14,7 +14,7 @@
 /* ---- IBVERBS_1.1 (default) ---- */
 struct ibv_qp* ibv_create_qp_default(struct ibv_pd* pd, struct ibv_qp_init_attr* attr);
 struct ibv_qp* ibv_create_qp_default(struct ibv_pd* pd, struct ibv_qp_init_attr* attr) {
-  if (attr == NULL || attr->cap.max_send_wr > 1000) return NULL;  /* failure path: NULL */
+  if (attr == NULL || attr->cap.max_send_wr > 1000) return NULL; /* failure path: NULL */
   struct ibv_qp* qp = calloc(1, sizeof(*qp));
   qp->pd = pd;
   qp->qp_num = 0x1234 + (uint32_t)attr->cap.max_send_wr;

@@ -70,13 +70,13 @@ TEST(KubepodsTest, ProcCgroupPrefersV2AndFallsBackToV1) {
   auto ref = ParseProcCgroup(v1);
   ASSERT_TRUE(ref);
   EXPECT_EQ(ref->container_id, kId);
-  const std::string v2 = "0::/kubepods.slice/kubepods-pod" + kUidUnderscores + ".slice/crio-" +
-                         kId + ".scope\n";
+  const std::string v2 =
+      "0::/kubepods.slice/kubepods-pod" + kUidUnderscores + ".slice/crio-" + kId + ".scope\n";
   ref = ParseProcCgroup(v2);
   ASSERT_TRUE(ref);
   EXPECT_EQ(ref->runtime, "crio");
-  EXPECT_EQ(UnifiedPath(v2), "/kubepods.slice/kubepods-pod" + kUidUnderscores + ".slice/crio-" +
-                                 kId + ".scope");
+  EXPECT_EQ(UnifiedPath(v2),
+            "/kubepods.slice/kubepods-pod" + kUidUnderscores + ".slice/crio-" + kId + ".scope");
   EXPECT_FALSE(ParseProcCgroup("0::/user.slice\n1:name=systemd:/user.slice\n"));
   EXPECT_FALSE(ParseProcCgroup("garbage without colons\n::\n"));
 }

@@ -123,7 +123,7 @@ TEST_F(DiscoveryTest, AttachesOncePerFileAndDetachesWhenTheLastUserExits) {
   discovery->OnExit(100, 5000);
   EXPECT_EQ(attacher_.live, 1);  // verbs gone with its only user; nccl still mapped by 200
   proc_.RemoveProcess(200);
-  discovery->Sweep();            // exit event missed: the sweep notices
+  discovery->Sweep();  // exit event missed: the sweep notices
   EXPECT_EQ(attacher_.live, 0);
   EXPECT_TRUE(discovery->tracked().empty());
 }
@@ -199,7 +199,7 @@ TEST_F(DiscoveryTest, ExecSchedulesRescansAtGrowingDelays) {
   const auto t0 = Discovery::Clock::now();
   discovery->OnExec(100, 1, t0);
   discovery->RunDue(t0);
-  EXPECT_EQ(discovery->scans(), 1u);  // at once
+  EXPECT_EQ(discovery->scans(), 1u);                // at once
   proc_.AddProcess(100, 1, {"/lib/libnccl.so.2"});  // dlopen happens later
   discovery->RunDue(t0 + std::chrono::milliseconds(499));
   EXPECT_EQ(discovery->scans(), 1u);

@@ -79,16 +79,17 @@ TEST(ElfSymbolsTest, FakeVerbsPicksTheDefaultVersion) {
 TEST(ElfSymbolsTest, RealLibibverbsDefaultVersionMatchesReadelf) {
   if (access(kRealVerbs, R_OK) != 0) GTEST_SKIP() << kRealVerbs << " not installed";
   std::string error;
-  auto r = ResolveIn(kRealVerbs, {"ibv_create_qp", "ibv_modify_qp", "ibv_reg_mr", "ibv_reg_mr_iova2"},
-                     &error);
+  auto r = ResolveIn(kRealVerbs,
+                     {"ibv_create_qp", "ibv_modify_qp", "ibv_reg_mr", "ibv_reg_mr_iova2"}, &error);
   ASSERT_TRUE(error.empty()) << error;
   for (const char* name : {"ibv_create_qp", "ibv_modify_qp", "ibv_reg_mr"}) {
     ASSERT_TRUE(r[name].symbol) << name << ": " << r[name].error;
     EXPECT_EQ(r[name].symbol->version, "IBVERBS_1.1") << name;
     // Cross-check with binutils: the "@@IBVERBS_1.1" line's value.
     const auto dump =
-        testing::RunCommand({"/bin/sh", "-c", std::string("readelf -W --dyn-syms ") + kRealVerbs +
-                                             " | awk '$8==\"" + name + "@@IBVERBS_1.1\"{print $2}'"});
+        testing::RunCommand({"/bin/sh", "-c",
+                             std::string("readelf -W --dyn-syms ") + kRealVerbs + " | awk '$8==\"" +
+                                 name + "@@IBVERBS_1.1\"{print $2}'"});
     EXPECT_EQ(std::stoull(dump.output, nullptr, 16), r[name].symbol->address) << name;
   }
   ASSERT_TRUE(r["ibv_reg_mr_iova2"].symbol);
@@ -105,9 +106,10 @@ TEST(ElfSymbolsTest, SymtabFallbackFindsStaticallyLinkedNccl) {
   // Stripped of .symtab, the hidden API is gone but the file is still read cleanly.
   TempDir dir;
   const std::string stripped = dir.path() + "/stripped.so";
-  ASSERT_EQ(testing::RunCommand({"/usr/bin/strip", "--strip-all", "-o", stripped, NCCLSCOPE_STATIC_NCCL})
-                .exit_code,
-            0);
+  ASSERT_EQ(
+      testing::RunCommand({"/usr/bin/strip", "--strip-all", "-o", stripped, NCCLSCOPE_STATIC_NCCL})
+          .exit_code,
+      0);
   r = ResolveIn(stripped, {"ncclAllReduce", "torch_entry"}, &error);
   ASSERT_TRUE(error.empty()) << error;
   EXPECT_FALSE(r["ncclAllReduce"].symbol);
@@ -117,10 +119,12 @@ TEST(ElfSymbolsTest, SymtabFallbackFindsStaticallyLinkedNccl) {
 TEST(ElfSymbolsTest, RejectsNonElfNonRegularAndForeignFiles) {
   TempDir dir;
   std::string error;
-  ResolveIn(dir.WriteFile("text", std::string(200, 'x')),
-            {"x"}, &error);
+  ResolveIn(dir.WriteFile("text", std::string(200, 'x')), {"x"}, &error);
   EXPECT_EQ(error, "not an ELF file");
-  ResolveIn(dir.WriteFile("short", "\x7f" "ELF"), {"x"}, &error);
+  ResolveIn(dir.WriteFile("short",
+                          "\x7f"
+                          "ELF"),
+            {"x"}, &error);
   EXPECT_EQ(error, "too short for an ELF header");
   UniqueFd d(open(dir.path().c_str(), O_RDONLY | O_DIRECTORY));
   EXPECT_EQ(SymbolFile::Open(d.get(), &error), nullptr);
