@@ -64,8 +64,10 @@ void BM_NcclAllReduceProbed(benchmark::State& state) {
       state.SkipWithError("cannot load the floor programs");
       return;
     }
-    LIBBPF_OPTS(bpf_uprobe_opts, entry_opts, .retprobe = false);
-    LIBBPF_OPTS(bpf_uprobe_opts, return_opts, .retprobe = true);
+    bpf_uprobe_opts entry_opts{};
+    entry_opts.sz = sizeof(entry_opts);
+    bpf_uprobe_opts return_opts = entry_opts;
+    return_opts.retprobe = true;
     ncclscope::ebpf::AttachedProbe entry(bpf_program__attach_uprobe_opts(
         empty->progs.ncclscope_floor_entry, -1, kNccl, kAllReduceOffset, &entry_opts));
     ncclscope::ebpf::AttachedProbe ret(bpf_program__attach_uprobe_opts(

@@ -55,41 +55,47 @@ struct PluginConfig {
 
 // eBPF uprobes on libnccl and libibverbs. The function lists are the ones agent/ebpf knows
 // (agent/ebpf/functions.cc; a test keeps the two in step); the default probes all of them.
-inline const std::vector<std::string> kEbpfNcclFunctions = {"ncclAllReduce",
-                                                            "ncclBroadcast",
-                                                            "ncclBcast",
-                                                            "ncclReduce",
-                                                            "ncclAllGather",
-                                                            "ncclReduceScatter",
-                                                            "ncclAlltoAll",
-                                                            "ncclGather",
-                                                            "ncclScatter",
-                                                            "ncclSend",
-                                                            "ncclRecv",
-                                                            "ncclGroupStart",
-                                                            "ncclGroupEnd",
-                                                            "ncclCommInitRank",
-                                                            "ncclCommInitRankConfig",
-                                                            "ncclCommInitRankScalable",
-                                                            "ncclCommInitAll",
-                                                            "ncclCommSplit",
-                                                            "ncclCommFinalize",
-                                                            "ncclCommDestroy",
-                                                            "ncclCommAbort",
-                                                            "ncclCommCount",
-                                                            "ncclCommUserRank"};
-inline const std::vector<std::string> kEbpfIbverbsFunctions = {
-    "ibv_create_qp",    "ibv_modify_qp",     "ibv_destroy_qp", "ibv_reg_mr",
-    "ibv_reg_mr_iova2", "ibv_reg_dmabuf_mr", "ibv_dereg_mr"};
+inline const std::vector<std::string>& EbpfNcclFunctions() {
+  static const std::vector<std::string> kNames = {"ncclAllReduce",
+                                                  "ncclBroadcast",
+                                                  "ncclBcast",
+                                                  "ncclReduce",
+                                                  "ncclAllGather",
+                                                  "ncclReduceScatter",
+                                                  "ncclAlltoAll",
+                                                  "ncclGather",
+                                                  "ncclScatter",
+                                                  "ncclSend",
+                                                  "ncclRecv",
+                                                  "ncclGroupStart",
+                                                  "ncclGroupEnd",
+                                                  "ncclCommInitRank",
+                                                  "ncclCommInitRankConfig",
+                                                  "ncclCommInitRankScalable",
+                                                  "ncclCommInitAll",
+                                                  "ncclCommSplit",
+                                                  "ncclCommFinalize",
+                                                  "ncclCommDestroy",
+                                                  "ncclCommAbort",
+                                                  "ncclCommCount",
+                                                  "ncclCommUserRank"};
+  return kNames;
+}
+inline const std::vector<std::string>& EbpfIbverbsFunctions() {
+  static const std::vector<std::string> kNames = {
+      "ibv_create_qp",    "ibv_modify_qp",     "ibv_destroy_qp", "ibv_reg_mr",
+      "ibv_reg_mr_iova2", "ibv_reg_dmabuf_mr", "ibv_dereg_mr"};
+  return kNames;
+}
 
 struct EbpfNcclConfig {
-  std::vector<std::string> functions = kEbpfNcclFunctions;
+  std::vector<std::string> functions = EbpfNcclFunctions();
   std::vector<std::string> libraries = {R"(^libnccl\.so)"};
 
   template <typename V>
   void Visit(V& v) {
     v.Field("functions", functions, "NCCL functions to probe; [] turns NCCL probing off.",
-            checks::SubsetOf{kEbpfNcclFunctions});
+            checks::SubsetOf{EbpfNcclFunctions()});
     v.Field("libraries", libraries,
             "Regular expressions on the file names of mapped libraries searched for NCCL "
             "(add ^libtorch_cuda\\.so for a statically linked NCCL).",
@@ -98,14 +104,14 @@ struct EbpfNcclConfig {
 };
 
 struct EbpfIbverbsConfig {
-  std::vector<std::string> functions = kEbpfIbverbsFunctions;
+  std::vector<std::string> functions = EbpfIbverbsFunctions();
   std::vector<std::string> libraries = {R"(^libibverbs\.so)"};
 
   template <typename V>
   void Visit(V& v) {
     v.Field("functions", functions,
             "libibverbs control-path functions to probe; [] turns verbs probing off.",
-            checks::SubsetOf{kEbpfIbverbsFunctions});
+            checks::SubsetOf{EbpfIbverbsFunctions()});
     v.Field("libraries", libraries,
             "Regular expressions on the file names of mapped libraries searched for verbs.",
             checks::RegexList());

@@ -30,6 +30,7 @@ struct PodLabels {
   std::string namespace_name;
   std::string pod;
   std::string container;
+  // NOLINTNEXTLINE(modernize-use-nullptr): clang-tidy 14 misreads defaulted <=>
   friend auto operator<=>(const PodLabels&, const PodLabels&) = default;
 };
 

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "agent/core/log.h"
+#include "agent/ebpf/proc/errno_text.h"
 #include "probes.skel.h"
 #include "vma_iter.skel.h"
 
@@ -27,7 +28,10 @@ static_assert(sizeof(ncclscope_vma_record) == 40);
 int LibbpfPrint(enum libbpf_print_level level, const char* format, va_list args) {
   if (level == LIBBPF_DEBUG || !log::Enabled(log::Level::kDebug)) return 0;
   char line[1024];
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"  // libbpf's own format strings
   const int n = std::vsnprintf(line, sizeof(line), format, args);
+#pragma GCC diagnostic pop
   std::string text(line, n > 0 ? std::min<std::size_t>(n, sizeof(line) - 1) : 0);
   while (!text.empty() && text.back() == '\n') text.pop_back();
   NCCLSCOPE_LOG(kDebug, "libbpf") << text;
@@ -44,11 +48,11 @@ void InstallLibbpfLogger() {
 
 std::string LoadError(int err) {
   if (err == EPERM || err == EACCES) {
-    return "not permitted to load BPF programs (" + std::string(std::strerror(err)) +
+    return "not permitted to load BPF programs (" + ErrnoText(err) +
            "): run as root, or grant CAP_BPF, CAP_PERFMON and CAP_SYS_ADMIN (see "
            "agent/ebpf/README.md)";
   }
-  return "cannot load BPF programs: " + std::string(std::strerror(err));
+  return "cannot load BPF programs: " + ErrnoText(err);
 }
 
 }  // namespace
@@ -85,7 +89,7 @@ std::unique_ptr<BpfObjects> BpfObjects::Load(std::string* error) {
   objects->vma_ = ncclscope_vma_iter__open_and_load();
   if (objects->vma_ == nullptr) {
     // Not fatal: without the iterator, files are identified by the inode the process sees.
-    NCCLSCOPE_LOG(kWarn, "ebpf") << "task_vma iterator unavailable (" << std::strerror(errno)
+    NCCLSCOPE_LOG(kWarn, "ebpf") << "task_vma iterator unavailable (" << ErrnoText(errno)
                                  << "): overlayfs files shared by containers may be counted twice";
   }
   return objects;
@@ -101,8 +105,7 @@ bool BpfObjects::AttachLifecycle(std::string* error) {
   for (bpf_program* program : {probes_->progs.ncclscope_exec, probes_->progs.ncclscope_exit}) {
     bpf_link* link = bpf_program__attach(program);
     if (link == nullptr) {
-      *error =
-          std::string("cannot attach ") + bpf_program__name(program) + ": " + std::strerror(errno);
+      *error = std::string("cannot attach ") + bpf_program__name(program) + ": " + ErrnoText(errno);
       lifecycle_.clear();
       return false;
     }
@@ -123,7 +126,8 @@ std::optional<std::vector<ncclscope_vma_record>> BpfObjects::ExecutableMappings(
   if (vma_ == nullptr) return std::nullopt;
   union bpf_iter_link_info info {};
   info.task.pid = static_cast<__u32>(pid);
-  LIBBPF_OPTS(bpf_iter_attach_opts, opts);
+  bpf_iter_attach_opts opts{};
+  opts.sz = sizeof(opts);
   opts.link_info = &info;
   opts.link_info_len = sizeof(info);
   const AttachedProbe link(bpf_program__attach_iter(vma_->progs.ncclscope_vmas, &opts));

@@ -61,13 +61,13 @@ class Discovery {
 
  private:
   struct Held {
-    Library library;
+    Library library = Library::kNccl;
     FileIdentity id;
   };
   struct Due {
     Clock::time_point when;
-    pid_t pid;
-    std::uint64_t start_ticks;
+    pid_t pid = 0;
+    std::uint64_t start_ticks = 0;
     friend bool operator>(const Due& a, const Due& b) { return a.when > b.when; }
   };
 

@@ -8,6 +8,7 @@
 
 #include "agent/core/log.h"
 #include "agent/ebpf/functions.h"
+#include "agent/ebpf/proc/errno_text.h"
 #include "agent/ebpf/proc/maps.h"
 
 namespace ncclscope::ebpf {
@@ -96,7 +97,7 @@ std::shared_ptr<Runtime> Runtime::Start(const config::EbpfConfig& config, std::s
 
   rt->ring_ = ring_buffer__new(rt->objects_->events_fd(), &Runtime::OnEvent, rt.get(), nullptr);
   if (rt->ring_ == nullptr) {
-    *error = std::string("cannot open the BPF ring buffer: ") + std::strerror(errno);
+    *error = std::string("cannot open the BPF ring buffer: ") + ErrnoText(errno);
     return nullptr;
   }
   if (!rt->objects_->AttachLifecycle(error)) return nullptr;
@@ -120,7 +121,7 @@ void Runtime::Work() {
   while (!stop_) {
     const int n = ring_buffer__poll(ring_, 100);
     if (n < 0 && n != -EINTR) {
-      NCCLSCOPE_LOG(kError, "ebpf") << "ring buffer poll failed: " << std::strerror(-n);
+      NCCLSCOPE_LOG(kError, "ebpf") << "ring buffer poll failed: " << ErrnoText(-n);
     }
     if (!exits_.empty()) {
       std::set<ProcessKey> dead(exits_.begin(), exits_.end());

@@ -132,7 +132,7 @@ class EbpfProbeTest : public ::testing::Test {
 };
 
 // The collectives scenario of nccl_calls.c, per round: function -> bytes.
-const std::vector<std::pair<std::string, double>> kCollectives = {
+constexpr std::pair<const char*, double> kCollectives[] = {
     {"ncclAllReduce", 1000 * 4}, {"ncclBroadcast", 10 * 8}, {"ncclBcast", 3 * 2},
     {"ncclReduce", 7 * 8},       {"ncclAllGather", 5 * 1},  {"ncclReduceScatter", 8 * 2},
     {"ncclAlltoAll", 2 * 4},     {"ncclGather", 4 * 8},     {"ncclScatter", 6 * 1},
@@ -156,14 +156,14 @@ TEST_F(EbpfProbeTest, RealNcclCallsAndBytesAreCountedExactly) {
 
   const std::string l = pod->Labels();
   for (const auto& [function, bytes] : kCollectives) {
-    const std::string f = ",function=\"" + function + "\"}";
-    EXPECT_EQ(WaitFor(*agent, "ncclscope_ebpf_nccl_calls_total{" + l + f, kRounds), kRounds)
+    const std::string labels = l + ",function=\"" + function + "\"";
+    EXPECT_EQ(WaitFor(*agent, "ncclscope_ebpf_nccl_calls_total{" + labels + "}", kRounds), kRounds)
         << function;
-    EXPECT_EQ(agent->Sample("ncclscope_ebpf_nccl_bytes_total{" + l + f), kRounds * bytes)
+    EXPECT_EQ(agent->Sample("ncclscope_ebpf_nccl_bytes_total{" + labels + "}"), kRounds * bytes)
         << function;
     // comm = NULL: NCCL refuses each one.
-    EXPECT_EQ(agent->Sample("ncclscope_ebpf_nccl_errors_total{" + l + ",function=\"" + function +
-                            "\",result=\"ncclInvalidArgument\"}"),
+    EXPECT_EQ(agent->Sample("ncclscope_ebpf_nccl_errors_total{" + labels +
+                            ",result=\"ncclInvalidArgument\"}"),
               kRounds)
         << function;
   }
@@ -373,6 +373,7 @@ TEST_F(EbpfProbeTest, LibraryReplacedOnDiskAndProcessesExitingWhileAttached) {
   std::ofstream(dir_.path() + "/flash.go") << "go\n";
   std::ofstream(dir_.path() + "/flash.exit") << "exit\n";
   std::vector<std::unique_ptr<Subprocess>> flashes;
+  flashes.reserve(20);
   for (int i = 0; i < 20; ++i) {
     flashes.push_back(std::make_unique<Subprocess>(
         std::vector<std::string>{NCCLSCOPE_NCCL_CALLS, lib, "none", "0", dir_.path() + "/flash.go",

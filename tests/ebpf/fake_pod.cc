@@ -33,8 +33,8 @@ bool IsCgroup2(const std::string& path) {
 }  // namespace
 
 std::string WritableUnifiedCgroupRoot() {
-  for (const std::string root : {"/sys/fs/cgroup", "/sys/fs/cgroup/unified"}) {
-    if (IsCgroup2(root) && access(root.c_str(), W_OK) == 0) return root;
+  for (const char* root : {"/sys/fs/cgroup", "/sys/fs/cgroup/unified"}) {
+    if (IsCgroup2(root) && access(root, W_OK) == 0) return root;
   }
   return "";
 }

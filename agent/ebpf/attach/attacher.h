@@ -19,6 +19,7 @@ namespace ncclscope::ebpf {
 struct FileIdentity {
   std::uint64_t dev = 0;
   std::uint64_t ino = 0;
+  // NOLINTNEXTLINE(modernize-use-nullptr): clang-tidy 14 misreads defaulted <=>
   friend auto operator<=>(const FileIdentity&, const FileIdentity&) = default;
 };
 

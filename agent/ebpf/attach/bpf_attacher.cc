@@ -8,9 +8,19 @@
 
 #include "agent/ebpf/attach/attached_probe.h"
 #include "agent/ebpf/elf/elf_symbols.h"
+#include "agent/ebpf/proc/errno_text.h"
 
 namespace ncclscope::ebpf {
 namespace {
+
+// LIBBPF_OPTS without its C99 compound literal.
+bpf_uprobe_opts UprobeOpts(std::uint64_t cookie, bool retprobe) {
+  bpf_uprobe_opts opts{};
+  opts.sz = sizeof(opts);
+  opts.bpf_cookie = cookie;
+  opts.retprobe = retprobe;
+  return opts;
+}
 
 class LinkedFile : public AttachedFile {
  public:
@@ -49,18 +59,18 @@ std::unique_ptr<AttachedFile> BpfAttacher::Attach(
     if (!offsets.insert(r.symbol->offset).second) continue;
     // Return probe first: a call already in flight when the entry probe appears then finds no
     // entry state at its return (ignored), instead of leaving entry state that never pops.
-    LIBBPF_OPTS(bpf_uprobe_opts, return_opts, .bpf_cookie = f->op, .retprobe = true);
+    bpf_uprobe_opts return_opts = UprobeOpts(f->op, /*retprobe=*/true);
     AttachedProbe ret(
         bpf_program__attach_uprobe_opts(return_, -1, path.c_str(), r.symbol->offset, &return_opts));
     if (!ret.valid()) {
-      attach_error = std::string(f->name) + " (return): " + std::strerror(errno);
+      attach_error = std::string(f->name) + " (return): " + ErrnoText(errno);
       continue;
     }
-    LIBBPF_OPTS(bpf_uprobe_opts, entry_opts, .bpf_cookie = f->op, .retprobe = false);
+    bpf_uprobe_opts entry_opts = UprobeOpts(f->op, /*retprobe=*/false);
     AttachedProbe entry(
         bpf_program__attach_uprobe_opts(entry_, -1, path.c_str(), r.symbol->offset, &entry_opts));
     if (!entry.valid()) {
-      attach_error = std::string(f->name) + ": " + std::strerror(errno);
+      attach_error = std::string(f->name) + ": " + ErrnoText(errno);
       continue;
     }
     // Destroyed in this order too: entry before return.

@@ -23,6 +23,7 @@ namespace ncclscope::ebpf {
 struct ProcessKey {
   pid_t pid = 0;
   std::uint64_t start_ticks = 0;
+  // NOLINTNEXTLINE(modernize-use-nullptr): clang-tidy 14 misreads defaulted <=>
   friend auto operator<=>(const ProcessKey&, const ProcessKey&) = default;
 };
 

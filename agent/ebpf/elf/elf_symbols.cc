@@ -4,9 +4,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <set>
+
+#include "agent/ebpf/proc/errno_text.h"
 
 namespace ncclscope::ebpf::elf {
 namespace {
@@ -91,10 +94,10 @@ struct SymbolFile::Impl {
   static std::optional<std::string_view> StringAt(const std::string& strings,
                                                   std::uint64_t offset) {
     if (offset >= strings.size()) return std::nullopt;
-    const void* end = std::memchr(strings.data() + offset, '\0', strings.size() - offset);
-    if (end == nullptr) return std::nullopt;
-    return std::string_view(strings.data() + offset,
-                            static_cast<const char*>(end) - (strings.data() + offset));
+    const auto begin = strings.begin() + static_cast<std::ptrdiff_t>(offset);
+    const auto end = std::find(begin, strings.end(), '\0');
+    if (end == strings.end()) return std::nullopt;
+    return std::string_view(&*begin, static_cast<std::size_t>(end - begin));
   }
 
   // Version index -> name, from .gnu.version_d (bounded walk of the linked list).
@@ -166,7 +169,7 @@ std::unique_ptr<SymbolFile> SymbolFile::Open(int fd, std::string* error, Limits 
   impl->limits = limits;
   struct stat st {};
   if (fstat(fd, &st) != 0) {
-    *error = std::string("cannot stat: ") + std::strerror(errno);
+    *error = std::string("cannot stat: ") + ErrnoText(errno);
     return nullptr;
   }
   if (!S_ISREG(st.st_mode)) {

@@ -17,7 +17,7 @@ struct ibv_qp* ibv_create_qp_default(struct ibv_pd* pd, struct ibv_qp_init_attr*
   if (attr == NULL || attr->cap.max_send_wr > 1000) return NULL; /* failure path: NULL */
   struct ibv_qp* qp = calloc(1, sizeof(*qp));
   qp->pd = pd;
-  qp->qp_num = 0x1234 + (uint32_t)attr->cap.max_send_wr;
+  qp->qp_num = 0x1234 + attr->cap.max_send_wr;
   qp->qp_type = attr->qp_type;
   qp->state = IBV_QPS_RESET;
   return qp;
@@ -61,8 +61,8 @@ DEFAULT_VERSION(ibv_reg_mr, "IBVERBS_1.1");
 
 struct ibv_mr* ibv_reg_dmabuf_mr(struct ibv_pd* pd, uint64_t offset, size_t length, uint64_t iova,
                                  int fd, int access) {
-  (void)fd;
-  return ibv_reg_mr_iova2(pd, (void*)(uintptr_t)offset, length, iova, (unsigned)access);
+  (void)fd, (void)offset;
+  return ibv_reg_mr_iova2(pd, NULL, length, iova, (unsigned)access);
 }
 
 int ibv_dereg_mr_default(struct ibv_mr* mr);

@@ -15,7 +15,6 @@
  *   communicators: (fake NCCL only) the same without the destroy and the abort
  *   none:        no calls (just map the library)
  */
-#define _GNU_SOURCE
 #include <dlfcn.h>
 #include <nccl.h>
 #include <stdio.h>
@@ -29,7 +28,7 @@ static void* sym(const char* name) {
   void* f = dlsym(lib, name);
   if (!f) {
     fprintf(stderr, "missing %s\n", name);
-    exit(3);
+    _exit(3);
   }
   return f;
 }
@@ -100,7 +99,7 @@ int main(int argc, char** argv) {
     fprintf(stderr, "dlopen %s: %s\n", argv[1], dlerror());
     return 3;
   }
-  const int rounds = atoi(argv[3]);
+  const int rounds = (int)strtol(argv[3], NULL, 10);
   printf("ready %d\n", (int)getpid());
   wait_for(argv[4]);
   for (int i = 0; i < rounds; i++) {

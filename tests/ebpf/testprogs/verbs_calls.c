@@ -5,7 +5,6 @@
  *   state bit, ibv_reg_mr(4096) (calls ibv_reg_mr_iova2 inside), ibv_reg_mr_iova2(8192),
  *   ibv_reg_dmabuf_mr(1024), ibv_dereg_mr x3, ibv_destroy_qp x1.
  * usage: verbs_calls LIBRARY ROUNDS GO_FILE */
-#define _GNU_SOURCE
 #include <dlfcn.h>
 #include <infiniband/verbs.h>
 #include <stdio.h>
@@ -17,7 +16,7 @@ static void* sym(const char* name, const char* version) {
   void* f = version ? dlvsym(lib, name, version) : dlsym(lib, name);
   if (!f) {
     fprintf(stderr, "missing %s\n", name);
-    exit(3);
+    _exit(3);
   }
   return f;
 }
@@ -49,7 +48,7 @@ int main(int argc, char** argv) {
   printf("ready %d\n", (int)getpid());
   while (access(argv[3], F_OK) != 0) usleep(5000);
   static char buffer[8192];
-  for (int round = 0; round < atoi(argv[2]); round++) {
+  for (int round = 0; round < (int)strtol(argv[2], NULL, 10); round++) {
     struct ibv_qp_init_attr init = {.qp_type = IBV_QPT_RC, .cap = {.max_send_wr = 7}};
     struct ibv_qp* qp = create_qp(NULL, &init);
     struct ibv_qp_init_attr too_big = {.qp_type = IBV_QPT_RC, .cap = {.max_send_wr = 5000}};

@@ -12,9 +12,19 @@
 namespace ncclscope::ebpf::cgroup {
 namespace {
 
-const std::string kId = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
-const std::string kUid = "1f2e3d4c-5b6a-4789-90ab-cdef01234567";
-const std::string kUidUnderscores = "1f2e3d4c_5b6a_4789_90ab_cdef01234567";
+// A container id and a pod UID in both spellings.
+const std::string& Id() {
+  static const std::string k = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+  return k;
+}
+const std::string& Uid() {
+  static const std::string k = "1f2e3d4c-5b6a-4789-90ab-cdef01234567";
+  return k;
+}
+const std::string& UidUnderscores() {
+  static const std::string k = "1f2e3d4c_5b6a_4789_90ab_cdef01234567";
+  return k;
+}
 
 TEST(KubepodsTest, Layouts) {
   struct Case {
@@ -23,67 +33,67 @@ TEST(KubepodsTest, Layouts) {
     std::string runtime;
   };
   const Case cases[] = {
-      {"/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + kUidUnderscores +
-           ".slice/cri-containerd-" + kId + ".scope",
-       kId, "containerd"},
-      {"/kubepods.slice/kubepods-pod" + kUidUnderscores + ".slice/crio-" + kId + ".scope", kId,
+      {"/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + UidUnderscores() +
+           ".slice/cri-containerd-" + Id() + ".scope",
+       Id(), "containerd"},
+      {"/kubepods.slice/kubepods-pod" + UidUnderscores() + ".slice/crio-" + Id() + ".scope", Id(),
        "crio"},
-      {"/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" + kUidUnderscores +
-           ".slice/docker-" + kId + ".scope",
-       kId, "docker"},
-      {"/kubepods/burstable/pod" + kUid + "/" + kId, kId, ""},
-      {"/kubepods/pod" + kUid + "/" + kId, kId, ""},
+      {"/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" + UidUnderscores() +
+           ".slice/docker-" + Id() + ".scope",
+       Id(), "docker"},
+      {"/kubepods/burstable/pod" + Uid() + "/" + Id(), Id(), ""},
+      {"/kubepods/pod" + Uid() + "/" + Id(), Id(), ""},
       {"/kubelet.slice/kubelet-kubepods.slice/kubelet-kubepods-burstable.slice/"
        "kubelet-kubepods-burstable-pod" +
-           kUidUnderscores + ".slice/cri-containerd-" + kId + ".scope",
-       kId, "containerd"},
-      {"/system.slice/containerd.service/kubepods-burstable-pod" + kUidUnderscores +
-           ".slice:cri-containerd:" + kId,
-       kId, "containerd"},
+           UidUnderscores() + ".slice/cri-containerd-" + Id() + ".scope",
+       Id(), "containerd"},
+      {"/system.slice/containerd.service/kubepods-burstable-pod" + UidUnderscores() +
+           ".slice:cri-containerd:" + Id(),
+       Id(), "containerd"},
       // Seen from inside a private cgroup namespace.
-      {"/../../kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + kUidUnderscores +
-           ".slice/cri-containerd-" + kId + ".scope",
-       kId, "containerd"},
+      {"/../../kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + UidUnderscores() +
+           ".slice/cri-containerd-" + Id() + ".scope",
+       Id(), "containerd"},
       // The pod's own cgroup, and CRI-O's monitor process: a pod but no container.
-      {"/kubepods/burstable/pod" + kUid, "", ""},
-      {"/kubepods.slice/kubepods-pod" + kUidUnderscores + ".slice/crio-conmon-" + kId + ".scope",
+      {"/kubepods/burstable/pod" + Uid(), "", ""},
+      {"/kubepods.slice/kubepods-pod" + UidUnderscores() + ".slice/crio-conmon-" + Id() + ".scope",
        "", ""},
   };
   for (const Case& c : cases) {
     const auto ref = ParseKubepodsPath(c.path);
     ASSERT_TRUE(ref) << c.path;
-    EXPECT_EQ(ref->pod_uid, kUid) << c.path;
+    EXPECT_EQ(ref->pod_uid, Uid()) << c.path;
     EXPECT_EQ(ref->container_id, c.container) << c.path;
     EXPECT_EQ(ref->runtime, c.runtime) << c.path;
   }
   for (const std::string& path :
        {std::string("/"), std::string("/system.slice/sshd.service"),
         std::string("/kubepods.slice/kubepods-burstable.slice"),
-        "/kubepods/burstable/pod" + kUid.substr(0, 20), "/user.slice/mypod" + kUid}) {
+        "/kubepods/burstable/pod" + Uid().substr(0, 20), "/user.slice/mypod" + Uid()}) {
     EXPECT_FALSE(ParseKubepodsPath(path)) << path;
   }
 }
 
 TEST(KubepodsTest, ProcCgroupPrefersV2AndFallsBackToV1) {
-  const std::string v1 = "12:pids:/kubepods/burstable/pod" + kUid + "/" + kId +
-                         "\n4:memory:/kubepods/burstable/pod" + kUid + "/" + kId + "\n0::/\n";
+  const std::string v1 = "12:pids:/kubepods/burstable/pod" + Uid() + "/" + Id() +
+                         "\n4:memory:/kubepods/burstable/pod" + Uid() + "/" + Id() + "\n0::/\n";
   auto ref = ParseProcCgroup(v1);
   ASSERT_TRUE(ref);
-  EXPECT_EQ(ref->container_id, kId);
+  EXPECT_EQ(ref->container_id, Id());
   const std::string v2 =
-      "0::/kubepods.slice/kubepods-pod" + kUidUnderscores + ".slice/crio-" + kId + ".scope\n";
+      "0::/kubepods.slice/kubepods-pod" + UidUnderscores() + ".slice/crio-" + Id() + ".scope\n";
   ref = ParseProcCgroup(v2);
   ASSERT_TRUE(ref);
   EXPECT_EQ(ref->runtime, "crio");
   EXPECT_EQ(UnifiedPath(v2),
-            "/kubepods.slice/kubepods-pod" + kUidUnderscores + ".slice/crio-" + kId + ".scope");
+            "/kubepods.slice/kubepods-pod" + UidUnderscores() + ".slice/crio-" + Id() + ".scope");
   EXPECT_FALSE(ParseProcCgroup("0::/user.slice\n1:name=systemd:/user.slice\n"));
   EXPECT_FALSE(ParseProcCgroup("garbage without colons\n::\n"));
 }
 
 TEST(CgroupPathsTest, WalkFindsDirectoriesByInodeAndRateLimitsMisses) {
   testing::TempDir root;
-  const std::string deep = "/kubepods.slice/kubepods-pod" + kUidUnderscores + ".slice";
+  const std::string deep = "/kubepods.slice/kubepods-pod" + UidUnderscores() + ".slice";
   ASSERT_EQ(mkdir((root.path() + "/kubepods.slice").c_str(), 0755), 0);
   ASSERT_EQ(mkdir((root.path() + deep).c_str(), 0755), 0);
   struct stat st {};
@@ -120,11 +130,11 @@ TEST(PodMetadataTest, ContainerdCrioDockerAndGarbage) {
   EXPECT_FALSE(ParseRuntimeState("[]"));
 
   testing::TempDir dir;
-  ASSERT_EQ(mkdir((dir.path() + "/" + kId).c_str(), 0755), 0);
-  dir.WriteFile(kId + "/config.json", R"({"annotations":{"io.kubernetes.pod.name":"p"}})");
+  ASSERT_EQ(mkdir((dir.path() + "/" + Id()).c_str(), 0755), 0);
+  dir.WriteFile(Id() + "/config.json", R"({"annotations":{"io.kubernetes.pod.name":"p"}})");
   PodMetadata metadata({dir.path() + "/missing/{id}.json", dir.path() + "/{id}/config.json"});
-  ASSERT_TRUE(metadata.Lookup(kId));
-  EXPECT_EQ(metadata.Lookup(kId)->pod, "p");
+  ASSERT_TRUE(metadata.Lookup(Id()));
+  EXPECT_EQ(metadata.Lookup(Id())->pod, "p");
   EXPECT_FALSE(metadata.Lookup("feedfacefeedface"));
 }
 

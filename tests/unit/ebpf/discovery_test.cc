@@ -211,8 +211,8 @@ TEST_F(DiscoveryTest, ExecSchedulesRescansAtGrowingDelays) {
 }
 
 TEST(EbpfFunctionsTest, ConfigListsMatchTheFunctionTable) {
-  EXPECT_EQ(config::kEbpfNcclFunctions, DefaultFunctionNames(Library::kNccl));
-  EXPECT_EQ(config::kEbpfIbverbsFunctions, DefaultFunctionNames(Library::kIbverbs));
+  EXPECT_EQ(config::EbpfNcclFunctions(), DefaultFunctionNames(Library::kNccl));
+  EXPECT_EQ(config::EbpfIbverbsFunctions(), DefaultFunctionNames(Library::kIbverbs));
   EXPECT_EQ(ResultName(0, 4), "ncclInvalidArgument");
   EXPECT_EQ(ResultName(64, -1), "null");
   EXPECT_EQ(ResultName(65, 22), "EINVAL");
