@@ -147,7 +147,10 @@ std::optional<std::vector<ncclscope_vma_record>> BpfObjects::ExecutableMappings(
   }
   close(fd);
   records.resize(bytes.size() / sizeof(ncclscope_vma_record));
-  std::memcpy(records.data(), bytes.data(), records.size() * sizeof(ncclscope_vma_record));
+  // An empty read (the process exited meanwhile) leaves both buffers without storage.
+  if (!records.empty()) {
+    std::memcpy(records.data(), bytes.data(), records.size() * sizeof(ncclscope_vma_record));
+  }
   return records;
 }
 
