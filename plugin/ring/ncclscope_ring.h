@@ -1,0 +1,541 @@
+/*
+ * ncclscope ring format, version 1: the shared-memory file through which the NCCL profiler plugin
+ * (libnccl-profiler-ncclscope.so, the producer) hands records to the node agent (the consumer).
+ * This header IS the format specification; C11 and C++ include it alike.
+ *
+ * One file per process, <ring_dir>/ncclscope-<pid>-<created_ns>.ring, created under a temporary
+ * name and renamed once the header is complete. The plugin holds a shared flock() on it for its
+ * whole life: the agent knows the owner is gone (in any pid namespace) when it can take an
+ * exclusive flock. Layout (all offsets in bytes from the start of the file, little-endian):
+ *
+ *   [0, 4096)                      struct ncclscope_ring_header
+ *   [comm_table_offset, ...)       comm_slot_count x struct ncclscope_comm_slot   (512 B each)
+ *   [lanes_offset, ...)            lane_count x struct ncclscope_lane             (128 B each)
+ *   [data_offset, file_size)       lane_count x lane_capacity records             (256 B each);
+ *                                  lane i's slot s is at data_offset + (i*lane_capacity + s)*256
+ *
+ * Lanes. Each lane is a single-producer/single-consumer queue of fixed-size records. A writer
+ * thread takes a lane with a try-lock (`busy`, compare-and-swap 0 -> 1; it never waits: if its lane
+ * is busy or full it tries the next few lanes), writes the record into slot head % lane_capacity,
+ * then publishes it by storing head + 1 with release order. A record never overwrites one the agent
+ * has not consumed (head - tail <= lane_capacity): when every lane tried is full the record is
+ * dropped and the writer's lane's `dropped` is incremented (atomically); when every lane tried is
+ * busy it is dropped and counted in counters[NCCLSCOPE_CTR_DROPPED_CONTENTION]. The agent reads
+ * head (acquire), copies records [tail, head), and then stores the new tail (release). Records
+ * written together (an op and its channel continuations) are published by one head store.
+ *
+ * Trust. The agent treats everything here as untrusted input: it validates header geometry against
+ * the file size, every record's type, layout, checksum and position, and every index and string.
+ * The plugin never trusts anything the agent writes either (it keeps its own copy of the geometry
+ * and only reads `tail` and the control block, both range-checked).
+ *
+ * Clocks. Host times (`*_ns` unless stated) are CLOCK_REALTIME nanoseconds, one clock for every
+ * process on the node. GPU times (`gpu_*`) are the GPU's %globaltimer as NCCL reports it (ns).
+ */
+#ifndef NCCLSCOPE_RING_H_
+#define NCCLSCOPE_RING_H_
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#ifdef __cplusplus
+#define NCCLSCOPE_STATIC_ASSERT(cond, msg) static_assert(cond, msg)
+extern "C" {
+#else
+#define NCCLSCOPE_STATIC_ASSERT(cond, msg) _Static_assert(cond, msg)
+#endif
+
+/* "NCSCRNG1" read as a little-endian uint64_t. */
+#define NCCLSCOPE_RING_MAGIC 0x31474E524353434EULL
+#define NCCLSCOPE_RING_VERSION 1u
+#define NCCLSCOPE_RING_HEADER_SIZE 4096u
+#define NCCLSCOPE_RECORD_SIZE 256u
+#define NCCLSCOPE_COMM_SLOT_SIZE 512u
+#define NCCLSCOPE_LANE_SIZE 128u
+#define NCCLSCOPE_RING_SUFFIX ".ring"
+
+/* Bounds the agent enforces on the geometry (and the plugin never exceeds). */
+#define NCCLSCOPE_MAX_LANES 256u
+#define NCCLSCOPE_MAX_LANE_CAPACITY (1u << 20)
+#define NCCLSCOPE_MAX_COMM_SLOTS 65536u
+#define NCCLSCOPE_MAX_CHANNELS 64u /* NCCL's MAXCHANNELS in 2.27 through 2.30 */
+
+/* ---- Ring header ------------------------------------------------------------------------- */
+
+enum ncclscope_ring_state {
+  NCCLSCOPE_RING_LIVE = 1,   /* the process may still write */
+  NCCLSCOPE_RING_CLOSED = 2, /* every communicator was finalized; nothing more will be written */
+};
+
+/* Cumulative plugin-side counters (header.counters[i]), monotonic for the process's life. */
+enum ncclscope_counter {
+  NCCLSCOPE_CTR_DROPPED_CONTENTION = 0, /* records dropped: every lane tried was busy */
+  NCCLSCOPE_CTR_OPS_FILTERED = 1,       /* ops below the minimum message size, not recorded */
+  NCCLSCOPE_CTR_HANDLES_EXHAUSTED = 2,  /* events not tracked: a handle pool was full */
+  NCCLSCOPE_CTR_INVALID_HANDLE = 3,     /* stop/record with an unknown, stale or foreign handle */
+  NCCLSCOPE_CTR_LATE_EVENT = 4,         /* child event for an op already completed */
+  NCCLSCOPE_CTR_OPS_INCOMPLETE = 5,     /* ops finalized without full GPU timing */
+  NCCLSCOPE_CTR_COMMS_WITHOUT_SLOT = 6, /* communicators beyond comm_slot_count */
+  NCCLSCOPE_CTR_FOREIGN_PROXY_OPS = 7,  /* ProxyOps raised for another process (PXN) */
+  NCCLSCOPE_CTR_UNKNOWN_EVENTS = 8,     /* event types or states the plugin does not handle */
+  /* 9: reserved */
+  NCCLSCOPE_CTR_OPS_FLUSHED = 10, /* ops still in flight when their communicator ended */
+  NCCLSCOPE_COUNTER_MAX = 16
+};
+
+/* Control bits that the job's environment pinned (header.pinned_controls): the plugin ignores
+ * the agent's value for these. */
+enum ncclscope_control_bit {
+  NCCLSCOPE_CONTROL_EVENT_MASK = 1u << 0,
+  NCCLSCOPE_CONTROL_MIN_BYTES = 1u << 1,
+  NCCLSCOPE_CONTROL_DUTY_PERIOD = 1u << 2,
+  NCCLSCOPE_CONTROL_KERNEL_DUTY = 1u << 3,
+  NCCLSCOPE_CONTROL_PROXY_DUTY = 1u << 4,
+};
+
+/* Agent -> plugin controls, a seqlock: the agent makes `seq` odd, writes the fields, then makes it
+ * even (release). The plugin applies a snapshot only when `seq` is even, non-zero, unchanged across
+ * its read, and different from the last one it applied. Values out of range are ignored. */
+struct ncclscope_controls {
+  uint32_t seq;
+  uint32_t event_mask;     /* NCCL profiler event bits (Coll 0x2, P2p 0x4, ProxyOp 0x8,
+                              ProxyStep 0x10, KernelCh 0x40, CeColl 0x1000); others ignored */
+  uint64_t min_bytes;      /* ops with fewer bytes are counted (OPS_FILTERED), not recorded */
+  uint64_t duty_period_ns; /* length of one duty cycle (>= 1 ms) */
+  uint32_t kernel_duty_pm; /* per mille of each period with KernelCh (GPU timing) enabled */
+  uint32_t proxy_duty_pm;  /* per mille of each period with ProxyOp/ProxyStep enabled */
+  uint8_t reserved[32];
+};
+NCCLSCOPE_STATIC_ASSERT(sizeof(struct ncclscope_controls) == 64, "controls size");
+
+struct ncclscope_ring_header {
+  /* Identity: written once, before the file gets its final name. */
+  uint64_t magic;             /* NCCLSCOPE_RING_MAGIC */
+  uint32_t version;           /* NCCLSCOPE_RING_VERSION */
+  uint32_t header_size;       /* NCCLSCOPE_RING_HEADER_SIZE */
+  uint64_t file_size;         /* total bytes; the file is never resized */
+  uint32_t record_size;       /* NCCLSCOPE_RECORD_SIZE */
+  uint32_t lane_count;        /* 1..NCCLSCOPE_MAX_LANES */
+  uint32_t lane_capacity;     /* records per lane, a power of two */
+  uint32_t comm_slot_count;   /* entries in the comm table */
+  uint64_t comm_table_offset; /* 64-byte aligned */
+  uint64_t lanes_offset;      /* 64-byte aligned */
+  uint64_t data_offset;       /* 64-byte aligned */
+  int32_t pid;                /* getpid() in the writer's own pid namespace */
+  uint32_t nccl_abi;          /* profiler ABI NCCL chose (4, 5 or 6); 0 before the first init */
+  uint64_t created_ns;        /* host time the ring was created */
+  char hostname[64];          /* gethostname(); the pod name in Kubernetes. NUL-terminated */
+  char plugin_version[32];    /* NUL-terminated */
+  char job_id[64];            /* NCCLSCOPE_JOB_ID, else SLURM_JOB_ID, else empty */
+  uint8_t reserved0[16];
+
+  /* Live state (plugin-written), offset 256. */
+  uint32_t state;               /* enum ncclscope_ring_state */
+  uint32_t effective_mask;      /* the NCCL event mask currently in force */
+  uint32_t applied_control_seq; /* last controls.seq applied (0: none) */
+  uint32_t pinned_controls;     /* enum ncclscope_control_bit set by the job's environment */
+  uint64_t closed_ns;           /* host time the ring was closed, 0 while live */
+  uint64_t counters[NCCLSCOPE_COUNTER_MAX]; /* enum ncclscope_counter */
+  uint8_t reserved1[1024 - 256 - 24 - 8 * NCCLSCOPE_COUNTER_MAX];
+
+  /* Agent-written, offset 1024. */
+  struct ncclscope_controls controls;
+  uint8_t reserved2[NCCLSCOPE_RING_HEADER_SIZE - 1024 - 64];
+};
+NCCLSCOPE_STATIC_ASSERT(sizeof(struct ncclscope_ring_header) == NCCLSCOPE_RING_HEADER_SIZE,
+                        "header size");
+NCCLSCOPE_STATIC_ASSERT(offsetof(struct ncclscope_ring_header, hostname) == 80, "hostname");
+NCCLSCOPE_STATIC_ASSERT(offsetof(struct ncclscope_ring_header, state) == 256, "state");
+NCCLSCOPE_STATIC_ASSERT(offsetof(struct ncclscope_ring_header, counters) == 280, "counters");
+NCCLSCOPE_STATIC_ASSERT(offsetof(struct ncclscope_ring_header, controls) == 1024, "controls");
+
+/* ---- Lanes ------------------------------------------------------------------------------ */
+
+struct ncclscope_lane {
+  /* Producer cache line. */
+  uint64_t head;    /* records published; the next record goes to slot head % lane_capacity */
+  uint64_t dropped; /* records dropped because the lanes tried were full */
+  uint32_t busy;    /* writer try-lock: 0 free, 1 held */
+  uint32_t reserved0;
+  uint8_t pad0[40];
+  /* Consumer cache line. */
+  uint64_t tail; /* records the agent consumed */
+  uint8_t pad1[56];
+};
+NCCLSCOPE_STATIC_ASSERT(sizeof(struct ncclscope_lane) == NCCLSCOPE_LANE_SIZE, "lane size");
+NCCLSCOPE_STATIC_ASSERT(offsetof(struct ncclscope_lane, tail) == 64, "tail line");
+
+/* ---- Comm table: one slot per live communicator (per rank in this process) --------------- */
+
+enum ncclscope_comm_state {
+  NCCLSCOPE_COMM_FREE = 0,
+  NCCLSCOPE_COMM_LIVE = 1,
+  NCCLSCOPE_COMM_FINALIZED = 2, /* kept readable until the slot is reused */
+};
+
+/* One recently enqueued op (comm slot `recent`, indexed by op_index % NCCLSCOPE_RECENT_OPS). */
+struct ncclscope_recent_op {
+  uint64_t enqueue_ns;
+  uint32_t seq_low; /* low 32 bits of the op's seq */
+  uint8_t func;     /* enum ncclscope_func */
+  uint8_t kind;     /* enum ncclscope_op_kind */
+  uint16_t reserved;
+};
+#define NCCLSCOPE_RECENT_OPS 8u
+
+struct ncclscope_comm_slot {
+  /* Identity, guarded by `version`: odd while the plugin rewrites the slot (seqlock). */
+  uint32_t version;
+  uint32_t state;   /* enum ncclscope_comm_state */
+  uint64_t comm_id; /* NCCL commHash: identical on every rank of the communicator */
+  uint64_t context; /* the plugin's context handle value (joins PXN proxy ops to this comm) */
+  int32_t rank;
+  int32_t nranks;
+  int32_t nnodes;
+  int32_t cuda_device; /* CUDA device ordinal at init, -1 when unknown */
+  uint64_t init_ns;
+  uint64_t finalize_ns; /* 0 while live */
+  char name[128];       /* NCCL commName, NUL-terminated, empty when NCCL gave none */
+  char gpu_uuid[48];    /* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", empty when unknown */
+  char pci_bus_id[24];  /* "0000:19:00.0", empty when unknown */
+
+  /* Enqueue side, updated by the thread that enqueues ops (offset 256). */
+  uint64_t ops_enqueued;
+  uint64_t last_enqueue_ns;
+  uint64_t last_enqueue_seq;
+  uint32_t last_enqueue_func; /* enum ncclscope_func */
+  uint32_t reserved1;
+  uint8_t pad1[32];
+
+  /* Completion side, updated by whichever thread observes completion (offset 320). */
+  uint64_t ops_completed;
+  uint64_t last_complete_ns;
+  uint64_t last_complete_seq;
+  uint32_t last_complete_func;
+  uint32_t reserved2;
+  uint8_t pad2[32];
+
+  /* The last NCCLSCOPE_RECENT_OPS enqueued ops (offset 384): with ops_enqueued - ops_completed
+   * in flight, the oldest one still in flight is recent[ops_completed % 8] (ops of one
+   * communicator complete in order). */
+  struct ncclscope_recent_op recent[NCCLSCOPE_RECENT_OPS];
+};
+NCCLSCOPE_STATIC_ASSERT(sizeof(struct ncclscope_comm_slot) == NCCLSCOPE_COMM_SLOT_SIZE,
+                        "comm slot size");
+NCCLSCOPE_STATIC_ASSERT(offsetof(struct ncclscope_comm_slot, ops_enqueued) == 256, "enqueue line");
+NCCLSCOPE_STATIC_ASSERT(offsetof(struct ncclscope_comm_slot, ops_completed) == 320,
+                        "complete line");
+NCCLSCOPE_STATIC_ASSERT(offsetof(struct ncclscope_comm_slot, recent) == 384, "recent");
+
+/* ---- Records (NCCLSCOPE_RECORD_SIZE bytes each, zero-padded) ------------------------------ */
+
+enum ncclscope_record_type {
+  NCCLSCOPE_REC_COMM_INIT = 1,     /* struct ncclscope_comm_init_record */
+  NCCLSCOPE_REC_COMM_FINALIZE = 2, /* struct ncclscope_comm_finalize_record */
+  NCCLSCOPE_REC_OP = 3,            /* struct ncclscope_op_record: one per completed op */
+  NCCLSCOPE_REC_OP_CHANNELS = 4,   /* struct ncclscope_op_channels_record: more channel times */
+  NCCLSCOPE_REC_PROXY_OP = 5,      /* struct ncclscope_proxy_op_record: one per network op */
+  NCCLSCOPE_REC_TYPE_MAX = 5
+};
+
+struct ncclscope_record_header {
+  uint16_t type;     /* enum ncclscope_record_type */
+  uint16_t layout;   /* layout version of this record type: 1 */
+  uint32_t checksum; /* ncclscope_checksum() over the whole record, this field taken as 0 */
+  uint64_t position; /* lane position (head value) the record was published at */
+};
+#define NCCLSCOPE_RECORD_LAYOUT 1u
+
+/* Op kinds, functions, datatypes, algorithms, protocols: small codes instead of NCCL's strings. */
+enum ncclscope_op_kind { NCCLSCOPE_KIND_COLL = 1, NCCLSCOPE_KIND_P2P = 2, NCCLSCOPE_KIND_CE = 3 };
+
+enum ncclscope_func {
+  NCCLSCOPE_FUNC_UNKNOWN = 0,
+  NCCLSCOPE_FUNC_ALL_REDUCE = 1,
+  NCCLSCOPE_FUNC_ALL_GATHER = 2,
+  NCCLSCOPE_FUNC_REDUCE_SCATTER = 3,
+  NCCLSCOPE_FUNC_BROADCAST = 4,
+  NCCLSCOPE_FUNC_REDUCE = 5,
+  NCCLSCOPE_FUNC_SEND = 6,
+  NCCLSCOPE_FUNC_RECV = 7,
+  NCCLSCOPE_FUNC_SEND_RECV = 8,
+  NCCLSCOPE_FUNC_ALL_TO_ALL = 9,
+  NCCLSCOPE_FUNC_GATHER = 10,
+  NCCLSCOPE_FUNC_SCATTER = 11,
+  NCCLSCOPE_FUNC_ALL_GATHER_V = 12,
+  NCCLSCOPE_FUNC_PUT_SIGNAL = 13,
+  NCCLSCOPE_FUNC_SIGNAL = 14,
+  NCCLSCOPE_FUNC_WAIT_SIGNAL = 15,
+  NCCLSCOPE_FUNC_COUNT = 16
+};
+
+/* datatype 0 is NCCL's "Unknown", which NCCL 2.28-2.30 send for ncclUint8 (no case in their
+ * ncclDatatypeToString): such ops are sized at 1 byte per element and flagged
+ * NCCLSCOPE_OP_DATATYPE_ASSUMED. */
+enum ncclscope_datatype {
+  NCCLSCOPE_DT_UNKNOWN = 0,
+  NCCLSCOPE_DT_INT8 = 1,
+  NCCLSCOPE_DT_UINT8 = 2,
+  NCCLSCOPE_DT_INT32 = 3,
+  NCCLSCOPE_DT_UINT32 = 4,
+  NCCLSCOPE_DT_INT64 = 5,
+  NCCLSCOPE_DT_UINT64 = 6,
+  NCCLSCOPE_DT_FLOAT16 = 7,
+  NCCLSCOPE_DT_FLOAT32 = 8,
+  NCCLSCOPE_DT_FLOAT64 = 9,
+  NCCLSCOPE_DT_BFLOAT16 = 10,
+  NCCLSCOPE_DT_FLOAT8E4M3 = 11,
+  NCCLSCOPE_DT_FLOAT8E5M2 = 12,
+  NCCLSCOPE_DT_COUNT = 13
+};
+
+enum ncclscope_algo {
+  NCCLSCOPE_ALGO_UNKNOWN = 0,
+  NCCLSCOPE_ALGO_TREE = 1,
+  NCCLSCOPE_ALGO_RING = 2,
+  NCCLSCOPE_ALGO_COLLNET_DIRECT = 3,
+  NCCLSCOPE_ALGO_COLLNET_CHAIN = 4,
+  NCCLSCOPE_ALGO_NVLS = 5,
+  NCCLSCOPE_ALGO_NVLS_TREE = 6,
+  NCCLSCOPE_ALGO_PAT = 7,
+  NCCLSCOPE_ALGO_NONE = 8, /* p2p and CE ops have no algorithm */
+  NCCLSCOPE_ALGO_COUNT = 9
+};
+
+enum ncclscope_proto {
+  NCCLSCOPE_PROTO_UNKNOWN = 0,
+  NCCLSCOPE_PROTO_LL = 1,
+  NCCLSCOPE_PROTO_LL128 = 2,
+  NCCLSCOPE_PROTO_SIMPLE = 3,
+  NCCLSCOPE_PROTO_NONE = 4, /* p2p and CE ops */
+  NCCLSCOPE_PROTO_COUNT = 5
+};
+
+/* ncclscope_op_record.flags */
+enum ncclscope_op_flag {
+  NCCLSCOPE_OP_GPU_TIMING = 1u << 0,           /* gpu_start_ns/gpu_end_ns and ch[] are valid */
+  NCCLSCOPE_OP_GPU_TIMING_PARTIAL = 1u << 1,   /* fewer timed channels than n_channels */
+  NCCLSCOPE_OP_DATATYPE_ASSUMED = 1u << 2,     /* "Unknown" datatype sized as 1 byte/element */
+  NCCLSCOPE_OP_FLUSHED = 1u << 3,              /* communicator ended with the op in flight */
+  NCCLSCOPE_OP_NO_ENQUEUE_STOP = 1u << 4,      /* NCCL never stopped the Coll/P2p event */
+  NCCLSCOPE_OP_TIME_SATURATED = 1u << 5,       /* a channel offset did not fit in 32 bits */
+  NCCLSCOPE_OP_KERNEL_NOT_REQUESTED = 1u << 6, /* KernelCh was off (mask or duty cycle) */
+  NCCLSCOPE_OP_P2P_SEQ_PER_PEER = 1u << 7,     /* seq counts ops per (comm, func, peer) */
+};
+
+/* One channel's GPU time, relative to the op's gpu_start_ns. */
+struct ncclscope_channel_time {
+  uint32_t start_off_ns;
+  uint32_t end_off_ns;
+};
+
+#define NCCLSCOPE_OP_INLINE_CHANNELS 16u
+#define NCCLSCOPE_OP_CONT_CHANNELS 26u
+
+/* One per completed Coll/P2p/CeColl op. Completion is when every announced KernelCh has stopped
+ * and NCCL stopped the Coll/P2p event (which only means "enqueued"); without KernelCh (mask,
+ * duty cycle, CUDA graphs) the op completes at that stop, without GPU timing. The op's network
+ * activity arrives as NCCLSCOPE_REC_PROXY_OP records with the same (comm_id, rank, func, seq). */
+struct ncclscope_op_record {
+  struct ncclscope_record_header h;
+  uint64_t comm_id;
+  uint64_t seq;            /* Coll: NCCL seqNumber (per comm and func, equal across ranks);
+                              P2p: our count per (comm, func, peer), see flags; CE: ceSeqNum */
+  uint64_t count;          /* elements, as passed to the API */
+  uint64_t bytes;          /* count x datatype size (per rank for AllGather/ReduceScatter) */
+  uint64_t enqueue_ns;     /* host time NCCL started the Coll/P2p event */
+  uint64_t complete_ns;    /* host time the plugin observed completion */
+  uint64_t gpu_start_ns;   /* earliest channel start, 0 without GPU timing */
+  uint64_t gpu_end_ns;     /* latest channel end */
+  uint64_t op_index;       /* this communicator's op counter (all kinds), from 0 */
+  uint64_t channel_mask;   /* channels with GPU timing; ch[] in ascending channel order */
+  uint32_t enqueue_dur_ns; /* Coll/P2p start -> stop, saturating */
+  int32_t rank;
+  int32_t peer;       /* p2p: peer rank; coll: root; -1 otherwise */
+  uint16_t flags;     /* enum ncclscope_op_flag */
+  uint8_t kind;       /* enum ncclscope_op_kind */
+  uint8_t func;       /* enum ncclscope_func */
+  uint8_t datatype;   /* enum ncclscope_datatype */
+  uint8_t algo;       /* enum ncclscope_algo */
+  uint8_t proto;      /* enum ncclscope_proto */
+  uint8_t n_channels; /* channels NCCL announced */
+  uint8_t n_warps;
+  uint8_t n_timed;         /* channels with GPU timing (popcount of channel_mask) */
+  uint8_t n_inline;        /* valid entries in ch[] */
+  uint8_t n_continuations; /* NCCLSCOPE_REC_OP_CHANNELS records that directly follow */
+  uint32_t comm_slot;      /* comm table index, UINT32_MAX when none */
+  uint32_t reserved;
+  struct ncclscope_channel_time ch[NCCLSCOPE_OP_INLINE_CHANNELS];
+};
+
+/* Channel times beyond the first 16, written in the same lane right after their op record. */
+struct ncclscope_op_channels_record {
+  struct ncclscope_record_header h;
+  uint64_t comm_id;
+  uint64_t seq;
+  uint64_t op_index;
+  int32_t rank;
+  uint8_t part;  /* 1-based continuation number */
+  uint8_t n;     /* valid entries in ch[] */
+  uint8_t first; /* position of ch[0] among the op's timed channels (ascending channel order) */
+  uint8_t func;
+  struct ncclscope_channel_time ch[NCCLSCOPE_OP_CONT_CHANNELS];
+};
+
+/* Proxy step states, the index into ncclscope_proxy_op_record.state_ns. */
+enum ncclscope_step_state {
+  NCCLSCOPE_STEP_SEND_GPU_WAIT = 0,   /* waiting for the GPU to fill the send buffer */
+  NCCLSCOPE_STEP_SEND_PEER_WAIT = 1,  /* waiting for the receiver's clear-to-send credit */
+  NCCLSCOPE_STEP_SEND_WAIT = 2,       /* isend posted, waiting for completion */
+  NCCLSCOPE_STEP_RECV_WAIT = 3,       /* irecv posted, waiting for data */
+  NCCLSCOPE_STEP_RECV_FLUSH_WAIT = 4, /* waiting for the GDR flush */
+  NCCLSCOPE_STEP_RECV_GPU_WAIT = 5,   /* waiting for the GPU to consume the data */
+  NCCLSCOPE_STEP_STATE_COUNT = 6
+};
+
+/* ncclscope_proxy_op_record.flags */
+enum ncclscope_proxy_flag {
+  NCCLSCOPE_PROXY_FOREIGN = 1u << 0,      /* raised for another process (PXN): comm_id unknown,
+                                             origin_* identify the op in that process */
+  NCCLSCOPE_PROXY_PARENT_KNOWN = 1u << 1, /* seq, func and op_index are valid */
+  NCCLSCOPE_PROXY_FLUSHED = 1u << 2,      /* still running when the communicator ended */
+};
+
+/* One per network ProxyOp (one channel, one peer, one direction) when ProxyOp/ProxyStep events
+ * are on. state_ns sums, over the op's steps, the time spent in each step state. */
+struct ncclscope_proxy_op_record {
+  struct ncclscope_record_header h;
+  uint64_t comm_id;        /* 0 when unknown */
+  uint64_t seq;            /* parent op's seq, when NCCLSCOPE_PROXY_PARENT_KNOWN */
+  uint64_t bytes;          /* sum of the steps' transSize */
+  uint64_t start_ns;       /* host time of the ProxyOp start */
+  uint64_t end_ns;         /* host time of the ProxyOp stop */
+  uint64_t in_progress_ns; /* host time NCCL moved the op to "in progress", 0 if never */
+  uint64_t origin_context; /* PXN: context handle value in the originating process */
+  uint64_t origin_parent;  /* PXN: op handle value in the originating process */
+  uint64_t state_ns[NCCLSCOPE_STEP_STATE_COUNT];
+  uint64_t op_index; /* parent op's op_index, when known */
+  int32_t rank;
+  int32_t peer;
+  int32_t origin_pid; /* pid (originator's namespace) that posted the op */
+  int32_t n_steps;    /* steps NCCL announced */
+  int32_t steps_done; /* steps that stopped */
+  int32_t chunk_size; /* bytes per step, as NCCL announced */
+  uint32_t comm_slot; /* UINT32_MAX when none */
+  uint16_t flags;     /* enum ncclscope_proxy_flag */
+  uint8_t channel;
+  uint8_t is_send;
+  uint8_t func; /* parent op's func, when known */
+  uint8_t reserved0[7];
+  uint64_t max_step_ns; /* longest single step, start to stop */
+  uint8_t reserved1[72];
+};
+
+struct ncclscope_comm_init_record {
+  struct ncclscope_record_header h;
+  uint64_t comm_id;
+  uint64_t context;
+  uint64_t init_ns;
+  int32_t rank;
+  int32_t nranks;
+  int32_t nnodes;
+  int32_t cuda_device;
+  uint32_t comm_slot;
+  uint32_t nccl_abi;
+  char name[128];
+  char gpu_uuid[48];
+  char pci_bus_id[16];
+};
+
+struct ncclscope_comm_finalize_record {
+  struct ncclscope_record_header h;
+  uint64_t comm_id;
+  uint64_t context;
+  uint64_t finalize_ns;
+  uint64_t ops_enqueued;
+  uint64_t ops_completed;
+  uint64_t ops_flushed; /* finalized with the communicator, still in flight */
+  int32_t rank;
+  uint32_t comm_slot;
+  uint8_t reserved[184];
+};
+
+NCCLSCOPE_STATIC_ASSERT(sizeof(struct ncclscope_record_header) == 16, "record header");
+NCCLSCOPE_STATIC_ASSERT(sizeof(struct ncclscope_op_record) == NCCLSCOPE_RECORD_SIZE, "op");
+NCCLSCOPE_STATIC_ASSERT(offsetof(struct ncclscope_op_record, ch) == 128, "op channels");
+NCCLSCOPE_STATIC_ASSERT(sizeof(struct ncclscope_op_channels_record) == NCCLSCOPE_RECORD_SIZE,
+                        "op channels");
+NCCLSCOPE_STATIC_ASSERT(sizeof(struct ncclscope_proxy_op_record) == NCCLSCOPE_RECORD_SIZE,
+                        "proxy op");
+NCCLSCOPE_STATIC_ASSERT(sizeof(struct ncclscope_comm_init_record) == NCCLSCOPE_RECORD_SIZE,
+                        "comm init");
+NCCLSCOPE_STATIC_ASSERT(sizeof(struct ncclscope_comm_finalize_record) == NCCLSCOPE_RECORD_SIZE,
+                        "comm finalize");
+
+/* ---- Helpers ------------------------------------------------------------------------------ */
+
+/* Checksum of one record: a two-accumulator sum over its 64-bit words (little-endian), with the
+ * checksum field (upper half of word 0) taken as zero. Cheap enough for the hot path; catches torn
+ * and scribbled records. */
+static inline uint32_t ncclscope_checksum(const void* record, size_t size) {
+  const unsigned char* bytes = (const unsigned char*)record;
+  uint64_t a = 0x6e63636c73636f70ULL;
+  uint64_t b = 0;
+  size_t i;
+  for (i = 0; i + 8 <= size; i += 8) {
+    uint64_t word;
+    memcpy(&word, bytes + i, 8);
+    if (i == 0) word &= 0xFFFFFFFFULL;
+    a += word;
+    b += a;
+  }
+  return (uint32_t)(a ^ (a >> 32) ^ b ^ (b >> 29));
+}
+
+/* Bytes per element of a datatype code, 0 when unknown. */
+static inline uint32_t ncclscope_datatype_size(unsigned datatype) {
+  static const unsigned char sizes[NCCLSCOPE_DT_COUNT] = {0, 1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
+  return datatype < NCCLSCOPE_DT_COUNT ? sizes[datatype] : 0;
+}
+
+static inline const char* ncclscope_func_name(unsigned func) {
+  static const char* const names[NCCLSCOPE_FUNC_COUNT] = {
+      "unknown",    "AllReduce", "AllGather", "ReduceScatter", "Broadcast", "Reduce",
+      "Send",       "Recv",      "SendRecv",  "AlltoAll",      "Gather",    "Scatter",
+      "AllGatherV", "PutSignal", "Signal",    "WaitSignal"};
+  return func < NCCLSCOPE_FUNC_COUNT ? names[func] : "unknown";
+}
+
+static inline const char* ncclscope_datatype_name(unsigned datatype) {
+  static const char* const names[NCCLSCOPE_DT_COUNT] = {
+      "unknown", "int8",    "uint8",   "int32",    "uint32",     "int64",     "uint64",
+      "float16", "float32", "float64", "bfloat16", "float8e4m3", "float8e5m2"};
+  return datatype < NCCLSCOPE_DT_COUNT ? names[datatype] : "unknown";
+}
+
+static inline const char* ncclscope_algo_name(unsigned algo) {
+  static const char* const names[NCCLSCOPE_ALGO_COUNT] = {
+      "unknown",   "TREE", "RING", "COLLNET_DIRECT", "COLLNET_CHAIN", "NVLS",
+      "NVLS_TREE", "PAT",  "none"};
+  return algo < NCCLSCOPE_ALGO_COUNT ? names[algo] : "unknown";
+}
+
+static inline const char* ncclscope_proto_name(unsigned proto) {
+  static const char* const names[NCCLSCOPE_PROTO_COUNT] = {"unknown", "LL", "LL128", "SIMPLE",
+                                                           "none"};
+  return proto < NCCLSCOPE_PROTO_COUNT ? names[proto] : "unknown";
+}
+
+static inline const char* ncclscope_step_state_name(unsigned state) {
+  static const char* const names[NCCLSCOPE_STEP_STATE_COUNT] = {"send_gpu_wait",   "send_peer_wait",
+                                                                "send_wait",       "recv_wait",
+                                                                "recv_flush_wait", "recv_gpu_wait"};
+  return state < NCCLSCOPE_STEP_STATE_COUNT ? names[state] : "unknown";
+}
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* NCCLSCOPE_RING_H_ */

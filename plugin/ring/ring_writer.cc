@@ -1,0 +1,238 @@
+#include "plugin/ring/ring_writer.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+
+namespace ncclscope::ring {
+namespace {
+
+constexpr std::uint32_t kLaneTries = 4;  // lanes tried before a record is dropped as contended
+
+std::uint64_t AlignUp(std::uint64_t value, std::uint64_t alignment) {
+  return (value + alignment - 1) / alignment * alignment;
+}
+
+std::uint64_t RealtimeNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull +
+         static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+void CopyString(char* dst, std::size_t capacity, const std::string& src) {
+  const std::size_t n = src.size() < capacity - 1 ? src.size() : capacity - 1;
+  std::memcpy(dst, src.data(), n);
+  dst[n] = '\0';
+}
+
+std::string Errno(const std::string& what) { return what + ": " + std::strerror(errno); }
+
+struct Layout {
+  std::uint64_t comm_table_offset;
+  std::uint64_t lanes_offset;
+  std::uint64_t data_offset;
+  std::uint64_t file_size;
+};
+
+Layout LayoutOf(const RingGeometry& g) {
+  Layout layout{};
+  layout.comm_table_offset = NCCLSCOPE_RING_HEADER_SIZE;
+  layout.lanes_offset = layout.comm_table_offset +
+                        static_cast<std::uint64_t>(g.comm_slots) * NCCLSCOPE_COMM_SLOT_SIZE;
+  layout.data_offset = AlignUp(
+      layout.lanes_offset + static_cast<std::uint64_t>(g.lanes) * NCCLSCOPE_LANE_SIZE, 4096);
+  layout.file_size = layout.data_offset +
+                     static_cast<std::uint64_t>(g.lanes) * g.lane_capacity * NCCLSCOPE_RECORD_SIZE;
+  return layout;
+}
+
+}  // namespace
+
+RingGeometry RingGeometry::ForRecordBytes(std::uint64_t record_bytes, std::uint32_t lanes,
+                                          std::uint32_t comm_slots) {
+  RingGeometry g;
+  g.lanes = lanes == 0 ? 1 : lanes;
+  g.comm_slots = comm_slots;
+  std::uint64_t per_lane = record_bytes / g.lanes / NCCLSCOPE_RECORD_SIZE;
+  std::uint32_t capacity = 16;  // never less than a handful of records per lane
+  while (static_cast<std::uint64_t>(capacity) * 2 <= per_lane &&
+         capacity < NCCLSCOPE_MAX_LANE_CAPACITY) {
+    capacity *= 2;
+  }
+  g.lane_capacity = capacity;
+  return g;
+}
+
+std::uint64_t RingGeometry::FileSize() const { return LayoutOf(*this).file_size; }
+
+RingWriter::~RingWriter() { Close(); }
+
+bool RingWriter::Create(const std::string& dir, const RingGeometry& geometry,
+                        const RingIdentity& identity, std::string* error) {
+  Close();
+  if (geometry.lanes == 0 || geometry.lanes > NCCLSCOPE_MAX_LANES || geometry.lane_capacity == 0 ||
+      (geometry.lane_capacity & (geometry.lane_capacity - 1)) != 0 ||
+      geometry.lane_capacity > NCCLSCOPE_MAX_LANE_CAPACITY ||
+      geometry.comm_slots > NCCLSCOPE_MAX_COMM_SLOTS) {
+    *error = "invalid ring geometry";
+    return false;
+  }
+  // Shared by every job on the node (like /tmp): sticky and world-writable.
+  if (::mkdir(dir.c_str(), 01777) == 0) {
+    ::chmod(dir.c_str(), 01777);
+  } else if (errno != EEXIST) {
+    *error = Errno("cannot create ring directory " + dir);
+    return false;
+  }
+
+  const Layout layout = LayoutOf(geometry);
+  const std::uint64_t created = RealtimeNs();
+  const std::string base =
+      "ncclscope-" + std::to_string(::getpid()) + "-" + std::to_string(created);
+  const std::string temp = dir + "/." + base + ".tmp";
+  const std::string final_path = dir + "/" + base + NCCLSCOPE_RING_SUFFIX;
+
+  const int fd = ::open(temp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    *error = Errno("cannot create " + temp);
+    return false;
+  }
+  auto fail = [&](const std::string& message) {
+    *error = Errno(message);
+    ::unlink(temp.c_str());
+    ::close(fd);
+    return false;
+  };
+  // The shared lock lives as long as this process (or its forked children) keeps the descriptor:
+  // the agent's "owner alive" test, independent of pid namespaces and pid reuse.
+  if (::flock(fd, LOCK_SH) != 0) return fail("cannot lock " + temp);
+  // Reserve every page now: on a full tmpfs a later first touch would be a SIGBUS in the job.
+  const int rc = ::posix_fallocate(fd, 0, static_cast<off_t>(layout.file_size));
+  if (rc != 0) {
+    errno = rc;
+    return fail("cannot allocate " + std::to_string(layout.file_size) + " bytes for " + temp);
+  }
+  void* map = ::mmap(nullptr, layout.file_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (map == MAP_FAILED) return fail("cannot map " + temp);
+
+  auto* header = static_cast<ncclscope_ring_header*>(map);
+  header->version = NCCLSCOPE_RING_VERSION;
+  header->header_size = NCCLSCOPE_RING_HEADER_SIZE;
+  header->file_size = layout.file_size;
+  header->record_size = NCCLSCOPE_RECORD_SIZE;
+  header->lane_count = geometry.lanes;
+  header->lane_capacity = geometry.lane_capacity;
+  header->comm_slot_count = geometry.comm_slots;
+  header->comm_table_offset = layout.comm_table_offset;
+  header->lanes_offset = layout.lanes_offset;
+  header->data_offset = layout.data_offset;
+  header->pid = static_cast<std::int32_t>(::getpid());
+  header->created_ns = created;
+  CopyString(header->hostname, sizeof(header->hostname), identity.hostname);
+  CopyString(header->plugin_version, sizeof(header->plugin_version), identity.plugin_version);
+  CopyString(header->job_id, sizeof(header->job_id), identity.job_id);
+  header->state = NCCLSCOPE_RING_LIVE;
+  std::atomic_ref<std::uint64_t>(header->magic)
+      .store(NCCLSCOPE_RING_MAGIC, std::memory_order_release);
+  if (::rename(temp.c_str(), final_path.c_str()) != 0) {
+    ::munmap(map, layout.file_size);
+    return fail("cannot rename " + temp);
+  }
+
+  path_ = final_path;
+  fd_ = fd;
+  map_ = map;
+  map_size_ = layout.file_size;
+  geometry_ = geometry;
+  header_ = header;
+  comm_table_ = reinterpret_cast<ncclscope_comm_slot*>(static_cast<unsigned char*>(map) +
+                                                       layout.comm_table_offset);
+  lanes_ =
+      reinterpret_cast<ncclscope_lane*>(static_cast<unsigned char*>(map) + layout.lanes_offset);
+  data_ = static_cast<unsigned char*>(map) + layout.data_offset;
+  return true;
+}
+
+void RingWriter::Close() {
+  if (map_ != nullptr) ::munmap(map_, map_size_);
+  if (fd_ >= 0) ::close(fd_);
+  map_ = nullptr;
+  fd_ = -1;
+  header_ = nullptr;
+  comm_table_ = nullptr;
+  lanes_ = nullptr;
+  data_ = nullptr;
+  path_.clear();
+}
+
+void RingWriter::DetachAfterFork() { Close(); }
+
+void RingWriter::Count(ncclscope_counter counter, std::uint64_t n) {
+  if (header_ == nullptr || counter >= NCCLSCOPE_COUNTER_MAX) return;
+  std::atomic_ref<std::uint64_t>(header_->counters[counter])
+      .fetch_add(n, std::memory_order_relaxed);
+}
+
+bool RingWriter::Write(void* records, std::uint32_t count, std::uint32_t lane_hint) {
+  if (header_ == nullptr || count == 0) return false;
+  const std::uint32_t lanes = geometry_.lanes;
+  const std::uint64_t capacity = geometry_.lane_capacity;
+  bool saw_full = false;
+  for (std::uint32_t attempt = 0; attempt < kLaneTries && attempt < lanes; ++attempt) {
+    const std::uint32_t index = (lane_hint + attempt) % lanes;
+    ncclscope_lane& lane = lanes_[index];
+    std::atomic_ref<std::uint32_t> busy(lane.busy);
+    std::uint32_t expected = 0;
+    if (busy.load(std::memory_order_relaxed) != 0 ||
+        !busy.compare_exchange_strong(expected, 1, std::memory_order_acquire,
+                                      std::memory_order_relaxed)) {
+      continue;
+    }
+    std::atomic_ref<std::uint64_t> head_ref(lane.head);
+    const std::uint64_t head = head_ref.load(std::memory_order_relaxed);
+    const std::uint64_t tail =
+        std::atomic_ref<std::uint64_t>(lane.tail).load(std::memory_order_acquire);
+    // A tail beyond head or more than a lap behind can only come from a broken consumer: treat
+    // the lane as full rather than trust it.
+    const std::uint64_t used = head - tail;
+    if (tail > head || used > capacity || capacity - used < count) {
+      busy.store(0, std::memory_order_release);
+      saw_full = true;
+      continue;  // another lane may have room
+    }
+    auto* bytes = static_cast<unsigned char*>(records);
+    for (std::uint32_t i = 0; i < count; ++i) {
+      unsigned char* record = bytes + static_cast<std::size_t>(i) * NCCLSCOPE_RECORD_SIZE;
+      auto* rh = reinterpret_cast<ncclscope_record_header*>(record);
+      rh->position = head + i;
+      rh->layout = NCCLSCOPE_RECORD_LAYOUT;
+      rh->checksum = 0;
+      rh->checksum = ncclscope_checksum(record, NCCLSCOPE_RECORD_SIZE);
+      const std::uint64_t slot = (head + i) & (capacity - 1);
+      std::memcpy(
+          data_ + (static_cast<std::uint64_t>(index) * capacity + slot) * NCCLSCOPE_RECORD_SIZE,
+          record, NCCLSCOPE_RECORD_SIZE);
+    }
+    head_ref.store(head + count, std::memory_order_release);
+    busy.store(0, std::memory_order_release);
+    return true;
+  }
+  if (saw_full) {
+    // Counted on the writer's own lane (any lane would do: the agent sums them).
+    std::atomic_ref<std::uint64_t>(lanes_[lane_hint % lanes].dropped)
+        .fetch_add(count, std::memory_order_relaxed);
+  } else {
+    Count(NCCLSCOPE_CTR_DROPPED_CONTENTION, count);
+  }
+  return false;
+}
+
+}  // namespace ncclscope::ring

@@ -1,0 +1,83 @@
+#pragma once
+
+// The producer side of the ring (format: ncclscope_ring.h). Create() makes the file, maps it and
+// takes the shared flock that tells the agent the owner is alive; Write() publishes records with
+// one compare-and-swap (the lane try-lock), a copy and a release store. It never blocks, never
+// allocates and makes no system call: when a lane is full or busy the record is dropped and
+// counted in the ring itself. The geometry is kept in process memory, never re-read from the file,
+// so nothing the agent writes can steer a store out of bounds.
+
+#include <cstdint>
+#include <string>
+
+#include "plugin/ring/ncclscope_ring.h"
+
+namespace ncclscope::ring {
+
+struct RingGeometry {
+  std::uint32_t lanes = 16;
+  std::uint32_t lane_capacity = 2048;  // power of two
+  std::uint32_t comm_slots = 256;
+
+  // The largest power-of-two lane capacity that fits `record_bytes` across `lanes` lanes.
+  static RingGeometry ForRecordBytes(std::uint64_t record_bytes, std::uint32_t lanes,
+                                     std::uint32_t comm_slots);
+  std::uint64_t FileSize() const;
+};
+
+struct RingIdentity {
+  std::string hostname;
+  std::string plugin_version;
+  std::string job_id;
+};
+
+class RingWriter {
+ public:
+  RingWriter() = default;
+  ~RingWriter();
+  RingWriter(const RingWriter&) = delete;
+  RingWriter& operator=(const RingWriter&) = delete;
+
+  // Creates and maps <dir>/ncclscope-<pid>-<created_ns>.ring (through a hidden temporary name, so
+  // the agent never sees a half-written header). Creates `dir` (mode 01777) when missing. Returns
+  // false with a message in `error`.
+  bool Create(const std::string& dir, const RingGeometry& geometry, const RingIdentity& identity,
+              std::string* error);
+
+  // Unmaps and closes without touching the file (the agent reclaims it once the flock is gone).
+  void Close();
+
+  // In a forked child: forget the parent's ring (closing our copy of the descriptor so the flock
+  // follows the parent's lifetime only).
+  void DetachAfterFork();
+
+  bool ok() const { return header_ != nullptr; }
+  const std::string& path() const { return path_; }
+  const RingGeometry& geometry() const { return geometry_; }
+  ncclscope_ring_header* header() const { return header_; }
+  ncclscope_comm_slot* comm_slot(std::uint32_t index) const {
+    return index < geometry_.comm_slots ? comm_table_ + index : nullptr;
+  }
+
+  // Publishes `count` records (1..4, each NCCLSCOPE_RECORD_SIZE bytes, laid out back to back in
+  // `records`) into consecutive slots of one lane, all or none. Fills in each record's position
+  // and checksum. `lane_hint` is the caller's preferred lane (any value; taken modulo the count).
+  // Returns false when the records were dropped (and counted).
+  bool Write(void* records, std::uint32_t count, std::uint32_t lane_hint);
+
+  // Adds to one of the header's cumulative counters (enum ncclscope_counter).
+  void Count(ncclscope_counter counter, std::uint64_t n = 1);
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  void* map_ = nullptr;
+  std::uint64_t map_size_ = 0;
+  RingGeometry geometry_;
+  ncclscope_ring_header* header_ = nullptr;
+  ncclscope_comm_slot* comm_table_ = nullptr;
+  ncclscope_lane* lanes_ = nullptr;
+  unsigned char* data_ = nullptr;
+};
+
+}  // namespace ncclscope::ring
