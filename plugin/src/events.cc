@@ -1,0 +1,693 @@
+// The event path: what NCCL's threads run on every start, record and stop. No locks, no
+// allocation once the pools are warm, no system calls (timestamps come from the TSC, see
+// clock.h); the only read-modify-writes per op are the two that decide who completes it, the
+// ring's lane try-lock, the completion counter and the pool hand-back.
+//
+// Op completion: NCCL's stop of a Coll/P2p event only means "enqueued". The op is complete when it
+// is enqueued AND all the KernelCh events we expect (nChannels, when KernelCh is in the mask) have
+// stopped. Each side sets its bit in the op's state word with a compare-and-swap; whoever sets
+// the second bit writes the record. The state word carries the slot's generation, so a late or
+// stale caller can never complete the slot's next occupant.
+
+#include <cstring>
+
+#include "plugin/src/clock.h"
+#include "plugin/src/handle.h"
+#include "plugin/src/names.h"
+#include "plugin/src/runtime.h"
+
+namespace ncclscope::plugin {
+namespace {
+
+constexpr std::uint32_t kStateGenShift = 8;
+constexpr std::uint32_t kStateBitsMask = 0xFF;
+
+std::uint32_t StateGen(std::uint32_t state) { return state >> kStateGenShift; }
+
+// Sets `bits` in the op's state word if it still belongs to `generation`. Returns the previous
+// word, or nullopt-like UINT32_MAX when the slot has moved on.
+std::uint32_t SetStateBits(OpState* op, std::uint32_t generation, std::uint32_t bits) {
+  std::uint32_t old = op->state.load(std::memory_order_acquire);
+  while (true) {
+    if (StateGen(old) != generation) return UINT32_MAX;
+    if ((old & bits) == bits) return old;
+    if (op->state.compare_exchange_weak(old, old | bits, std::memory_order_acq_rel,
+                                        std::memory_order_acquire)) {
+      return old;
+    }
+  }
+}
+
+void Count(ncclscope_counter counter) { R().ring.Count(counter); }
+
+void StoreShared64(std::uint64_t& field, std::uint64_t value) {
+  std::atomic_ref<std::uint64_t>(field).store(value, std::memory_order_relaxed);
+}
+void StoreShared32(std::uint32_t& field, std::uint32_t value) {
+  std::atomic_ref<std::uint32_t>(field).store(value, std::memory_order_relaxed);
+}
+
+std::uint32_t Saturate32(std::uint64_t value) {
+  return value > UINT32_MAX ? UINT32_MAX : static_cast<std::uint32_t>(value);
+}
+
+ProxyOpState* FindProxyOp(const void* handle, HandleKind kind, std::uint32_t* index,
+                          std::uint32_t* sub) {
+  const Handle h = DecodeHandle(handle);
+  if (h.kind != kind) return nullptr;
+  SlotArena& arena = R().proxy_ops;
+  if (h.index >= arena.carved()) return nullptr;
+  auto* po = reinterpret_cast<ProxyOpState*>(arena.At(h.index));
+  if (po->slot.generation.load(std::memory_order_acquire) != h.generation) return nullptr;
+  if (index != nullptr) *index = h.index;
+  if (sub != nullptr) *sub = h.sub;
+  return po;
+}
+
+// Builds and publishes the op's record(s), updates the comm table and frees the op.
+void EmitAndFree(OpState* op, std::uint32_t index, std::uint32_t final_state,
+                 std::uint16_t extra_flags) {
+  Runtime& r = R();
+  alignas(64) unsigned char buffer[3 * NCCLSCOPE_RECORD_SIZE];
+  std::memset(buffer, 0, NCCLSCOPE_RECORD_SIZE);
+  auto* rec = reinterpret_cast<ncclscope_op_record*>(buffer);
+  rec->h.type = NCCLSCOPE_REC_OP;
+  rec->comm_id = Load(op->comm_id);
+  rec->seq = Load(op->seq);
+  rec->count = Load(op->count);
+  rec->bytes = Load(op->bytes);
+  rec->enqueue_ns = Load(op->enqueue_ns);
+  rec->complete_ns = clock::Now();
+  rec->op_index = Load(op->op_index);
+  const std::uint64_t stop_ns = Load(op->enqueue_stop_ns);
+  rec->enqueue_dur_ns = stop_ns > rec->enqueue_ns ? Saturate32(stop_ns - rec->enqueue_ns) : 0;
+  rec->rank = Load(op->rank);
+  rec->peer = Load(op->peer);
+  rec->kind = Load(op->kind);
+  rec->func = Load(op->func);
+  rec->datatype = Load(op->datatype);
+  rec->algo = Load(op->algo);
+  rec->proto = Load(op->proto);
+  rec->n_channels = Load(op->n_channels);
+  rec->n_warps = Load(op->n_warps);
+  rec->comm_slot = Load(op->comm_slot);
+  std::uint16_t flags = static_cast<std::uint16_t>(Load(op->flags) | extra_flags);
+  if ((final_state & kOpEnqueued) == 0) flags |= NCCLSCOPE_OP_NO_ENQUEUE_STOP;
+
+  // GPU times of the channels that reported both ends, in ascending channel order.
+  const std::uint64_t mask = Load(op->timed_mask);
+  std::uint32_t n_records = 1;
+  if (mask != 0) {
+    std::uint64_t first = UINT64_MAX;
+    std::uint64_t last = 0;
+    for (std::uint64_t m = mask; m != 0; m &= m - 1) {
+      const ChannelTime& ch = op->channels[__builtin_ctzll(m)];
+      const std::uint64_t start = Load(ch.start);
+      const std::uint64_t stop = Load(ch.stop);
+      first = start < first ? start : first;
+      last = stop > last ? stop : last;
+    }
+    rec->gpu_start_ns = first;
+    rec->gpu_end_ns = last;
+    rec->channel_mask = mask;
+    const auto timed = static_cast<std::uint32_t>(__builtin_popcountll(mask));
+    rec->n_timed = static_cast<std::uint8_t>(timed);
+    flags |= NCCLSCOPE_OP_GPU_TIMING;
+    if (timed < rec->n_channels) flags |= NCCLSCOPE_OP_GPU_TIMING_PARTIAL;
+    const std::uint32_t continuations =
+        timed > NCCLSCOPE_OP_INLINE_CHANNELS
+            ? (timed - NCCLSCOPE_OP_INLINE_CHANNELS + NCCLSCOPE_OP_CONT_CHANNELS - 1) /
+                  NCCLSCOPE_OP_CONT_CHANNELS
+            : 0;
+    rec->n_continuations = static_cast<std::uint8_t>(continuations);
+    n_records += continuations;
+    ncclscope_op_channels_record* cont = nullptr;
+    std::uint32_t position = 0;
+    for (std::uint64_t m = mask; m != 0; m &= m - 1, ++position) {
+      const ChannelTime& ch = op->channels[__builtin_ctzll(m)];
+      const std::uint64_t start_off = Load(ch.start) - first;
+      const std::uint64_t end_off = Load(ch.stop) - first;
+      if (start_off > UINT32_MAX || end_off > UINT32_MAX) flags |= NCCLSCOPE_OP_TIME_SATURATED;
+      ncclscope_channel_time entry{Saturate32(start_off), Saturate32(end_off)};
+      if (position < NCCLSCOPE_OP_INLINE_CHANNELS) {
+        rec->ch[position] = entry;
+        rec->n_inline = static_cast<std::uint8_t>(position + 1);
+        continue;
+      }
+      const std::uint32_t part =
+          (position - NCCLSCOPE_OP_INLINE_CHANNELS) / NCCLSCOPE_OP_CONT_CHANNELS + 1;
+      const std::uint32_t at =
+          (position - NCCLSCOPE_OP_INLINE_CHANNELS) % NCCLSCOPE_OP_CONT_CHANNELS;
+      if (at == 0) {
+        unsigned char* raw = buffer + part * NCCLSCOPE_RECORD_SIZE;
+        std::memset(raw, 0, NCCLSCOPE_RECORD_SIZE);
+        cont = reinterpret_cast<ncclscope_op_channels_record*>(raw);
+        cont->h.type = NCCLSCOPE_REC_OP_CHANNELS;
+        cont->comm_id = rec->comm_id;
+        cont->seq = rec->seq;
+        cont->op_index = rec->op_index;
+        cont->rank = rec->rank;
+        cont->part = static_cast<std::uint8_t>(part);
+        cont->first = static_cast<std::uint8_t>(position);
+        cont->func = rec->func;
+      }
+      cont->ch[at] = entry;
+      cont->n = static_cast<std::uint8_t>(at + 1);
+    }
+  } else if (Load(op->expected_channels) != 0) {
+    flags |= NCCLSCOPE_OP_GPU_TIMING_PARTIAL;
+  }
+  const bool incomplete =
+      (flags & NCCLSCOPE_OP_GPU_TIMING_PARTIAL) != 0 || (extra_flags & NCCLSCOPE_OP_FLUSHED) != 0;
+  rec->flags = flags;
+  r.ring.Write(buffer, n_records, ThreadLaneHint());
+  if (incomplete) Count(NCCLSCOPE_CTR_OPS_INCOMPLETE);
+
+  // Communicator progress (the agent's in-flight view).
+  const std::uint32_t comm_index = Load(op->comm_index);
+  if (comm_index < r.comms.carved()) {
+    auto* comm = reinterpret_cast<CommState*>(r.comms.At(comm_index));
+    if (comm->slot.generation.load(std::memory_order_acquire) == Load(op->comm_generation)) {
+      const std::uint64_t completed =
+          comm->ops_completed.fetch_add(1, std::memory_order_relaxed) + 1;
+      if ((final_state & kOpForced) == 0 && mask != 0) {
+        const std::uint64_t next = rec->op_index + 1;
+        if (Load(comm->max_completed_index) < next) Store(comm->max_completed_index, next);
+      }
+      if (ncclscope_comm_slot* slot = r.ring.comm_slot(rec->comm_slot)) {
+        StoreShared64(slot->ops_completed, completed);
+        StoreShared64(slot->last_complete_ns, rec->complete_ns);
+        StoreShared64(slot->last_complete_seq, rec->seq);
+        StoreShared32(slot->last_complete_func, rec->func);
+      }
+    }
+  }
+
+  // Return the channel slots to idle for the next occupant, then the op itself.
+  for (std::uint64_t m = Load(op->touched_mask); m != 0; m &= m - 1) {
+    Store(op->channels[__builtin_ctzll(m)].phase, kChannelIdle);
+  }
+  r.ops.Free(index);
+}
+
+}  // namespace
+
+Runtime& R() {
+  static Runtime* runtime = new Runtime();  // never destroyed: threads may outlive static dtors
+  return *runtime;
+}
+
+CommState* FindComm(const void* context, std::uint32_t* index) {
+  const Handle h = DecodeHandle(context);
+  if (h.kind != HandleKind::kContext) return nullptr;
+  SlotArena& arena = R().comms;
+  if (h.index >= arena.carved()) return nullptr;
+  auto* comm = reinterpret_cast<CommState*>(arena.At(h.index));
+  if (comm->slot.generation.load(std::memory_order_acquire) != h.generation) return nullptr;
+  if (comm->live.load(std::memory_order_acquire) == 0) return nullptr;
+  if (index != nullptr) *index = h.index;
+  return comm;
+}
+
+OpState* FindOp(const void* handle, std::uint32_t* index, std::uint32_t* generation) {
+  const Handle h = DecodeHandle(handle);
+  if (h.kind != HandleKind::kOp && h.kind != HandleKind::kKernelCh) return nullptr;
+  SlotArena& arena = R().ops;
+  if (h.index >= arena.carved()) return nullptr;
+  auto* op = reinterpret_cast<OpState*>(arena.At(h.index));
+  if (op->slot.generation.load(std::memory_order_acquire) != h.generation) return nullptr;
+  if (index != nullptr) *index = h.index;
+  if (generation != nullptr) *generation = h.generation;
+  return op;
+}
+
+void StartOp(void* context, void** handle, const OpArgs& args) {
+  Runtime& r = R();
+  std::uint32_t comm_index = 0;
+  CommState* comm = FindComm(context, &comm_index);
+  if (comm == nullptr) {
+    *handle = nullptr;
+    Count(NCCLSCOPE_CTR_INVALID_HANDLE);
+    return;
+  }
+  std::uint16_t flags = 0;
+  std::uint8_t datatype = names::Datatype(args.datatype);
+  std::uint64_t size = ncclscope_datatype_size(datatype);
+  if (size == 0) {
+    // NCCL 2.28-2.30 name ncclUint8 "Unknown" (no case in ncclDatatypeToString).
+    size = 1;
+    flags |= NCCLSCOPE_OP_DATATYPE_ASSUMED;
+  }
+  const std::uint64_t bytes = args.count * size;
+  if (bytes < r.min_bytes.load(std::memory_order_relaxed)) {
+    *handle = nullptr;
+    Count(NCCLSCOPE_CTR_OPS_FILTERED);
+    return;
+  }
+  const std::uint32_t index = r.ops.Allocate();
+  if (index == UINT32_MAX) {
+    *handle = nullptr;
+    Count(NCCLSCOPE_CTR_HANDLES_EXHAUSTED);
+    return;
+  }
+  auto* op = reinterpret_cast<OpState*>(r.ops.At(index));
+  const std::uint32_t generation = op->slot.generation.load(std::memory_order_relaxed);
+  const std::uint64_t now = clock::Now();
+  const std::uint8_t func = names::Func(args.func);
+
+  std::uint64_t seq = args.seq;
+  std::int32_t peer = args.root;
+  std::uint8_t algo = NCCLSCOPE_ALGO_NONE;
+  std::uint8_t proto = NCCLSCOPE_PROTO_NONE;
+  if (args.kind == NCCLSCOPE_KIND_P2P) {
+    // NCCL has no p2p sequence number; count per (comm, direction, peer) so the k-th send to a
+    // peer matches that peer's k-th receive.
+    const std::uint32_t peers = Load(comm->p2p_peers);
+    if (comm->p2p_seq != nullptr && args.root >= 0 &&
+        static_cast<std::uint32_t>(args.root) < peers) {
+      std::atomic<std::uint64_t>& counter =
+          comm->p2p_seq[(func == NCCLSCOPE_FUNC_RECV ? peers : 0) +
+                        static_cast<std::uint32_t>(args.root)];
+      seq = Load(counter);
+      Store(counter, seq + 1);
+      flags |= NCCLSCOPE_OP_P2P_SEQ_PER_PEER;
+    }
+  } else if (args.kind == NCCLSCOPE_KIND_COLL) {
+    algo = names::Algo(args.algo);
+    proto = names::Proto(args.proto);
+  }
+  const std::uint64_t op_index = Load(comm->ops_enqueued);
+  Store(comm->ops_enqueued, op_index + 1);
+
+  std::uint8_t expected = 0;
+  if (args.kind != NCCLSCOPE_KIND_CE &&
+      (r.current_mask.load(std::memory_order_relaxed) & kEventKernelCh) != 0 &&
+      Load(comm->no_kernel) == 0) {
+    expected = args.n_channels;
+  }
+  if (expected == 0) flags |= NCCLSCOPE_OP_KERNEL_NOT_REQUESTED;
+  const std::uint32_t comm_slot = Load(comm->comm_slot);
+
+  Store(op->comm_index, comm_index);
+  Store(op->comm_generation, comm->slot.generation.load(std::memory_order_relaxed));
+  Store(op->comm_id, Load(comm->comm_id));
+  Store(op->seq, seq);
+  Store(op->count, args.count);
+  Store(op->bytes, bytes);
+  Store(op->enqueue_ns, now);
+  Store(op->enqueue_stop_ns, 0);
+  Store(op->op_index, op_index);
+  Store(op->rank, Load(comm->rank));
+  Store(op->peer, peer);
+  Store(op->comm_slot, comm_slot);
+  Store(op->flags, flags);
+  Store(op->kind, args.kind);
+  Store(op->func, func);
+  Store(op->datatype, datatype);
+  Store(op->algo, algo);
+  Store(op->proto, proto);
+  Store(op->n_channels, args.n_channels);
+  Store(op->n_warps, args.n_warps);
+  Store(op->expected_channels, expected);
+  Store(op->channels_started, 0);
+  Store(op->channels_stopped, 0);
+  Store(op->timed_mask, 0);
+  Store(op->touched_mask, 0);
+  op->state.store(
+      generation << kStateGenShift | (expected == 0 ? std::uint32_t{kOpKernelDone} : 0u),
+      std::memory_order_release);
+
+  if (ncclscope_comm_slot* slot = r.ring.comm_slot(comm_slot)) {
+    StoreShared64(slot->ops_enqueued, op_index + 1);
+    StoreShared64(slot->last_enqueue_ns, now);
+    StoreShared64(slot->last_enqueue_seq, seq);
+    StoreShared32(slot->last_enqueue_func, func);
+    ncclscope_recent_op& recent = slot->recent[op_index % NCCLSCOPE_RECENT_OPS];
+    StoreShared64(recent.enqueue_ns, now);
+    StoreShared32(recent.seq_low, static_cast<std::uint32_t>(seq));
+    std::atomic_ref<std::uint8_t>(recent.func).store(func, std::memory_order_relaxed);
+    std::atomic_ref<std::uint8_t>(recent.kind).store(args.kind, std::memory_order_relaxed);
+  }
+  *handle = EncodeHandle(HandleKind::kOp, generation, index);
+}
+
+void StartKernelCh(void* /*context*/, void** handle, void* parent, std::uint8_t channel,
+                   std::uint64_t ptimer) {
+  std::uint32_t index = 0;
+  std::uint32_t generation = 0;
+  OpState* op = FindOp(parent, &index, &generation);
+  if (op == nullptr || DecodeHandle(parent).kind != HandleKind::kOp) {
+    *handle = nullptr;
+    if (parent != nullptr) Count(NCCLSCOPE_CTR_LATE_EVENT);
+    return;
+  }
+  const std::uint32_t state = op->state.load(std::memory_order_acquire);
+  if (StateGen(state) != generation || OpComplete(state) || channel >= NCCLSCOPE_MAX_CHANNELS) {
+    *handle = nullptr;
+    Count(NCCLSCOPE_CTR_LATE_EVENT);
+    return;
+  }
+  ChannelTime& ch = op->channels[channel];
+  Store(ch.start, ptimer);
+  Store(ch.stop, 0);
+  Store(ch.phase, kChannelStarted);
+  Store(op->touched_mask, Load(op->touched_mask) | (1ull << channel));
+  const std::uint32_t started = Load(op->channels_started);
+  Store(op->channels_started, started + 1);
+  if (started == 0) {
+    // First sign of GPU activity for this communicator: it does get KernelCh events.
+    Runtime& r = R();
+    const std::uint32_t comm_index = Load(op->comm_index);
+    if (comm_index < r.comms.carved()) {
+      auto* comm = reinterpret_cast<CommState*>(r.comms.At(comm_index));
+      Store(comm->kernel_events, Load(comm->kernel_events) + 1);
+      if (Load(comm->no_kernel) != 0) Store(comm->no_kernel, 0);
+    }
+  }
+  *handle = EncodeHandle(HandleKind::kKernelCh, generation, index, channel);
+}
+
+void StartProxyOp(void* context, void** handle, const ProxyOpArgs& args) {
+  Runtime& r = R();
+  const std::uint32_t index = r.proxy_ops.Allocate();
+  if (index == UINT32_MAX) {
+    *handle = nullptr;
+    Count(NCCLSCOPE_CTR_HANDLES_EXHAUSTED);
+    return;
+  }
+  auto* po = reinterpret_cast<ProxyOpState*>(r.proxy_ops.At(index));
+  const std::uint32_t generation = po->slot.generation.load(std::memory_order_relaxed);
+  std::uint16_t flags = 0;
+  std::uint32_t comm_index = 0;
+  std::uint32_t comm_generation = 0;
+  std::uint64_t comm_id = 0;
+  std::uint32_t comm_slot = UINT32_MAX;
+  std::uint64_t seq = 0;
+  std::uint64_t op_index = 0;
+  std::uint8_t func = 0;
+  if (args.pid != r.pid) {
+    // PXN: raised by our proxy on behalf of another process. The context and parent are that
+    // process's values: keep them as numbers for the agent to join, never decode them here.
+    flags |= NCCLSCOPE_PROXY_FOREIGN;
+    Count(NCCLSCOPE_CTR_FOREIGN_PROXY_OPS);
+  } else {
+    if (CommState* comm = FindComm(context, &comm_index)) {
+      comm_generation = comm->slot.generation.load(std::memory_order_relaxed);
+      comm_id = Load(comm->comm_id);
+      comm_slot = Load(comm->comm_slot);
+    }
+    std::uint32_t op_slot = 0;
+    std::uint32_t op_generation = 0;
+    if (OpState* op = FindOp(args.parent, &op_slot, &op_generation);
+        op != nullptr && DecodeHandle(args.parent).kind == HandleKind::kOp) {
+      seq = Load(op->seq);
+      op_index = Load(op->op_index);
+      func = Load(op->func);
+      // Re-check: the op may have completed and been reused while we copied.
+      if (op->slot.generation.load(std::memory_order_acquire) == op_generation) {
+        flags |= NCCLSCOPE_PROXY_PARENT_KNOWN;
+      }
+    }
+  }
+  Store(po->comm_index, comm_index);
+  Store(po->comm_generation, comm_generation);
+  Store(po->comm_id, comm_id);
+  Store(po->comm_slot, comm_slot);
+  Store(po->seq, seq);
+  Store(po->op_index, op_index);
+  Store(po->func, func);
+  Store(po->flags, flags);
+  Store(po->origin_context, reinterpret_cast<std::uintptr_t>(context));
+  Store(po->origin_parent, reinterpret_cast<std::uintptr_t>(args.parent));
+  Store(po->origin_pid, args.pid);
+  Store(po->rank, args.rank);
+  Store(po->peer, args.peer);
+  Store(po->channel, args.channel);
+  Store(po->is_send, args.is_send != 0 ? 1 : 0);
+  Store(po->n_steps, args.n_steps);
+  Store(po->chunk_size, args.chunk_size);
+  Store(po->start_ns, clock::Now());
+  Store(po->in_progress_ns, 0);
+  Store(po->bytes, 0);
+  Store(po->max_step_ns, 0);
+  Store(po->steps_done, 0);
+  for (auto& s : po->state_ns) Store(s, 0);
+  for (auto& step : po->steps) Store(step.active, 0);
+  *handle = EncodeHandle(HandleKind::kProxyOp, generation, index);
+}
+
+void StartProxyStep(void* /*context*/, void** handle, void* parent, int step) {
+  std::uint32_t index = 0;
+  ProxyOpState* po = FindProxyOp(parent, HandleKind::kProxyOp, &index, nullptr);
+  if (po == nullptr) {
+    *handle = nullptr;
+    if (parent != nullptr) Count(NCCLSCOPE_CTR_INVALID_HANDLE);
+    return;
+  }
+  const auto slot_index = static_cast<std::uint32_t>(step) % kStepSlots;
+  StepSlot& slot = po->steps[slot_index];
+  const std::uint64_t now = clock::Now();
+  Store(slot.state, kNoStepState);
+  Store(slot.started, now);
+  Store(slot.state_since, now);
+  Store(slot.trans_size, 0);
+  Store(slot.active, 1);
+  *handle = EncodeHandle(HandleKind::kProxyStep,
+                         po->slot.generation.load(std::memory_order_relaxed), index, slot_index);
+}
+
+namespace {
+
+void StopOp(void* handle) {
+  std::uint32_t index = 0;
+  std::uint32_t generation = 0;
+  OpState* op = FindOp(handle, &index, &generation);
+  if (op == nullptr) {
+    Count(NCCLSCOPE_CTR_INVALID_HANDLE);
+    return;
+  }
+  const std::uint32_t state = op->state.load(std::memory_order_acquire);
+  if (StateGen(state) != generation || (state & kOpEnqueued) != 0) {
+    Count(NCCLSCOPE_CTR_INVALID_HANDLE);  // stopped twice
+    return;
+  }
+  Store(op->enqueue_stop_ns, clock::Now());
+  const std::uint32_t old = SetStateBits(op, generation, kOpEnqueued);
+  if (old != UINT32_MAX && !OpComplete(old) && OpComplete(old | kOpEnqueued)) {
+    EmitAndFree(op, index, old | kOpEnqueued, 0);
+  }
+}
+
+void StopKernelCh(const Handle& h, void* handle) {
+  std::uint32_t index = 0;
+  std::uint32_t generation = 0;
+  OpState* op = FindOp(handle, &index, &generation);
+  if (op == nullptr || h.sub >= NCCLSCOPE_MAX_CHANNELS) {
+    Count(NCCLSCOPE_CTR_LATE_EVENT);
+    return;
+  }
+  ChannelTime& ch = op->channels[h.sub];
+  if (Load(ch.phase) != kChannelStarted) {
+    Count(NCCLSCOPE_CTR_INVALID_HANDLE);
+    return;
+  }
+  Store(ch.phase, kChannelStopped);
+  const std::uint64_t stop = Load(ch.stop);
+  if (stop != 0 && stop >= Load(ch.start)) {
+    Store(op->timed_mask, Load(op->timed_mask) | (1ull << h.sub));
+  }
+  const std::uint32_t stopped = Load(op->channels_stopped) + 1;
+  Store(op->channels_stopped, stopped);
+  const std::uint32_t expected = Load(op->expected_channels);
+  if (expected != 0 && stopped == expected) {
+    const std::uint32_t old = SetStateBits(op, generation, kOpKernelDone);
+    if (old != UINT32_MAX && !OpComplete(old) && OpComplete(old | kOpKernelDone)) {
+      EmitAndFree(op, index, old | kOpKernelDone, 0);
+    }
+  }
+}
+
+void EmitProxyOp(ProxyOpState* po, std::uint32_t index, std::uint16_t extra_flags) {
+  Runtime& r = R();
+  alignas(64) ncclscope_proxy_op_record rec;
+  std::memset(&rec, 0, sizeof(rec));
+  rec.h.type = NCCLSCOPE_REC_PROXY_OP;
+  rec.comm_id = Load(po->comm_id);
+  rec.seq = Load(po->seq);
+  rec.bytes = Load(po->bytes);
+  rec.start_ns = Load(po->start_ns);
+  rec.end_ns = clock::Now();
+  rec.in_progress_ns = Load(po->in_progress_ns);
+  rec.origin_context = Load(po->origin_context);
+  rec.origin_parent = Load(po->origin_parent);
+  for (std::uint32_t i = 0; i < NCCLSCOPE_STEP_STATE_COUNT; ++i)
+    rec.state_ns[i] = Load(po->state_ns[i]);
+  rec.op_index = Load(po->op_index);
+  rec.rank = Load(po->rank);
+  rec.peer = Load(po->peer);
+  rec.origin_pid = Load(po->origin_pid);
+  rec.n_steps = Load(po->n_steps);
+  rec.steps_done = Load(po->steps_done);
+  rec.chunk_size = Load(po->chunk_size);
+  rec.comm_slot = Load(po->comm_slot);
+  rec.flags = static_cast<std::uint16_t>(Load(po->flags) | extra_flags);
+  rec.channel = Load(po->channel);
+  rec.is_send = Load(po->is_send);
+  rec.func = Load(po->func);
+  rec.max_step_ns = Load(po->max_step_ns);
+  r.ring.Write(&rec, 1, ThreadLaneHint());
+  r.proxy_ops.Free(index);
+}
+
+std::uint32_t StepStateIndex(int state) {
+  switch (state) {
+    case abi::kProxyStepSendGpuWait:
+      return NCCLSCOPE_STEP_SEND_GPU_WAIT;
+    case abi::kProxyStepSendPeerWait:
+      return NCCLSCOPE_STEP_SEND_PEER_WAIT;
+    case abi::kProxyStepSendWait:
+      return NCCLSCOPE_STEP_SEND_WAIT;
+    case abi::kProxyStepRecvWait:
+      return NCCLSCOPE_STEP_RECV_WAIT;
+    case abi::kProxyStepRecvFlushWait:
+      return NCCLSCOPE_STEP_RECV_FLUSH_WAIT;
+    case abi::kProxyStepRecvGpuWait:
+      return NCCLSCOPE_STEP_RECV_GPU_WAIT;
+    default:
+      return kNoStepState;
+  }
+}
+
+// Closes the step's current state interval at `now`.
+void CloseStepState(ProxyOpState* po, StepSlot& slot, std::uint64_t now) {
+  const std::uint32_t state = Load(slot.state);
+  if (state >= NCCLSCOPE_STEP_STATE_COUNT) return;
+  const std::uint64_t since = Load(slot.state_since);
+  if (now > since) Store(po->state_ns[state], Load(po->state_ns[state]) + (now - since));
+}
+
+}  // namespace
+
+void StopEvent(void* handle) {
+  const Handle h = DecodeHandle(handle);
+  switch (h.kind) {
+    case HandleKind::kOp:
+      StopOp(handle);
+      return;
+    case HandleKind::kKernelCh:
+      StopKernelCh(h, handle);
+      return;
+    case HandleKind::kProxyOp: {
+      std::uint32_t index = 0;
+      ProxyOpState* po = FindProxyOp(handle, HandleKind::kProxyOp, &index, nullptr);
+      if (po == nullptr) {
+        Count(NCCLSCOPE_CTR_INVALID_HANDLE);
+        return;
+      }
+      EmitProxyOp(po, index, 0);
+      return;
+    }
+    case HandleKind::kProxyStep: {
+      std::uint32_t sub = 0;
+      ProxyOpState* po = FindProxyOp(handle, HandleKind::kProxyStep, nullptr, &sub);
+      if (po == nullptr || Load(po->steps[sub].active) == 0) {
+        Count(NCCLSCOPE_CTR_INVALID_HANDLE);
+        return;
+      }
+      StepSlot& slot = po->steps[sub];
+      const std::uint64_t now = clock::Now();
+      CloseStepState(po, slot, now);
+      Store(po->bytes, Load(po->bytes) + Load(slot.trans_size));
+      Store(po->steps_done, Load(po->steps_done) + 1);
+      const std::uint64_t started = Load(slot.started);
+      if (now > started && now - started > Load(po->max_step_ns)) {
+        Store(po->max_step_ns, now - started);
+      }
+      Store(slot.active, 0);
+      return;
+    }
+    case HandleKind::kIgnored:
+      return;
+    default:
+      if (handle != nullptr) Count(NCCLSCOPE_CTR_INVALID_HANDLE);
+      return;
+  }
+}
+
+void RecordEventState(void* handle, int state, const abi::StateArgsV4* args) {
+  const Handle h = DecodeHandle(handle);
+  switch (h.kind) {
+    case HandleKind::kKernelCh: {
+      if (state != abi::kKernelChStop || args == nullptr) break;
+      OpState* op = FindOp(handle);
+      if (op == nullptr || h.sub >= NCCLSCOPE_MAX_CHANNELS) {
+        Count(NCCLSCOPE_CTR_LATE_EVENT);
+        return;
+      }
+      ChannelTime& ch = op->channels[h.sub];
+      if (Load(ch.phase) != kChannelStarted) {
+        Count(NCCLSCOPE_CTR_INVALID_HANDLE);  // record after stop
+        return;
+      }
+      Store(ch.stop, args->kernelCh.pTimer);
+      return;
+    }
+    case HandleKind::kProxyStep: {
+      const std::uint32_t index = StepStateIndex(state);
+      if (index == kNoStepState) break;
+      std::uint32_t sub = 0;
+      ProxyOpState* po = FindProxyOp(handle, HandleKind::kProxyStep, nullptr, &sub);
+      if (po == nullptr || Load(po->steps[sub].active) == 0) {
+        Count(NCCLSCOPE_CTR_INVALID_HANDLE);
+        return;
+      }
+      StepSlot& slot = po->steps[sub];
+      const std::uint64_t now = clock::Now();
+      CloseStepState(po, slot, now);
+      Store(slot.state, index);
+      Store(slot.state_since, now);
+      if (args != nullptr && args->proxyStep.transSize > Load(slot.trans_size)) {
+        Store(slot.trans_size, args->proxyStep.transSize);
+      }
+      return;
+    }
+    case HandleKind::kProxyOp: {
+      if (state != abi::kProxyOpInProgress) return;  // deprecated v1-v3 op states: ignore
+      ProxyOpState* po = FindProxyOp(handle, HandleKind::kProxyOp, nullptr, nullptr);
+      if (po == nullptr) {
+        Count(NCCLSCOPE_CTR_INVALID_HANDLE);
+        return;
+      }
+      if (Load(po->in_progress_ns) == 0) Store(po->in_progress_ns, clock::Now());
+      return;
+    }
+    case HandleKind::kIgnored:
+      return;  // Group/API states (23, 24) and the like
+    case HandleKind::kOp:
+      break;
+    default:
+      if (handle != nullptr) Count(NCCLSCOPE_CTR_INVALID_HANDLE);
+      return;
+  }
+  Count(NCCLSCOPE_CTR_UNKNOWN_EVENTS);
+}
+
+bool ForceFinalizeOp(std::uint32_t index, std::uint32_t generation, std::uint16_t flags) {
+  Runtime& r = R();
+  if (index >= r.ops.carved()) return false;
+  auto* op = reinterpret_cast<OpState*>(r.ops.At(index));
+  const std::uint32_t old = SetStateBits(op, generation, kOpForced);
+  if (old == UINT32_MAX || OpComplete(old)) return false;
+  EmitAndFree(op, index, old | kOpForced, flags);
+  return true;
+}
+
+void FlushProxyOp(std::uint32_t index, std::uint32_t generation) {
+  Runtime& r = R();
+  if (index >= r.proxy_ops.carved()) return;
+  auto* po = reinterpret_cast<ProxyOpState*>(r.proxy_ops.At(index));
+  if (po->slot.generation.load(std::memory_order_acquire) != generation) return;
+  EmitProxyOp(po, index, NCCLSCOPE_PROXY_FLUSHED);
+}
+
+}  // namespace ncclscope::plugin

@@ -1,0 +1,200 @@
+// The three data symbols NCCL looks up with dlsym: ncclProfiler_v6 (NCCL 2.29+), ncclProfiler_v5
+// (2.28) and ncclProfiler_v4 (2.27). NCCL takes the newest one it knows. Each adapter translates
+// its version's descriptor into the version-neutral calls of events.cc and runtime.cc. These are
+// the only symbols the library exports (-fvisibility=hidden plus a version script), and no
+// exception leaves them: NCCL is C and would terminate the job.
+
+#include <exception>
+
+#include "plugin/abi/nccl_profiler_abi.h"
+#include "plugin/src/handle.h"
+#include "plugin/src/runtime.h"
+
+namespace ncclscope::plugin {
+namespace {
+
+// Runs `body`; any exception (only possible on cold paths: allocation at init) becomes a NULL
+// handle or a failed init, never an escape into NCCL.
+template <typename Body>
+abi::Result Guard(Body&& body, abi::Result on_error = abi::kSuccess) noexcept {
+  try {
+    return body();
+  } catch (...) {
+    return on_error;
+  }
+}
+
+template <typename Descr>
+void StartCommon(void* context, void** handle, const Descr* d, std::uint64_t type) {
+  switch (type) {
+    case abi::kColl: {
+      OpArgs args;
+      args.kind = NCCLSCOPE_KIND_COLL;
+      args.seq = d->coll.seqNumber;
+      args.func = d->coll.func;
+      args.count = d->coll.count;
+      args.root = d->coll.root;
+      args.datatype = d->coll.datatype;
+      args.n_channels = d->coll.nChannels;
+      args.n_warps = d->coll.nWarps;
+      args.algo = d->coll.algo;
+      args.proto = d->coll.proto;
+      args.rank = d->rank;
+      StartOp(context, handle, args);
+      return;
+    }
+    case abi::kP2p: {
+      OpArgs args;
+      args.kind = NCCLSCOPE_KIND_P2P;
+      args.func = d->p2p.func;
+      args.count = d->p2p.count;
+      args.root = d->p2p.peer;
+      args.datatype = d->p2p.datatype;
+      args.n_channels = d->p2p.nChannels;
+      args.rank = d->rank;
+      StartOp(context, handle, args);
+      return;
+    }
+    case abi::kKernelCh:
+      StartKernelCh(context, handle, d->parentObj, d->kernelCh.channelId, d->kernelCh.pTimer);
+      return;
+    case abi::kProxyOp: {
+      ProxyOpArgs args;
+      args.parent = d->parentObj;
+      args.rank = d->rank;
+      args.pid = d->proxyOp.pid;
+      args.channel = d->proxyOp.channelId;
+      args.peer = d->proxyOp.peer;
+      args.n_steps = d->proxyOp.nSteps;
+      args.chunk_size = d->proxyOp.chunkSize;
+      args.is_send = d->proxyOp.isSend;
+      StartProxyOp(context, handle, args);
+      return;
+    }
+    case abi::kProxyStep:
+      StartProxyStep(context, handle, d->parentObj, d->proxyStep.step);
+      return;
+    default:
+      // Group, API, KernelLaunch, ProxyCtrl, NetPlugin, CeSync, CeBatch: accepted, not tracked.
+      // A non-NULL handle keeps NCCL's bookkeeping (e.g. seqNumber of graph plans) unchanged.
+      *handle = IgnoredHandle();
+      return;
+  }
+}
+
+abi::Result StopV(void* handle) {
+  return Guard([&] {
+    StopEvent(handle);
+    return abi::kSuccess;
+  });
+}
+
+template <typename StateArgs>
+abi::Result RecordV(void* handle, int state, StateArgs* args) {
+  return Guard([&] {
+    RecordEventState(handle, state, args);
+    return abi::kSuccess;
+  });
+}
+
+abi::Result FinalizeV(void* context) {
+  return Guard([&] { return Finalize(context); });
+}
+
+// ---- v6 ----
+
+abi::Result InitV6(void** context, std::uint64_t comm_id, int* mask, const char* name, int nnodes,
+                   int nranks, int rank, abi::DebugLogger logger) {
+  *context = nullptr;
+  return Guard([&] { return Init(context, comm_id, mask, name, nnodes, nranks, rank, logger, 6); },
+               abi::kInternalError);
+}
+
+abi::Result StartV6(void* context, void** handle, abi::EventDescrV6* d) {
+  *handle = nullptr;
+  return Guard([&] {
+    if (d->type == abi::kCeColl) {
+      OpArgs args;
+      args.kind = NCCLSCOPE_KIND_CE;
+      args.seq = d->ceColl.seqNumber;
+      args.func = d->ceColl.func;
+      args.count = d->ceColl.count;
+      args.root = d->ceColl.root;
+      args.datatype = d->ceColl.datatype;
+      args.rank = d->rank;
+      StartOp(context, handle, args);
+    } else {
+      StartCommon(context, handle, d, d->type);
+    }
+    return abi::kSuccess;
+  });
+}
+
+// ---- v5 ----
+
+abi::Result InitV5(void** context, std::uint64_t comm_id, int* mask, const char* name, int nnodes,
+                   int nranks, int rank, abi::DebugLogger logger) {
+  *context = nullptr;
+  return Guard([&] { return Init(context, comm_id, mask, name, nnodes, nranks, rank, logger, 5); },
+               abi::kInternalError);
+}
+
+abi::Result StartV5(void* context, void** handle, abi::EventDescrV5* d) {
+  *handle = nullptr;
+  return Guard([&] {
+    StartCommon(context, handle, d, d->type);
+    return abi::kSuccess;
+  });
+}
+
+// ---- v4: init takes (mask, commName, commHash, ...) and the event type is one byte. ----
+
+abi::Result InitV4(void** context, int* mask, const char* name, std::uint64_t comm_hash, int nnodes,
+                   int nranks, int rank, abi::DebugLogger logger) {
+  *context = nullptr;
+  return Guard(
+      [&] { return Init(context, comm_hash, mask, name, nnodes, nranks, rank, logger, 4); },
+      abi::kInternalError);
+}
+
+abi::Result StartV4(void* context, void** handle, abi::EventDescrV4* d) {
+  *handle = nullptr;
+  return Guard([&] {
+    StartCommon(context, handle, d, static_cast<std::uint64_t>(d->type));
+    return abi::kSuccess;
+  });
+}
+
+}  // namespace
+}  // namespace ncclscope::plugin
+
+// NOLINTBEGIN(readability-identifier-naming): the names and types are NCCL's ABI.
+extern "C" {
+__attribute__((visibility("default"))) ncclscope::abi::ProfilerV6 ncclProfiler_v6 = {
+    "ncclscope",
+    ncclscope::plugin::InitV6,
+    ncclscope::plugin::StartV6,
+    ncclscope::plugin::StopV,
+    ncclscope::plugin::RecordV<ncclscope::abi::StateArgsV6>,
+    ncclscope::plugin::FinalizeV,
+};
+
+__attribute__((visibility("default"))) ncclscope::abi::ProfilerV5 ncclProfiler_v5 = {
+    "ncclscope",
+    ncclscope::plugin::InitV5,
+    ncclscope::plugin::StartV5,
+    ncclscope::plugin::StopV,
+    ncclscope::plugin::RecordV<ncclscope::abi::StateArgsV5>,
+    ncclscope::plugin::FinalizeV,
+};
+
+__attribute__((visibility("default"))) ncclscope::abi::ProfilerV4 ncclProfiler_v4 = {
+    "ncclscope",
+    ncclscope::plugin::InitV4,
+    ncclscope::plugin::StartV4,
+    ncclscope::plugin::StopV,
+    ncclscope::plugin::RecordV<ncclscope::abi::StateArgsV4>,
+    ncclscope::plugin::FinalizeV,
+};
+}
+// NOLINTEND(readability-identifier-naming)

@@ -1,0 +1,58 @@
+#pragma once
+
+// Event handles and contexts handed to NCCL are not pointers but encoded integers:
+//
+//   bits 60..63  kind (never 0, so a handle is never NULL)
+//   bits 40..59  generation of the slot (20 bits)
+//   bits  8..39  slot index in the kind's pool
+//   bits  0..7   sub-index (KernelCh: channel; ProxyStep: step slot)
+//
+// NCCL only stores handles and passes them back (it never dereferences them), so decoding is a
+// shift and a compare: a stale handle (its slot was freed and reused), a handle of the wrong kind,
+// a NULL parent, or a value from another process (PXN) is rejected by the index bound and the
+// generation check instead of being dereferenced.
+
+#include <cstdint>
+
+namespace ncclscope::plugin {
+
+enum class HandleKind : std::uint32_t {
+  kNone = 0,
+  kOp = 1,        // Coll, P2p, CeColl
+  kKernelCh = 2,  // one channel of an op (lives inside the op)
+  kProxyOp = 3,
+  kProxyStep = 4,  // one step slot of a ProxyOp (lives inside it)
+  kContext = 5,    // a communicator
+  kIgnored = 6,    // events accepted but not tracked (Group, API, KernelLaunch, ...)
+};
+
+inline constexpr std::uint32_t kGenerationMask = (1u << 20) - 1;
+
+struct Handle {
+  HandleKind kind = HandleKind::kNone;
+  std::uint32_t generation = 0;
+  std::uint32_t index = 0;
+  std::uint32_t sub = 0;
+};
+
+inline void* EncodeHandle(HandleKind kind, std::uint32_t generation, std::uint32_t index,
+                          std::uint32_t sub = 0) {
+  const std::uint64_t value = static_cast<std::uint64_t>(kind) << 60 |
+                              static_cast<std::uint64_t>(generation & kGenerationMask) << 40 |
+                              static_cast<std::uint64_t>(index) << 8 | (sub & 0xFF);
+  return reinterpret_cast<void*>(static_cast<std::uintptr_t>(value));
+}
+
+inline Handle DecodeHandle(const void* handle) {
+  const auto value = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(handle));
+  Handle h;
+  h.kind = static_cast<HandleKind>(value >> 60);
+  h.generation = static_cast<std::uint32_t>(value >> 40) & kGenerationMask;
+  h.index = static_cast<std::uint32_t>(value >> 8);
+  h.sub = static_cast<std::uint32_t>(value & 0xFF);
+  return h;
+}
+
+inline void* IgnoredHandle() { return EncodeHandle(HandleKind::kIgnored, 0, 0); }
+
+}  // namespace ncclscope::plugin

@@ -1,0 +1,457 @@
+// Lifecycle: the first init reads the settings, reserves the pools, creates the ring and starts
+// the maintenance thread; each init/finalize adds or removes one communicator. Cold paths: they
+// may allocate and take the lifecycle mutex, but finalize stays well under 50 ms (a scan of the
+// op and proxy-op pools plus one record) and never waits for the maintenance thread.
+
+#include "plugin/src/runtime.h"
+
+#include <pthread.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <new>
+
+#include "plugin/src/clock.h"
+#include "plugin/src/cuda_info.h"
+#include "plugin/src/handle.h"
+
+#ifndef NCCLSCOPE_PLUGIN_VERSION
+#define NCCLSCOPE_PLUGIN_VERSION "0.0.0"
+#endif
+
+namespace ncclscope::plugin {
+namespace {
+
+constexpr std::uint64_t kMaintenanceInterval = 200'000'000;  // ns
+constexpr std::uint64_t kNoKernelGrace = 1'000'000'000;      // ns without KernelCh before we stop
+                                                             // waiting for them on a comm
+
+void Log(int level, const char* format, ...) __attribute__((format(printf, 2, 3)));
+void Log(int level, const char* format, ...) {
+  abi::DebugLogger logger = R().logger;
+  if (logger == nullptr) return;
+  char text[512];
+  va_list args;
+  va_start(args, format);
+  std::vsnprintf(text, sizeof(text), format, args);
+  va_end(args);
+  logger(level, abi::kLogSubsysProfile, __FILE__, __LINE__, "ncclscope: %s", text);
+}
+
+void CopyString(char* dst, std::size_t capacity, const char* src) {
+  if (src == nullptr) {
+    dst[0] = '\0';
+    return;
+  }
+  const std::size_t n = strnlen(src, capacity - 1);
+  std::memcpy(dst, src, n);
+  dst[n] = '\0';
+}
+
+std::uint32_t AbiEvents(int abi_version) {
+  return abi_version >= 6 ? kUsableEvents : (kUsableEvents & ~kEventCeColl);
+}
+
+void SetNcclMask(Runtime& r, std::uint32_t mask) {
+  r.current_mask.store(mask, std::memory_order_relaxed);
+  if (int* target = r.mask_ptr.load(std::memory_order_relaxed)) {
+    __atomic_store_n(target, static_cast<int>(mask), __ATOMIC_RELAXED);
+  }
+  if (ncclscope_ring_header* header = r.ring.header()) {
+    std::atomic_ref<std::uint32_t>(header->effective_mask).store(mask, std::memory_order_relaxed);
+  }
+}
+
+// Applies a new controls snapshot from the ring header (the agent's YAML), unless pinned.
+void ApplyAgentControls(Runtime& r) {
+  ncclscope_ring_header* header = r.ring.header();
+  if (header == nullptr) return;
+  std::atomic_ref<std::uint32_t> seq_ref(header->controls.seq);
+  const std::uint32_t seq = seq_ref.load(std::memory_order_acquire);
+  if (seq == 0 || (seq & 1) != 0 || seq == r.applied_control_seq) return;
+  ncclscope_controls snapshot;
+  std::memcpy(&snapshot, &header->controls, sizeof(snapshot));
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (seq_ref.load(std::memory_order_relaxed) != seq) return;  // being rewritten: next pass
+  r.applied_control_seq = seq;
+  const std::uint32_t pinned = r.settings.pinned;
+  if ((pinned & NCCLSCOPE_CONTROL_EVENT_MASK) == 0 && (snapshot.event_mask & ~kUsableEvents) == 0) {
+    r.event_mask.store(snapshot.event_mask, std::memory_order_relaxed);
+  }
+  if ((pinned & NCCLSCOPE_CONTROL_MIN_BYTES) == 0) {
+    r.min_bytes.store(snapshot.min_bytes, std::memory_order_relaxed);
+  }
+  if ((pinned & NCCLSCOPE_CONTROL_DUTY_PERIOD) == 0 && snapshot.duty_period_ns >= 1'000'000) {
+    r.duty_period_ns.store(snapshot.duty_period_ns, std::memory_order_relaxed);
+  }
+  if ((pinned & NCCLSCOPE_CONTROL_KERNEL_DUTY) == 0 && snapshot.kernel_duty_pm <= 1000) {
+    r.kernel_duty_pm.store(snapshot.kernel_duty_pm, std::memory_order_relaxed);
+  }
+  if ((pinned & NCCLSCOPE_CONTROL_PROXY_DUTY) == 0 && snapshot.proxy_duty_pm <= 1000) {
+    r.proxy_duty_pm.store(snapshot.proxy_duty_pm, std::memory_order_relaxed);
+  }
+  std::atomic_ref<std::uint32_t>(header->applied_control_seq).store(seq, std::memory_order_relaxed);
+}
+
+// Stale ops: enqueued, waiting for KernelCh that will not come. Two cases are certain enough to
+// act on: a later op of the same communicator already completed with GPU timing (ops of one
+// communicator run in order, so this one's kernel is done), or the communicator has never
+// produced a KernelCh event and the op has waited past the grace period (CUDA graphs without
+// KernelCh; an old NCCL). An op whose kernel started and never stopped is left alone: that is
+// what a hang looks like, and the agent must see it in flight.
+void SweepStaleOps(Runtime& r, std::uint64_t now) {
+  const std::uint32_t carved = r.ops.carved();
+  for (std::uint32_t i = 0; i < carved; ++i) {
+    auto* op = reinterpret_cast<OpState*>(r.ops.At(i));
+    if (op->slot.in_use.load(std::memory_order_acquire) == 0) continue;
+    const std::uint32_t generation = op->slot.generation.load(std::memory_order_acquire);
+    const std::uint32_t state = op->state.load(std::memory_order_acquire);
+    if ((state >> 8) != generation || OpComplete(state)) continue;
+    const std::uint32_t comm_index = Load(op->comm_index);
+    if (comm_index >= r.comms.carved()) continue;
+    auto* comm = reinterpret_cast<CommState*>(r.comms.At(comm_index));
+    if (comm->slot.generation.load(std::memory_order_acquire) != Load(op->comm_generation) ||
+        comm->live.load(std::memory_order_acquire) == 0) {
+      if (ForceFinalizeOp(i, generation, NCCLSCOPE_OP_FLUSHED)) {
+        r.ring.Count(NCCLSCOPE_CTR_OPS_FLUSHED);
+      }
+      continue;
+    }
+    if ((state & kOpEnqueued) == 0 || (state & kOpKernelDone) != 0) continue;
+    if (Load(op->op_index) < Load(comm->max_completed_index)) {
+      ForceFinalizeOp(i, generation, 0);
+      continue;
+    }
+    const std::uint64_t enqueued = Load(op->enqueue_stop_ns);
+    if (Load(comm->kernel_events) == 0 && enqueued != 0 && now > enqueued &&
+        now - enqueued > kNoKernelGrace) {
+      Store(comm->no_kernel, 1);
+      ForceFinalizeOp(i, generation, 0);
+    }
+  }
+}
+
+void MaintenanceLoop() {
+  Runtime& r = R();
+  std::uint64_t last_calibration = clock::RealtimeNow();
+  std::unique_lock<std::mutex> lock(r.lifecycle);
+  while (!r.stop_maintenance) {
+    // Sleep until the next duty-cycle edge or the regular tick, whichever comes first.
+    const std::uint64_t now = clock::RealtimeNow();
+    std::uint64_t wait = kMaintenanceInterval;
+    const std::uint64_t period = r.duty_period_ns.load(std::memory_order_relaxed);
+    if (period != 0) {
+      const std::uint64_t phase = now % period;
+      for (std::uint32_t pm : {r.kernel_duty_pm.load(), r.proxy_duty_pm.load()}) {
+        const std::uint64_t edge = period / 1000 * pm;
+        const std::uint64_t until = phase < edge ? edge - phase : period - phase;
+        if (until > 0 && until < wait) wait = until;
+      }
+    }
+    r.wake.wait_for(lock, std::chrono::nanoseconds(wait + 1000));
+    if (r.stop_maintenance) break;
+    const bool active = r.active;
+    lock.unlock();
+    const std::uint64_t tick = clock::RealtimeNow();
+    if (tick - last_calibration > 1'000'000'000ull) {
+      clock::Recalibrate();
+      last_calibration = tick;
+    }
+    if (active) MaintenancePass(tick);
+    lock.lock();
+  }
+}
+
+void AtForkChild() {
+  // Only this thread survives in the child. Forget the parent's ring and thread; a later init in
+  // the child (rare: NCCL after fork) starts over with a ring of its own.
+  Runtime& r = R();
+  // The parent's mutex may have been held and its thread does not exist here: start from fresh
+  // objects (the old ones are abandoned, not destroyed).
+  new (&r.lifecycle) std::mutex();
+  new (&r.wake) std::condition_variable();
+  new (&r.maintenance) std::thread();
+  r.ring.DetachAfterFork();
+  r.stop_maintenance = false;
+  r.initialized = false;
+  r.active = false;
+  r.live_comms = 0;
+  r.free_comm_slots.clear();
+  r.next_comm_slot = 0;
+}
+
+// First init: settings, clock, pools, ring, maintenance thread. Called with the lifecycle lock.
+void InitializeLocked(Runtime& r) {
+  r.initialized = true;
+  r.pid = ::getpid();
+  r.settings = LoadSettings(ProcessEnv());
+  const Settings& s = r.settings;
+  for (const std::string& warning : s.warnings) Log(abi::kLogWarn, "%s", warning.c_str());
+  r.event_mask.store(s.event_mask);
+  r.min_bytes.store(s.min_bytes);
+  r.duty_period_ns.store(s.duty_period_ns);
+  r.kernel_duty_pm.store(s.kernel_duty_pm);
+  r.proxy_duty_pm.store(s.proxy_duty_pm);
+  if (s.disabled) {
+    Log(abi::kLogInfo, "disabled by NCCLSCOPE_DISABLE");
+    return;
+  }
+  clock::Init(s.clock);
+  if (!r.ops.Reserve(kOpArena, sizeof(OpState), s.max_ops, ConstructSlot<OpState>) ||
+      !r.proxy_ops.Reserve(kProxyOpArena, sizeof(ProxyOpState), s.max_proxy_ops,
+                           ConstructSlot<ProxyOpState>) ||
+      !r.comms.Reserve(kCommArena, sizeof(CommState), NCCLSCOPE_MAX_COMM_SLOTS * 4,
+                       ConstructSlot<CommState>)) {
+    Log(abi::kLogWarn, "cannot reserve memory for event state; profiling off");
+    return;
+  }
+  char host[65] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  ring::RingIdentity identity{host, NCCLSCOPE_PLUGIN_VERSION, s.job_id};
+  const ring::RingGeometry geometry =
+      ring::RingGeometry::ForRecordBytes(s.ring_bytes, s.lanes, s.comm_slots);
+  std::string error;
+  if (!r.ring.Create(s.ring_dir, geometry, identity, &error)) {
+    Log(abi::kLogWarn, "%s; profiling off", error.c_str());
+    return;
+  }
+  std::atomic_ref<std::uint32_t>(r.ring.header()->pinned_controls)
+      .store(s.pinned, std::memory_order_relaxed);
+  Log(abi::kLogInfo, "recording to %s (%u lanes x %u records, %s clock)", r.ring.path().c_str(),
+      geometry.lanes, geometry.lane_capacity, clock::UsesTsc() ? "tsc" : "realtime");
+  static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+  pthread_once(&atfork_once, [] { pthread_atfork(nullptr, nullptr, AtForkChild); });
+  r.stop_maintenance = false;
+  r.maintenance = std::thread(MaintenanceLoop);
+  r.active = true;
+}
+
+std::uint32_t TakeCommSlot(Runtime& r) {
+  if (r.next_comm_slot < r.ring.geometry().comm_slots) return r.next_comm_slot++;
+  if (!r.free_comm_slots.empty()) {
+    const std::uint32_t slot = r.free_comm_slots.front();
+    r.free_comm_slots.pop_front();
+    return slot;
+  }
+  return UINT32_MAX;
+}
+
+void WriteCommSlot(ncclscope_comm_slot* slot, const CommState& comm, const char* name,
+                   const GpuInfo& gpu, std::uint64_t now) {
+  std::atomic_ref<std::uint32_t> version(slot->version);
+  const std::uint32_t v = version.load(std::memory_order_relaxed);
+  version.store(v + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  std::atomic_ref<std::uint32_t>(slot->state).store(NCCLSCOPE_COMM_LIVE, std::memory_order_relaxed);
+  slot->comm_id = Load(comm.comm_id);
+  slot->context = Load(comm.context_value);
+  slot->rank = Load(comm.rank);
+  slot->nranks = Load(comm.nranks);
+  slot->nnodes = Load(comm.nnodes);
+  slot->cuda_device = gpu.cuda_device;
+  slot->init_ns = now;
+  std::atomic_ref<std::uint64_t>(slot->finalize_ns).store(0, std::memory_order_relaxed);
+  CopyString(slot->name, sizeof(slot->name), name);
+  CopyString(slot->gpu_uuid, sizeof(slot->gpu_uuid), gpu.uuid.c_str());
+  CopyString(slot->pci_bus_id, sizeof(slot->pci_bus_id), gpu.pci_bus_id.c_str());
+  std::atomic_ref<std::uint64_t>(slot->ops_enqueued).store(0, std::memory_order_relaxed);
+  std::atomic_ref<std::uint64_t>(slot->ops_completed).store(0, std::memory_order_relaxed);
+  std::atomic_ref<std::uint64_t>(slot->last_enqueue_ns).store(0, std::memory_order_relaxed);
+  std::atomic_ref<std::uint64_t>(slot->last_complete_ns).store(0, std::memory_order_relaxed);
+  version.store(v + 2, std::memory_order_release);
+}
+
+}  // namespace
+
+std::uint32_t DesiredMask(std::uint64_t now_ns) {
+  Runtime& r = R();
+  std::uint32_t mask = r.event_mask.load(std::memory_order_relaxed) & AbiEvents(r.abi_version);
+  const std::uint64_t period = r.duty_period_ns.load(std::memory_order_relaxed);
+  if (period != 0) {
+    // Phases are aligned to the realtime epoch, so every process on the node (and every node with
+    // a synchronized clock) samples the same windows.
+    const std::uint64_t phase = now_ns % period;
+    if (phase >= period / 1000 * r.kernel_duty_pm.load(std::memory_order_relaxed)) {
+      mask &= ~kEventKernelCh;
+    }
+    if (phase >= period / 1000 * r.proxy_duty_pm.load(std::memory_order_relaxed)) {
+      mask &= ~kProxyEvents;
+    }
+  }
+  return mask;
+}
+
+void MaintenancePass(std::uint64_t now_ns) {
+  Runtime& r = R();
+  ApplyAgentControls(r);
+  const std::uint32_t mask = DesiredMask(now_ns);
+  if (mask != r.current_mask.load(std::memory_order_relaxed)) SetNcclMask(r, mask);
+  SweepStaleOps(r, clock::Now());
+}
+
+abi::Result Init(void** context, std::uint64_t comm_id, int* mask, const char* name, int nnodes,
+                 int nranks, int rank, abi::DebugLogger logger, int abi_version) {
+  Runtime& r = R();
+  std::lock_guard<std::mutex> lock(r.lifecycle);
+  if (logger != nullptr) r.logger = logger;
+  // Constant in a real process (NCCL picks one version); the latest wins if a test mixes them.
+  r.abi_version = abi_version;
+  if (!r.initialized) InitializeLocked(r);
+  if (!r.active) {
+    // Nothing to record into: tell NCCL not to profile this communicator at all.
+    *context = nullptr;
+    if (mask != nullptr) __atomic_store_n(mask, 0, __ATOMIC_RELAXED);
+    if (!r.warned) {
+      r.warned = true;
+      Log(abi::kLogInfo, "inactive; NCCL will run without profiler events");
+    }
+    return abi::kSuccess;
+  }
+  const std::uint32_t index = r.comms.Allocate();
+  if (index == UINT32_MAX) {
+    *context = nullptr;
+    r.ring.Count(NCCLSCOPE_CTR_HANDLES_EXHAUSTED);
+    return abi::kSuccess;
+  }
+  auto* comm = reinterpret_cast<CommState*>(r.comms.At(index));
+  const std::uint32_t generation = comm->slot.generation.load(std::memory_order_relaxed);
+  void* handle = EncodeHandle(HandleKind::kContext, generation, index);
+  const std::uint64_t now = clock::Now();
+  const GpuInfo gpu = CurrentGpu();
+
+  Store(comm->comm_id, comm_id);
+  Store(comm->rank, rank);
+  Store(comm->nranks, nranks);
+  Store(comm->nnodes, nnodes);
+  Store(comm->context_value, reinterpret_cast<std::uintptr_t>(handle));
+  Store(comm->ops_enqueued, 0);
+  Store(comm->ops_completed, 0);
+  Store(comm->ops_flushed, 0);
+  Store(comm->max_completed_index, 0);
+  Store(comm->kernel_events, 0);
+  Store(comm->no_kernel, 0);
+  // Per-peer p2p counters, reused from this slot's previous communicator when large enough.
+  const std::uint32_t peers =
+      nranks > 0 && nranks <= 65536 ? static_cast<std::uint32_t>(nranks) : 0;
+  if (peers > Load(comm->p2p_peers) || comm->p2p_seq == nullptr) {
+    if (comm->p2p_seq != nullptr) r.retired_p2p_arrays.push_back(comm->p2p_seq);
+    comm->p2p_seq = peers != 0 ? new (std::nothrow) std::atomic<std::uint64_t>[2 * peers] : nullptr;
+    Store(comm->p2p_peers, comm->p2p_seq != nullptr ? peers : 0);
+  }
+  if (comm->p2p_seq != nullptr) {
+    for (std::uint32_t i = 0; i < 2 * Load(comm->p2p_peers); ++i) Store(comm->p2p_seq[i], 0);
+  }
+  Store(comm->p2p_peers, comm->p2p_seq != nullptr ? peers : 0);
+  const std::uint32_t slot_index = TakeCommSlot(r);
+  Store(comm->comm_slot, slot_index);
+  if (ncclscope_comm_slot* slot = r.ring.comm_slot(slot_index)) {
+    WriteCommSlot(slot, *comm, name, gpu, now);
+  } else {
+    r.ring.Count(NCCLSCOPE_CTR_COMMS_WITHOUT_SLOT);
+  }
+  comm->live.store(1, std::memory_order_release);
+
+  alignas(64) ncclscope_comm_init_record rec;
+  std::memset(&rec, 0, sizeof(rec));
+  rec.h.type = NCCLSCOPE_REC_COMM_INIT;
+  rec.comm_id = comm_id;
+  rec.context = reinterpret_cast<std::uintptr_t>(handle);
+  rec.init_ns = now;
+  rec.rank = rank;
+  rec.nranks = nranks;
+  rec.nnodes = nnodes;
+  rec.cuda_device = gpu.cuda_device;
+  rec.comm_slot = slot_index;
+  rec.nccl_abi = static_cast<std::uint32_t>(r.abi_version);
+  CopyString(rec.name, sizeof(rec.name), name);
+  CopyString(rec.gpu_uuid, sizeof(rec.gpu_uuid), gpu.uuid.c_str());
+  CopyString(rec.pci_bus_id, sizeof(rec.pci_bus_id), gpu.pci_bus_id.c_str());
+  r.ring.Write(&rec, 1, ThreadLaneHint());
+
+  ncclscope_ring_header* header = r.ring.header();
+  std::atomic_ref<std::uint32_t>(header->nccl_abi)
+      .store(static_cast<std::uint32_t>(r.abi_version), std::memory_order_relaxed);
+  std::atomic_ref<std::uint32_t>(header->state)
+      .store(NCCLSCOPE_RING_LIVE, std::memory_order_relaxed);
+  std::atomic_ref<std::uint64_t>(header->closed_ns).store(0, std::memory_order_relaxed);
+  ++r.live_comms;
+
+  // Every init gets the same process-global mask pointer; keep it to steer NCCL at run time.
+  if (mask != nullptr) r.mask_ptr.store(mask, std::memory_order_relaxed);
+  SetNcclMask(r, DesiredMask(clock::RealtimeNow()));
+  *context = handle;
+  return abi::kSuccess;
+}
+
+abi::Result Finalize(void* context) {
+  Runtime& r = R();
+  std::lock_guard<std::mutex> lock(r.lifecycle);
+  std::uint32_t index = 0;
+  CommState* comm = FindComm(context, &index);
+  if (comm == nullptr) {
+    r.ring.Count(NCCLSCOPE_CTR_INVALID_HANDLE);
+    return abi::kSuccess;
+  }
+  const std::uint32_t comm_generation = comm->slot.generation.load(std::memory_order_relaxed);
+  comm->live.store(0, std::memory_order_release);
+
+  // Whatever of this communicator is still in flight is written out now, marked as such.
+  std::uint64_t flushed = 0;
+  const std::uint32_t ops = r.ops.carved();
+  for (std::uint32_t i = 0; i < ops; ++i) {
+    auto* op = reinterpret_cast<OpState*>(r.ops.At(i));
+    if (op->slot.in_use.load(std::memory_order_acquire) == 0 || Load(op->comm_index) != index ||
+        Load(op->comm_generation) != comm_generation) {
+      continue;
+    }
+    if (ForceFinalizeOp(i, op->slot.generation.load(std::memory_order_acquire),
+                        NCCLSCOPE_OP_FLUSHED)) {
+      ++flushed;
+    }
+  }
+  const std::uint32_t proxy_ops = r.proxy_ops.carved();
+  for (std::uint32_t i = 0; i < proxy_ops; ++i) {
+    auto* po = reinterpret_cast<ProxyOpState*>(r.proxy_ops.At(i));
+    if (po->slot.in_use.load(std::memory_order_acquire) == 0 || Load(po->comm_index) != index ||
+        Load(po->comm_generation) != comm_generation ||
+        (Load(po->flags) & NCCLSCOPE_PROXY_FOREIGN) != 0) {
+      continue;
+    }
+    FlushProxyOp(i, po->slot.generation.load(std::memory_order_acquire));
+  }
+  if (flushed != 0) r.ring.Count(NCCLSCOPE_CTR_OPS_FLUSHED, flushed);
+
+  const std::uint64_t now = clock::Now();
+  const std::uint32_t slot_index = Load(comm->comm_slot);
+  alignas(64) ncclscope_comm_finalize_record rec;
+  std::memset(&rec, 0, sizeof(rec));
+  rec.h.type = NCCLSCOPE_REC_COMM_FINALIZE;
+  rec.comm_id = Load(comm->comm_id);
+  rec.context = Load(comm->context_value);
+  rec.finalize_ns = now;
+  rec.ops_enqueued = Load(comm->ops_enqueued);
+  rec.ops_completed = Load(comm->ops_completed);
+  rec.ops_flushed = flushed;
+  rec.rank = Load(comm->rank);
+  rec.comm_slot = slot_index;
+  r.ring.Write(&rec, 1, ThreadLaneHint());
+  if (ncclscope_comm_slot* slot = r.ring.comm_slot(slot_index)) {
+    std::atomic_ref<std::uint64_t>(slot->finalize_ns).store(now, std::memory_order_relaxed);
+    std::atomic_ref<std::uint32_t>(slot->state)
+        .store(NCCLSCOPE_COMM_FINALIZED, std::memory_order_release);
+    r.free_comm_slots.push_back(slot_index);
+  }
+  r.comms.Free(index);
+  if (r.live_comms > 0 && --r.live_comms == 0) {
+    ncclscope_ring_header* header = r.ring.header();
+    std::atomic_ref<std::uint64_t>(header->closed_ns).store(now, std::memory_order_relaxed);
+    std::atomic_ref<std::uint32_t>(header->state)
+        .store(NCCLSCOPE_RING_CLOSED, std::memory_order_release);
+  }
+  return abi::kSuccess;
+}
+
+}  // namespace ncclscope::plugin

@@ -1,0 +1,121 @@
+#pragma once
+
+// The plugin's process-wide state: settings, the ring, the state pools, the controls in force and
+// the NCCL event mask. Created at the first communicator init and never destroyed (the library is
+// linked -z nodelete, so NCCL's dlclose never unloads it and a later init finds the same ring).
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "plugin/abi/nccl_profiler_abi.h"
+#include "plugin/ring/ring_writer.h"
+#include "plugin/src/pools.h"
+#include "plugin/src/settings.h"
+#include "plugin/src/state.h"
+
+namespace ncclscope::plugin {
+
+struct Runtime {
+  // Init, finalize and the maintenance thread's lifecycle; never taken on the event path.
+  std::mutex lifecycle;
+  bool initialized = false;  // settings read, pools reserved, ring attempted
+  bool active = false;       // ring up and events wanted
+  bool warned = false;       // "plugin inactive" logged once
+  Settings settings;
+  ring::RingWriter ring;
+  SlotArena ops;
+  SlotArena proxy_ops;
+  SlotArena comms;
+  pid_t pid = 0;
+  int abi_version = 0;
+  abi::DebugLogger logger = nullptr;
+  std::uint32_t live_comms = 0;
+  std::deque<std::uint32_t> free_comm_slots;  // FIFO: a finalized slot stays readable longest
+  std::uint32_t next_comm_slot = 0;
+  std::vector<std::atomic<std::uint64_t>*> retired_p2p_arrays;  // never freed: stale readers
+
+  // The NCCL event mask: NCCL's process-global int (saved from init) and what we last put there.
+  std::atomic<int*> mask_ptr{nullptr};
+  std::atomic<std::uint32_t> current_mask{0};
+
+  // Controls in force (environment, controls file, then the agent through the ring header).
+  std::atomic<std::uint32_t> event_mask{0};
+  std::atomic<std::uint64_t> min_bytes{0};
+  std::atomic<std::uint64_t> duty_period_ns{0};
+  std::atomic<std::uint32_t> kernel_duty_pm{1000};
+  std::atomic<std::uint32_t> proxy_duty_pm{1000};
+  std::uint32_t applied_control_seq = 0;  // maintenance thread only
+
+  // Maintenance thread (controls, duty cycle, clock anchor, stale-op sweep).
+  std::thread maintenance;
+  std::condition_variable wake;
+  bool stop_maintenance = false;  // guarded by `lifecycle`
+};
+
+Runtime& R();
+
+// ---- Event path (events.cc) ----
+
+struct OpArgs {
+  std::uint8_t kind = NCCLSCOPE_KIND_COLL;
+  std::uint64_t seq = 0;
+  const char* func = nullptr;
+  std::uint64_t count = 0;
+  int root = -1;  // coll: root; p2p: peer
+  const char* datatype = nullptr;
+  std::uint8_t n_channels = 0;
+  std::uint8_t n_warps = 0;
+  const char* algo = nullptr;
+  const char* proto = nullptr;
+  int rank = 0;
+};
+
+struct ProxyOpArgs {
+  void* parent = nullptr;
+  int rank = 0;
+  pid_t pid = 0;
+  std::uint8_t channel = 0;
+  int peer = 0;
+  int n_steps = 0;
+  int chunk_size = 0;
+  int is_send = 0;
+};
+
+void StartOp(void* context, void** handle, const OpArgs& args);
+void StartKernelCh(void* context, void** handle, void* parent, std::uint8_t channel,
+                   std::uint64_t ptimer);
+void StartProxyOp(void* context, void** handle, const ProxyOpArgs& args);
+void StartProxyStep(void* context, void** handle, void* parent, int step);
+void StopEvent(void* handle);
+void RecordEventState(void* handle, int state, const abi::StateArgsV4* args);
+
+// Lookups with generation checks; nullptr when the handle is stale, foreign or of another kind.
+CommState* FindComm(const void* context, std::uint32_t* index = nullptr);
+OpState* FindOp(const void* handle, std::uint32_t* index = nullptr,
+                std::uint32_t* generation = nullptr);
+
+// Completes an op that NCCL will not complete (communicator ended, KernelCh that never came).
+// `flags` are added to the record (ncclscope_op_flag). Returns whether this call finalized it.
+bool ForceFinalizeOp(std::uint32_t index, std::uint32_t generation, std::uint16_t flags);
+// Emits a ProxyOp record for a ProxyOp still running when its communicator ends and frees it.
+void FlushProxyOp(std::uint32_t index, std::uint32_t generation);
+
+// ---- Lifecycle (runtime.cc) ----
+
+abi::Result Init(void** context, std::uint64_t comm_id, int* mask, const char* name, int nnodes,
+                 int nranks, int rank, abi::DebugLogger logger, int abi_version);
+abi::Result Finalize(void* context);
+
+// The mask NCCL should use now (controls, duty cycle, what this ABI version knows).
+std::uint32_t DesiredMask(std::uint64_t now_ns);
+// One maintenance pass: controls from the agent, duty-cycle flips, stale ops. Exposed for tests.
+void MaintenancePass(std::uint64_t now_ns);
+
+}  // namespace ncclscope::plugin

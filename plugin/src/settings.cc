@@ -1,0 +1,327 @@
+#include "plugin/src/settings.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "plugin/ring/ncclscope_ring.h"
+
+namespace ncclscope::plugin {
+namespace {
+
+std::string_view Trim(std::string_view text) {
+  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
+  while (!text.empty() && (text.back() == ' ' || text.back() == '\t' || text.back() == '\r')) {
+    text.remove_suffix(1);
+  }
+  return text;
+}
+
+bool ToLowerEquals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    char c = a[i];
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    if (c != b[i]) return false;
+  }
+  return true;
+}
+
+// Leading decimal digits of `text` as a number; `rest` gets what follows.
+std::optional<std::uint64_t> LeadingNumber(std::string_view text, std::string_view* rest) {
+  std::uint64_t value = 0;
+  std::size_t i = 0;
+  for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) {
+    if (value > (UINT64_MAX - 9) / 10) return std::nullopt;
+    value = value * 10 + static_cast<std::uint64_t>(text[i] - '0');
+  }
+  if (i == 0) return std::nullopt;
+  *rest = text.substr(i);
+  return value;
+}
+
+std::optional<std::uint64_t> Multiply(std::uint64_t value, std::uint64_t unit) {
+  if (unit != 0 && value > UINT64_MAX / unit) return std::nullopt;
+  return value * unit;
+}
+
+std::optional<std::uint64_t> ParseUint(std::string_view text) {
+  text = Trim(text);
+  if (text.size() > 2 && text[0] == '0' && (text[1] == 'x' || text[1] == 'X')) {
+    std::uint64_t value = 0;
+    for (char c : text.substr(2)) {
+      int digit = -1;
+      if (c >= '0' && c <= '9') digit = c - '0';
+      if (c >= 'a' && c <= 'f') digit = c - 'a' + 10;
+      if (c >= 'A' && c <= 'F') digit = c - 'A' + 10;
+      if (digit < 0 || value > (UINT64_MAX >> 4)) return std::nullopt;
+      value = value << 4 | static_cast<std::uint64_t>(digit);
+    }
+    return value;
+  }
+  std::string_view rest;
+  const auto value = LeadingNumber(text, &rest);
+  if (!value || !rest.empty()) return std::nullopt;
+  return value;
+}
+
+struct Control {
+  const char* env;        // environment variable
+  const char* key;        // controls-file key
+  std::uint32_t pin_bit;  // ncclscope_control_bit, 0 for start-up-only settings
+  bool (*apply)(std::string_view value, Settings& settings);
+};
+
+template <typename T, typename Parse>
+bool Assign(std::string_view value, T& field, Parse parse) {
+  const auto parsed = parse(value);
+  if (!parsed) return false;
+  field = static_cast<T>(*parsed);
+  return true;
+}
+
+bool InRange(std::uint64_t value, std::uint64_t lo, std::uint64_t hi) {
+  return value >= lo && value <= hi;
+}
+
+const Control kControls[] = {
+    {"NCCLSCOPE_EVENTS", "events", NCCLSCOPE_CONTROL_EVENT_MASK,
+     [](std::string_view v, Settings& s) { return Assign(v, s.event_mask, ParseEvents); }},
+    {"NCCLSCOPE_MIN_BYTES", "min_bytes", NCCLSCOPE_CONTROL_MIN_BYTES,
+     [](std::string_view v, Settings& s) { return Assign(v, s.min_bytes, ParseBytes); }},
+    {"NCCLSCOPE_DUTY_PERIOD", "duty_period", NCCLSCOPE_CONTROL_DUTY_PERIOD,
+     [](std::string_view v, Settings& s) {
+       const auto ns = ParseDurationNs(v);
+       if (!ns || !InRange(*ns, 1'000'000ull, 86'400'000'000'000ull)) return false;
+       s.duty_period_ns = *ns;
+       return true;
+     }},
+    {"NCCLSCOPE_KERNEL_DUTY", "kernel_duty", NCCLSCOPE_CONTROL_KERNEL_DUTY,
+     [](std::string_view v, Settings& s) { return Assign(v, s.kernel_duty_pm, ParseFractionPm); }},
+    {"NCCLSCOPE_PROXY_DUTY", "proxy_duty", NCCLSCOPE_CONTROL_PROXY_DUTY,
+     [](std::string_view v, Settings& s) { return Assign(v, s.proxy_duty_pm, ParseFractionPm); }},
+    {"NCCLSCOPE_RING_SIZE", "ring_size", 0,
+     [](std::string_view v, Settings& s) {
+       const auto bytes = ParseBytes(v);
+       if (!bytes || !InRange(*bytes, 64u << 10, 1ull << 30)) return false;
+       s.ring_bytes = *bytes;
+       return true;
+     }},
+    {"NCCLSCOPE_RING_LANES", "lanes", 0,
+     [](std::string_view v, Settings& s) {
+       const auto n = ParseUint(v);
+       if (!n || !InRange(*n, 1, NCCLSCOPE_MAX_LANES)) return false;
+       s.lanes = static_cast<std::uint32_t>(*n);
+       return true;
+     }},
+    {"NCCLSCOPE_COMM_SLOTS", "comm_slots", 0,
+     [](std::string_view v, Settings& s) {
+       const auto n = ParseUint(v);
+       if (!n || !InRange(*n, 1, NCCLSCOPE_MAX_COMM_SLOTS)) return false;
+       s.comm_slots = static_cast<std::uint32_t>(*n);
+       return true;
+     }},
+    {"NCCLSCOPE_MAX_OPS", "max_ops", 0,
+     [](std::string_view v, Settings& s) {
+       const auto n = ParseUint(v);
+       if (!n || !InRange(*n, 64, 1u << 22)) return false;
+       s.max_ops = static_cast<std::uint32_t>(*n);
+       return true;
+     }},
+    {"NCCLSCOPE_MAX_PROXY_OPS", "max_proxy_ops", 0,
+     [](std::string_view v, Settings& s) {
+       const auto n = ParseUint(v);
+       if (!n || !InRange(*n, 64, 1u << 22)) return false;
+       s.max_proxy_ops = static_cast<std::uint32_t>(*n);
+       return true;
+     }},
+    {"NCCLSCOPE_CLOCK", nullptr, 0,
+     [](std::string_view v, Settings& s) {
+       if (v != "auto" && v != "tsc" && v != "realtime") return false;
+       s.clock = std::string(v);
+       return true;
+     }},
+};
+
+bool ApplyOne(const Control& control, std::string_view value, const char* source,
+              Settings& settings) {
+  if (control.apply(Trim(value), settings)) return true;
+  settings.warnings.push_back(std::string(source) + ": ignoring bad value \"" + std::string(value) +
+                              "\"");
+  return false;
+}
+
+}  // namespace
+
+std::optional<std::uint64_t> ParseBytes(std::string_view text) {
+  text = Trim(text);
+  std::string_view unit;
+  const auto value = LeadingNumber(text, &unit);
+  if (!value) return std::nullopt;
+  unit = Trim(unit);
+  struct Unit {
+    const char* name;
+    std::uint64_t factor;
+  };
+  static constexpr Unit kUnits[] = {{"", 1},
+                                    {"b", 1},
+                                    {"k", 1ull << 10},
+                                    {"kb", 1000},
+                                    {"kib", 1ull << 10},
+                                    {"m", 1ull << 20},
+                                    {"mb", 1000000},
+                                    {"mib", 1ull << 20},
+                                    {"g", 1ull << 30},
+                                    {"gb", 1000000000},
+                                    {"gib", 1ull << 30}};
+  for (const Unit& u : kUnits) {
+    if (ToLowerEquals(unit, u.name)) return Multiply(*value, u.factor);
+  }
+  return std::nullopt;
+}
+
+std::optional<std::uint64_t> ParseDurationNs(std::string_view text) {
+  text = Trim(text);
+  if (text.empty()) return std::nullopt;
+  std::uint64_t total = 0;
+  while (!text.empty()) {
+    std::string_view rest;
+    const auto value = LeadingNumber(text, &rest);
+    if (!value) return std::nullopt;
+    std::size_t unit_len = 0;
+    while (unit_len < rest.size() && rest[unit_len] >= 'a' && rest[unit_len] <= 'z') ++unit_len;
+    const std::string_view unit = rest.substr(0, unit_len);
+    std::uint64_t factor = 0;
+    if (unit == "ns") factor = 1;
+    if (unit == "us") factor = 1000;
+    if (unit == "ms") factor = 1'000'000;
+    if (unit == "s") factor = 1'000'000'000;
+    if (unit == "m") factor = 60'000'000'000;
+    if (unit == "h") factor = 3'600'000'000'000;
+    if (factor == 0) return std::nullopt;
+    const auto part = Multiply(*value, factor);
+    if (!part || total > UINT64_MAX - *part) return std::nullopt;
+    total += *part;
+    text = rest.substr(unit_len);
+  }
+  return total;
+}
+
+std::optional<std::uint32_t> ParseFractionPm(std::string_view text) {
+  text = Trim(text);
+  const bool percent = !text.empty() && text.back() == '%';
+  if (percent) text.remove_suffix(1);
+  std::string_view rest;
+  const auto whole = LeadingNumber(text, &rest);
+  if (!whole) return std::nullopt;
+  std::uint64_t pm = *whole * (percent ? 10 : 1000);
+  if (!rest.empty()) {
+    if (rest[0] != '.') return std::nullopt;
+    std::uint64_t scale = percent ? 1 : 100;  // first fraction digit is worth this many per mille
+    for (std::size_t i = 1; i < rest.size(); ++i) {
+      if (rest[i] < '0' || rest[i] > '9') return std::nullopt;
+      pm += static_cast<std::uint64_t>(rest[i] - '0') * scale;
+      scale /= 10;
+    }
+  }
+  if (pm > 1000) return std::nullopt;
+  return static_cast<std::uint32_t>(pm);
+}
+
+std::optional<std::uint32_t> ParseEvents(std::string_view text) {
+  text = Trim(text);
+  if (const auto number = ParseUint(text)) {
+    if (*number > UINT32_MAX || (*number & ~static_cast<std::uint64_t>(kUsableEvents)) != 0) {
+      return std::nullopt;
+    }
+    return static_cast<std::uint32_t>(*number);
+  }
+  if (text == "none") return 0;
+  if (text == "default" || text == "all") return kUsableEvents;
+  std::uint32_t mask = 0;
+  while (!text.empty()) {
+    const std::size_t comma = text.find(',');
+    const std::string_view name = Trim(text.substr(0, comma));
+    text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
+    if (name == "coll")
+      mask |= kEventColl;
+    else if (name == "p2p")
+      mask |= kEventP2p;
+    else if (name == "kernel_ch")
+      mask |= kEventKernelCh;
+    else if (name == "proxy_op")
+      mask |= kEventProxyOp;
+    else if (name == "proxy_step")
+      mask |= kEventProxyStep | kEventProxyOp;
+    else if (name == "ce_coll")
+      mask |= kEventCeColl;
+    else
+      return std::nullopt;
+  }
+  return mask;
+}
+
+EnvLookup ProcessEnv() {
+  return [](const char* name) -> std::optional<std::string> {
+    // Read once at init, before any thread of ours exists; NCCL itself reads the environment the
+    // same way.
+    const char* value = std::getenv(name);  // NOLINT(concurrency-mt-unsafe)
+    if (value == nullptr) return std::nullopt;
+    return std::string(value);
+  };
+}
+
+void ApplyControlsFile(std::string_view text, Settings& settings) {
+  while (!text.empty()) {
+    const std::size_t newline = text.find('\n');
+    const std::string_view line = Trim(text.substr(0, newline));
+    text = newline == std::string_view::npos ? std::string_view() : text.substr(newline + 1);
+    if (line.empty() || line[0] == '#') continue;
+    const std::size_t eq = line.find('=');
+    if (eq == std::string_view::npos) continue;
+    const std::string_view key = Trim(line.substr(0, eq));
+    const std::string_view value = line.substr(eq + 1);
+    for (const Control& control : kControls) {
+      if (control.key == nullptr || key != control.key) continue;
+      if (control.pin_bit != 0 && (settings.pinned & control.pin_bit) != 0) break;
+      ApplyOne(control, value, kControlsFileName, settings);
+      break;
+    }
+  }
+}
+
+void ApplyEnvironment(const EnvLookup& env, Settings& settings) {
+  if (const auto disable = env("NCCLSCOPE_DISABLE")) {
+    settings.disabled = !disable->empty() && *disable != "0";
+  }
+  if (const auto dir = env("NCCLSCOPE_RING_DIR"); dir && !dir->empty()) settings.ring_dir = *dir;
+  if (const auto job = env("NCCLSCOPE_JOB_ID")) {
+    settings.job_id = *job;
+  } else if (const auto slurm = env("SLURM_JOB_ID")) {
+    settings.job_id = *slurm;
+  }
+  for (const Control& control : kControls) {
+    const auto value = env(control.env);
+    if (!value) continue;
+    if (ApplyOne(control, *value, control.env, settings)) settings.pinned |= control.pin_bit;
+  }
+}
+
+Settings LoadSettings(const EnvLookup& env) {
+  Settings settings;
+  // The directory decides where the controls file is, so take it from the environment first.
+  if (const auto dir = env("NCCLSCOPE_RING_DIR"); dir && !dir->empty()) settings.ring_dir = *dir;
+  {
+    std::ifstream file(settings.ring_dir + "/" + kControlsFileName);
+    if (file) {
+      std::ostringstream text;
+      text << file.rdbuf();
+      // Pins are not known yet; the environment is applied afterwards and wins anyway.
+      ApplyControlsFile(text.str(), settings);
+    }
+  }
+  ApplyEnvironment(env, settings);
+  return settings;
+}
+
+}  // namespace ncclscope::plugin

@@ -1,0 +1,75 @@
+#pragma once
+
+// What the plugin is told to do: built-in defaults, overridden by the agent's controls file in the
+// ring directory (the fleet policy from the agent's YAML), overridden by the job's environment
+// (NCCLSCOPE_*; a variable that is set pins that control, so the agent cannot change it at run
+// time). Parsed once, at the first communicator init: cold path, may allocate.
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ncclscope::plugin {
+
+// NCCL event bits the plugin knows how to use (see abi::EventType).
+inline constexpr std::uint32_t kEventColl = 0x2;
+inline constexpr std::uint32_t kEventP2p = 0x4;
+inline constexpr std::uint32_t kEventProxyOp = 0x8;
+inline constexpr std::uint32_t kEventProxyStep = 0x10;
+inline constexpr std::uint32_t kEventKernelCh = 0x40;
+inline constexpr std::uint32_t kEventCeColl = 0x1000;
+inline constexpr std::uint32_t kUsableEvents =
+    kEventColl | kEventP2p | kEventProxyOp | kEventProxyStep | kEventKernelCh | kEventCeColl;
+inline constexpr std::uint32_t kProxyEvents = kEventProxyOp | kEventProxyStep;
+
+struct Settings {
+  bool disabled = false;                    // NCCLSCOPE_DISABLE=1
+  std::string ring_dir = "/run/ncclscope";  // NCCLSCOPE_RING_DIR
+  std::uint64_t ring_bytes = 8u << 20;      // NCCLSCOPE_RING_SIZE: record space, all lanes
+  std::uint32_t lanes = 16;                 // NCCLSCOPE_RING_LANES
+  std::uint32_t comm_slots = 256;           // NCCLSCOPE_COMM_SLOTS
+  std::uint32_t max_ops = 65536;            // NCCLSCOPE_MAX_OPS: ops in flight per process
+  std::uint32_t max_proxy_ops = 65536;      // NCCLSCOPE_MAX_PROXY_OPS
+  std::string job_id;                       // NCCLSCOPE_JOB_ID, else SLURM_JOB_ID
+  std::string clock = "auto";               // NCCLSCOPE_CLOCK: auto | tsc | realtime
+
+  // Runtime controls (also settable by the agent through the ring header unless pinned).
+  std::uint32_t event_mask = kUsableEvents;          // NCCLSCOPE_EVENTS
+  std::uint64_t min_bytes = 0;                       // NCCLSCOPE_MIN_BYTES
+  std::uint64_t duty_period_ns = 10'000'000'000ull;  // NCCLSCOPE_DUTY_PERIOD
+  std::uint32_t kernel_duty_pm = 1000;               // NCCLSCOPE_KERNEL_DUTY (fraction 0..1)
+  std::uint32_t proxy_duty_pm = 100;                 // NCCLSCOPE_PROXY_DUTY (fraction 0..1)
+  std::uint32_t pinned = 0;                          // ncclscope_control_bit set by the environment
+
+  // Problems found while parsing (bad values keep the previous value); logged at init.
+  std::vector<std::string> warnings;
+};
+
+// Looks up one variable; returns nullopt when unset. Injected so tests need no real environment.
+using EnvLookup = std::function<std::optional<std::string>(const char* name)>;
+
+// Reads the process environment.
+EnvLookup ProcessEnv();
+
+// Applies the controls file text ("key=value" lines, written by the agent) and then the
+// environment to `settings`.
+void ApplyControlsFile(std::string_view text, Settings& settings);
+void ApplyEnvironment(const EnvLookup& env, Settings& settings);
+
+// Full resolution for the plugin: defaults, <ring_dir>/ncclscope.controls, environment. The ring
+// directory itself can only come from the environment.
+Settings LoadSettings(const EnvLookup& env);
+
+// Parsers shared with the controls file (exposed for tests). All return nullopt on bad input.
+std::optional<std::uint64_t> ParseBytes(std::string_view text);       // "8MiB", "65536", "64k"
+std::optional<std::uint64_t> ParseDurationNs(std::string_view text);  // "10s", "250ms", "1m"
+std::optional<std::uint32_t> ParseFractionPm(std::string_view text);  // "0.25", "1", "25%"
+std::optional<std::uint32_t> ParseEvents(std::string_view text);      // "coll,p2p,kernel_ch"
+
+// Name of the controls file inside the ring directory.
+inline constexpr const char* kControlsFileName = "ncclscope.controls";
+
+}  // namespace ncclscope::plugin

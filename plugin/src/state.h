@@ -1,0 +1,153 @@
+#pragma once
+
+// Per-event state kept between NCCL's start/record/stop calls. Fields that more than one thread
+// touches are relaxed atomics (plain loads and stores on x86 and Arm): the happens-before edges
+// come from NCCL's own hand-off of handles between its threads and from the op's `state` word
+// (acq_rel read-modify-writes); the atomics only make misuse (handles used from unexpected
+// threads) lose precision instead of being undefined behaviour.
+
+#include <atomic>
+#include <cstdint>
+
+#include "plugin/ring/ncclscope_ring.h"
+#include "plugin/src/pools.h"
+
+namespace ncclscope::plugin {
+
+template <typename T>
+inline T Load(const std::atomic<T>& a) {
+  return a.load(std::memory_order_relaxed);
+}
+template <typename T, typename U>
+inline void Store(std::atomic<T>& a, U value) {
+  a.store(static_cast<T>(value), std::memory_order_relaxed);
+}
+
+struct CommState;
+
+// Op completion word (OpState::state).
+enum OpStateBits : std::uint32_t {
+  kOpEnqueued = 1u << 0,    // NCCL stopped the Coll/P2p event ("enqueued")
+  kOpKernelDone = 1u << 1,  // every announced KernelCh stopped, or none was expected
+  kOpForced = 1u << 2,      // finalized by the maintenance sweep or the communicator's end
+};
+
+inline bool OpComplete(std::uint32_t state) {
+  return (state & kOpForced) != 0 ||
+         (state & (kOpEnqueued | kOpKernelDone)) == (kOpEnqueued | kOpKernelDone);
+}
+
+// One channel's GPU interval, written by the thread that runs KernelCh events.
+enum ChannelPhase : std::uint32_t {
+  kChannelIdle = 0,
+  kChannelStarted = 1,
+  kChannelStopped = 2,
+};
+
+struct ChannelTime {
+  std::atomic<std::uint64_t> start{0};
+  std::atomic<std::uint64_t> stop{0};
+  std::atomic<std::uint32_t> phase{kChannelIdle};
+  std::uint32_t pad = 0;
+};
+
+struct alignas(64) OpState {
+  PoolSlot slot;
+  // Identity: written by the enqueuing thread at start, read by whoever finalizes.
+  std::atomic<std::uint32_t> comm_index{0};
+  std::atomic<std::uint32_t> comm_generation{0};
+  std::atomic<std::uint64_t> comm_id{0};
+  std::atomic<std::uint64_t> seq{0};
+  std::atomic<std::uint64_t> count{0};
+  std::atomic<std::uint64_t> bytes{0};
+  std::atomic<std::uint64_t> enqueue_ns{0};
+  std::atomic<std::uint64_t> enqueue_stop_ns{0};
+  std::atomic<std::uint64_t> op_index{0};
+  std::atomic<std::int32_t> rank{0};
+  std::atomic<std::int32_t> peer{-1};
+  std::atomic<std::uint32_t> comm_slot{UINT32_MAX};
+  std::atomic<std::uint16_t> flags{0};
+  std::atomic<std::uint8_t> kind{0};
+  std::atomic<std::uint8_t> func{0};
+  std::atomic<std::uint8_t> datatype{0};
+  std::atomic<std::uint8_t> algo{0};
+  std::atomic<std::uint8_t> proto{0};
+  std::atomic<std::uint8_t> n_channels{0};
+  std::atomic<std::uint8_t> n_warps{0};
+  std::atomic<std::uint8_t> expected_channels{0};
+  // Completion.
+  std::atomic<std::uint32_t> state{0};
+  // KernelCh side (the proxy / profiler thread).
+  alignas(64) std::atomic<std::uint32_t> channels_started{0};
+  std::atomic<std::uint32_t> channels_stopped{0};
+  std::atomic<std::uint64_t> timed_mask{0};    // channels that reported start and stop
+  std::atomic<std::uint64_t> touched_mask{0};  // channels that started (reset on free)
+  ChannelTime channels[NCCLSCOPE_MAX_CHANNELS];
+};
+
+// Step slot inside a ProxyOp: NCCL keeps at most NCCL_STEPS (8) step events per sub-op alive and
+// indexes them by step % 8, so the ProxyStep handle is (proxy op, step % 8).
+inline constexpr std::uint32_t kStepSlots = 8;
+inline constexpr std::uint32_t kNoStepState = 0xFF;
+
+struct StepSlot {
+  std::atomic<std::uint32_t> active{0};
+  std::atomic<std::uint32_t> state{kNoStepState};  // ncclscope_step_state
+  std::atomic<std::uint64_t> state_since{0};
+  std::atomic<std::uint64_t> started{0};
+  std::atomic<std::uint64_t> trans_size{0};
+};
+
+struct alignas(64) ProxyOpState {
+  PoolSlot slot;
+  std::atomic<std::uint32_t> comm_index{0};  // 0 with flags FOREIGN
+  std::atomic<std::uint32_t> comm_generation{0};
+  std::atomic<std::uint64_t> comm_id{0};
+  std::atomic<std::uint64_t> seq{0};
+  std::atomic<std::uint64_t> op_index{0};
+  std::atomic<std::uint64_t> start_ns{0};
+  std::atomic<std::uint64_t> in_progress_ns{0};
+  std::atomic<std::uint64_t> origin_context{0};
+  std::atomic<std::uint64_t> origin_parent{0};
+  std::atomic<std::int32_t> rank{0};
+  std::atomic<std::int32_t> peer{0};
+  std::atomic<std::int32_t> origin_pid{0};
+  std::atomic<std::int32_t> n_steps{0};
+  std::atomic<std::int32_t> chunk_size{0};
+  std::atomic<std::uint32_t> comm_slot{UINT32_MAX};
+  std::atomic<std::uint16_t> flags{0};
+  std::atomic<std::uint8_t> channel{0};
+  std::atomic<std::uint8_t> is_send{0};
+  std::atomic<std::uint8_t> func{0};
+  // Accumulated by step events (the proxy thread).
+  std::atomic<std::uint64_t> bytes{0};
+  std::atomic<std::uint64_t> max_step_ns{0};
+  std::atomic<std::int32_t> steps_done{0};
+  std::atomic<std::uint64_t> state_ns[NCCLSCOPE_STEP_STATE_COUNT] = {};
+  StepSlot steps[kStepSlots];
+};
+
+// One communicator (one rank of it) in this process: NCCL's profiler context.
+struct alignas(64) CommState {
+  PoolSlot slot;
+  std::atomic<std::uint32_t> live{0};
+  std::atomic<std::uint64_t> comm_id{0};
+  std::atomic<std::int32_t> rank{0};
+  std::atomic<std::int32_t> nranks{0};
+  std::atomic<std::int32_t> nnodes{0};
+  std::atomic<std::uint32_t> comm_slot{UINT32_MAX};  // index in the ring's comm table
+  std::atomic<std::uint64_t> context_value{0};       // the encoded handle NCCL holds
+  // Per-peer p2p counters: [0, nranks) sends, [nranks, 2 nranks) receives. Allocated at init.
+  std::atomic<std::uint64_t>* p2p_seq = nullptr;
+  std::atomic<std::uint32_t> p2p_peers{0};
+  // Enqueue side.
+  alignas(64) std::atomic<std::uint64_t> ops_enqueued{0};
+  // Completion side.
+  alignas(64) std::atomic<std::uint64_t> ops_completed{0};
+  std::atomic<std::uint64_t> ops_flushed{0};
+  std::atomic<std::uint64_t> max_completed_index{0};  // highest op_index + 1 completed with timing
+  std::atomic<std::uint64_t> kernel_events{0};        // KernelCh starts seen for this comm
+  std::atomic<std::uint32_t> no_kernel{0};            // NCCL sends this comm no KernelCh
+};
+
+}  // namespace ncclscope::plugin
