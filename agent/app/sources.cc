@@ -1,6 +1,7 @@
 #include "agent/app/sources.h"
 
 #include "agent/ebpf/ebpf_source.h"
+#include "agent/profiler/profiler_source.h"
 
 namespace ncclscope {
 
@@ -8,6 +9,7 @@ std::vector<std::shared_ptr<Source>> MakeSources() {
   std::vector<std::shared_ptr<Source>> sources;
   // Sources register here as they land: profiler plugin rings, eBPF probes, InfiniBand ports,
   // NVLink.
+  sources.push_back(std::make_shared<profiler::ProfilerSource>());
   sources.push_back(std::make_shared<ebpf::EbpfSource>());
   return sources;
 }

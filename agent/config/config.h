@@ -4,6 +4,7 @@
 // and its one-line meaning live in the section's Visit(); docs/configuration.md is generated from
 // these (see ReferenceWriter) and a test keeps the two in step.
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -39,17 +40,68 @@ struct LogConfig {
   }
 };
 
-// NCCL profiler plugin hand-off (plugin/ writes, agent/profiler reads).
+// NCCL profiler plugin hand-off (plugin/ writes, agent/profiler reads). The keys from `events`
+// on are controls for the plugins: written into every ring (applied by live jobs within ~200 ms)
+// and into <ring_dir>/ncclscope.controls (read by jobs when they start). A job's own NCCLSCOPE_*
+// environment variable overrides the matching control for that job.
 struct PluginConfig {
   bool enabled = true;
   std::string ring_dir = "/run/ncclscope";
+  Duration poll_interval = Millis(100);
+  std::uint32_t max_comms = 64;
+  Duration series_retention = Seconds(600);
+  std::vector<std::string> events = {"coll",     "p2p",        "kernel_ch",
+                                     "proxy_op", "proxy_step", "ce_coll"};
+  std::uint64_t min_bytes = 0;
+  Duration duty_cycle_period = Seconds(10);
+  double kernel_duty_cycle = 1.0;
+  double proxy_duty_cycle = 0.1;
+  std::uint64_t ring_size = 8u << 20;
 
   template <typename V>
   void Visit(V& v) {
     v.Field("enabled", enabled, "Read records that the NCCL profiler plugin writes.");
     v.Field("ring_dir", ring_dir,
-            "Directory holding the plugins' shared-memory rings (NCCLSCOPE_RING_DIR in the job).",
+            "Directory holding the plugins' shared-memory rings (NCCLSCOPE_RING_DIR in the job). "
+            "Changing it needs a restart of the jobs.",
             checks::AbsolutePath());
+    v.Field("poll_interval", poll_interval,
+            "How often the rings are drained. Each lane holds ring_size/16/256 records, so keep "
+            "it well below the time a job takes to write that many.",
+            checks::InRange{Millis(10), Seconds(10)});
+    v.Field("max_comms", max_comms,
+            "Communicators that get their own comm label; records of further ones are "
+            "aggregated under comm=\"other\".",
+            checks::InRange<std::uint32_t>{1, 10000});
+    v.Field("series_retention", series_retention,
+            "How long a communicator's series stay after its last record once no running job "
+            "has it.",
+            checks::InRange{Seconds(10), Seconds(86400)});
+    v.Field("events", events,
+            "NCCL events the plugins record: coll and p2p (every operation), kernel_ch (GPU "
+            "timing per channel), proxy_op and proxy_step (network steps), ce_coll (copy-engine "
+            "collectives, NCCL 2.29+). NCCLSCOPE_EVENTS in the job.",
+            checks::SubsetOf{{"coll", "p2p", "kernel_ch", "proxy_op", "proxy_step", "ce_coll"}});
+    v.Field("min_bytes", min_bytes,
+            "Operations with fewer bytes are counted as filtered, not recorded. "
+            "NCCLSCOPE_MIN_BYTES in the job.",
+            checks::InRange<std::uint64_t>{0, 1ull << 40});
+    v.Field("duty_cycle_period", duty_cycle_period,
+            "Length of one sampling cycle for kernel_ch and proxy events, aligned to the wall "
+            "clock so every process samples the same windows. NCCLSCOPE_DUTY_PERIOD in the job.",
+            checks::InRange{Millis(10), Seconds(3600)});
+    v.Field("kernel_duty_cycle", kernel_duty_cycle,
+            "Fraction of each cycle with kernel_ch (GPU timing) on; 1 = always. "
+            "NCCLSCOPE_KERNEL_DUTY in the job.",
+            checks::InRange{0.0, 1.0});
+    v.Field("proxy_duty_cycle", proxy_duty_cycle,
+            "Fraction of each cycle with proxy_op/proxy_step (network steps) on. "
+            "NCCLSCOPE_PROXY_DUTY in the job.",
+            checks::InRange{0.0, 1.0});
+    v.Field("ring_size", ring_size,
+            "Bytes of record space in each job's ring (256 bytes per record), for rings created "
+            "from now on. NCCLSCOPE_RING_SIZE in the job.",
+            checks::InRange<std::uint64_t>{64u << 10, 1u << 30});
   }
 };
 

@@ -71,6 +71,12 @@ bool ValueCodec<bool>::Decode(const YAML::Node& node, bool& out, std::string* er
   return true;
 }
 
+YAML::Node ValueCodec<double>::Encode(double value) {
+  char text[32];
+  const auto result = std::to_chars(text, text + sizeof(text), value);
+  return YAML::Node(std::string(text, result.ptr));
+}
+
 bool ValueCodec<double>::Decode(const YAML::Node& node, double& out, std::string* error) {
   if (!RequireScalar(node, "a number", error)) return false;
   const std::string& text = node.Scalar();

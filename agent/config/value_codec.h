@@ -63,7 +63,8 @@ template <>
 struct ValueCodec<double> {
   static constexpr std::string_view kTypeName = "number";
   static bool Decode(const YAML::Node& node, double& out, std::string* error);
-  static YAML::Node Encode(double value) { return YAML::Node(value); }
+  // Shortest text that reads back as the same double ("0.1", not "0.10000000000000001").
+  static YAML::Node Encode(double value);
 };
 
 template <>

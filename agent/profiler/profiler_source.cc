@@ -1,0 +1,367 @@
+#include "agent/profiler/profiler_source.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <set>
+#include <sstream>
+
+#include "agent/core/log.h"
+#include "agent/core/metric_family.h"
+
+namespace ncclscope::profiler {
+namespace {
+
+struct EventName {
+  const char* name;
+  std::uint32_t bits;
+};
+// NCCL profiler event bits (plugin/abi/nccl_profiler_abi.h). proxy_step needs its ProxyOp parent.
+constexpr EventName kEvents[] = {
+    {"coll", 0x2},     {"p2p", 0x4},         {"kernel_ch", 0x40},
+    {"proxy_op", 0x8}, {"proxy_step", 0x18}, {"ce_coll", 0x1000},
+};
+
+std::uint32_t EventMask(const std::vector<std::string>& events) {
+  std::uint32_t mask = 0;
+  for (const std::string& event : events) {
+    for (const EventName& e : kEvents) {
+      if (event == e.name) mask |= e.bits;
+    }
+  }
+  return mask;
+}
+
+std::uint32_t PerMille(double fraction) {
+  return static_cast<std::uint32_t>(std::lround(fraction * 1000.0));
+}
+
+std::uint64_t Nanos(const config::Duration& d) {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(d.value()).count());
+}
+
+const char* CounterName(std::size_t counter) {
+  switch (counter) {
+    case NCCLSCOPE_CTR_OPS_FILTERED:
+      return "filtered";
+    case NCCLSCOPE_CTR_HANDLES_EXHAUSTED:
+      return "handles_exhausted";
+    case NCCLSCOPE_CTR_INVALID_HANDLE:
+      return "invalid_handle";
+    case NCCLSCOPE_CTR_LATE_EVENT:
+      return "late_event";
+    case NCCLSCOPE_CTR_OPS_INCOMPLETE:
+      return "incomplete_op";
+    case NCCLSCOPE_CTR_COMMS_WITHOUT_SLOT:
+      return "comm_without_slot";
+    case NCCLSCOPE_CTR_FOREIGN_PROXY_OPS:
+      return "foreign_proxy_op";
+    case NCCLSCOPE_CTR_UNKNOWN_EVENTS:
+      return "unknown_event";
+    case NCCLSCOPE_CTR_OPS_FLUSHED:
+      return "flushed_op";
+    default:
+      return nullptr;
+  }
+}
+
+const char* RecordTypeName(std::size_t type) {
+  switch (type) {
+    case NCCLSCOPE_REC_COMM_INIT:
+      return "comm_init";
+    case NCCLSCOPE_REC_COMM_FINALIZE:
+      return "comm_finalize";
+    case NCCLSCOPE_REC_OP:
+      return "op";
+    case NCCLSCOPE_REC_OP_CHANNELS:
+      return "op_channels";
+    case NCCLSCOPE_REC_PROXY_OP:
+      return "proxy_op";
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace
+
+ncclscope_controls ControlsFromConfig(const config::PluginConfig& plugin) {
+  ncclscope_controls controls{};
+  controls.event_mask = EventMask(plugin.events);
+  controls.min_bytes = plugin.min_bytes;
+  controls.duty_period_ns = Nanos(plugin.duty_cycle_period);
+  controls.kernel_duty_pm = PerMille(plugin.kernel_duty_cycle);
+  controls.proxy_duty_pm = PerMille(plugin.proxy_duty_cycle);
+  return controls;
+}
+
+std::string ControlsFileText(const config::PluginConfig& plugin) {
+  std::ostringstream text;
+  std::string events;
+  for (const std::string& e : plugin.events) events += (events.empty() ? "" : ",") + e;
+  text << "# Written by ncclscope-agent from its plugin config; read by the NCCL profiler plugin\n"
+       << "# when a job starts. A job's NCCLSCOPE_* environment variables take precedence.\n"
+       << "events=" << (events.empty() ? "none" : events) << "\n"
+       << "min_bytes=" << plugin.min_bytes << "\n"
+       << "duty_period=" << Nanos(plugin.duty_cycle_period) << "ns\n"
+       << "kernel_duty=" << PerMille(plugin.kernel_duty_cycle) / 10.0 << "%\n"
+       << "proxy_duty=" << PerMille(plugin.proxy_duty_cycle) / 10.0 << "%\n"
+       << "ring_size=" << plugin.ring_size << "\n";
+  return text.str();
+}
+
+// Hands each record to the built-in metrics, then to the extra sinks.
+class ProfilerSource::Fanout : public RecordSink {
+ public:
+  explicit Fanout(std::vector<std::shared_ptr<RecordSink>> sinks) : sinks_(std::move(sinks)) {}
+  void OnCommInit(const RingOrigin& o, const ncclscope_comm_init_record& r) override {
+    for (auto& s : sinks_) s->OnCommInit(o, r);
+  }
+  void OnCommFinalize(const RingOrigin& o, const ncclscope_comm_finalize_record& r) override {
+    for (auto& s : sinks_) s->OnCommFinalize(o, r);
+  }
+  void OnOp(const RingOrigin& o, const OpView& v) override {
+    for (auto& s : sinks_) s->OnOp(o, v);
+  }
+  void OnProxyOp(const RingOrigin& o, const ncclscope_proxy_op_record& r) override {
+    for (auto& s : sinks_) s->OnProxyOp(o, r);
+  }
+
+ private:
+  std::vector<std::shared_ptr<RecordSink>> sinks_;
+};
+
+ProfilerSource::ProfilerSource()
+    : Source("profiler"), metrics_(std::make_shared<OpMetrics>(64, std::chrono::minutes(10))) {}
+
+ProfilerSource::~ProfilerSource() { Stop(); }
+
+void ProfilerSource::AddSink(std::shared_ptr<RecordSink> sink) {
+  extra_sinks_.push_back(std::move(sink));
+}
+
+bool ProfilerSource::Enabled(const config::Config& config) const { return config.plugin.enabled; }
+
+SourceStatus ProfilerSource::PrepareDirectory(const config::PluginConfig& plugin) {
+  // Jobs of any user create their rings here: make it shared like /tmp (sticky, world-writable).
+  if (::mkdir(plugin.ring_dir.c_str(), 01777) == 0) {
+    ::chmod(plugin.ring_dir.c_str(), 01777);
+  } else if (errno != EEXIST) {
+    return SourceStatus::Down("cannot create ring directory " + plugin.ring_dir + ": " +
+                              std::strerror(errno));
+  }
+  std::string error;
+  if (!WriteControlsFile(plugin.ring_dir, ControlsFileText(plugin), &error)) {
+    // Jobs then start on their built-in defaults; live rings still get the controls.
+    errors().Add("controls_file");
+    NCCLSCOPE_LOG(kWarn, "profiler") << error;
+  }
+  return SourceStatus::Up();
+}
+
+SourceStatus ProfilerSource::Start(const config::Config& config) {
+  Stop();
+  const config::PluginConfig& plugin = config.plugin;
+  SourceStatus status = PrepareDirectory(plugin);
+  {
+    std::lock_guard<std::mutex> lock(snapshot_mutex_);
+    down_reason_ = status.up ? "" : status.reason;
+  }
+  if (!status.up) return status;
+  metrics_->SetLimits(plugin.max_comms, plugin.series_retention.value());
+  std::vector<std::shared_ptr<RecordSink>> sinks = {metrics_};
+  sinks.insert(sinks.end(), extra_sinks_.begin(), extra_sinks_.end());
+  fanout_ = std::make_unique<Fanout>(std::move(sinks));
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = false;
+    plugin_ = plugin;
+    directory_ = std::make_unique<RingDirectory>(plugin.ring_dir);
+    directory_->SetControls(ControlsFromConfig(plugin));
+    controls_dirty_ = false;
+  }
+  thread_ = std::thread([this] { Run(); });
+  NCCLSCOPE_LOG(kInfo, "profiler") << "reading plugin rings in " << plugin.ring_dir;
+  return SourceStatus::Up();
+}
+
+SourceStatus ProfilerSource::Reconfigure(const config::Config& config) {
+  const config::PluginConfig& plugin = config.plugin;
+  bool restart = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    restart = !thread_.joinable() || plugin.ring_dir != plugin_.ring_dir;
+  }
+  if (restart) return Start(config);
+  SourceStatus status = PrepareDirectory(plugin);
+  if (!status.up) return status;
+  metrics_->SetLimits(plugin.max_comms, plugin.series_retention.value());
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    plugin_ = plugin;
+    controls_dirty_ = true;
+  }
+  wake_.notify_all();
+  return SourceStatus::Up();
+}
+
+void ProfilerSource::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  std::lock_guard<std::mutex> lock(mutex_);
+  directory_.reset();
+}
+
+SourceStatus ProfilerSource::Status() const {
+  std::lock_guard<std::mutex> lock(snapshot_mutex_);
+  if (!down_reason_.empty()) return SourceStatus::Down(down_reason_);
+  return SourceStatus::Up();
+}
+
+void ProfilerSource::Run() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  auto last_expiry = std::chrono::steady_clock::now();
+  while (!stop_) {
+    if (controls_dirty_) {
+      directory_->SetControls(ControlsFromConfig(plugin_));
+      controls_dirty_ = false;
+    }
+    const auto interval = plugin_.poll_interval.value();
+    RingDirectory& directory = *directory_;
+    lock.unlock();
+    bool more = false;
+    try {
+      more = directory.Poll(*fanout_);
+      std::set<std::uint64_t> live;
+      for (const LiveComm& comm : directory.snapshot().comms) live.insert(comm.slot.comm_id);
+      const auto now = std::chrono::steady_clock::now();
+      if (now - last_expiry > std::chrono::seconds(1)) {
+        metrics_->Expire(live, now);
+        last_expiry = now;
+      }
+      std::lock_guard<std::mutex> snap(snapshot_mutex_);
+      snapshot_ = directory.snapshot();
+    } catch (const std::exception& e) {
+      errors().Add("poll");
+      NCCLSCOPE_LOG(kWarn, "profiler") << "reading rings failed: " << e.what();
+    }
+    lock.lock();
+    if (!more) wake_.wait_for(lock, interval, [this] { return stop_ || controls_dirty_; });
+  }
+}
+
+std::vector<prometheus::MetricFamily> ProfilerSource::Collect() const {
+  std::vector<prometheus::MetricFamily> out;
+  metrics_->Render(out);
+  DirectorySnapshot s;
+  {
+    std::lock_guard<std::mutex> lock(snapshot_mutex_);
+    s = snapshot_;
+  }
+
+  auto info = metrics::Gauge(
+      "ncclscope_nccl_comm_info",
+      "Constant 1 for each live communicator rank in a job on this node, labeled with its name, "
+      "size and GPU.");
+  auto in_flight =
+      metrics::Gauge("ncclscope_nccl_ops_in_flight",
+                     "Operations enqueued on the communicator rank and not yet completed.");
+  auto last_completion =
+      metrics::Gauge("ncclscope_nccl_last_op_completion_timestamp_seconds",
+                     "Host time the communicator rank last completed an operation (0: none yet).");
+  for (const LiveComm& comm : s.comms) {
+    const CommSlotSnapshot& slot = comm.slot;
+    const std::string label = metrics_->LabelFor(slot.comm_id);
+    const std::string rank = std::to_string(slot.rank);
+    metrics::Add(info,
+                 {{"comm", label},
+                  {"rank", rank},
+                  {"comm_name", slot.name},
+                  {"nranks", std::to_string(slot.nranks)},
+                  {"nnodes", std::to_string(slot.nnodes)},
+                  {"cuda_device", slot.cuda_device >= 0 ? std::to_string(slot.cuda_device) : ""},
+                  {"UUID", slot.gpu_uuid},
+                  {"pci_bus_id", slot.pci_bus_id},
+                  {"hostname", comm.hostname},
+                  {"pid", std::to_string(comm.pid)}},
+                 1);
+    const double pending = slot.ops_enqueued >= slot.ops_completed
+                               ? static_cast<double>(slot.ops_enqueued - slot.ops_completed)
+                               : 0;
+    metrics::Add(in_flight, {{"comm", label}, {"rank", rank}}, pending);
+    metrics::Add(last_completion, {{"comm", label}, {"rank", rank}},
+                 static_cast<double>(slot.last_complete_ns) * 1e-9);
+  }
+  out.push_back(std::move(info));
+  out.push_back(std::move(in_flight));
+  out.push_back(std::move(last_completion));
+
+  auto rings = metrics::Gauge(
+      "ncclscope_nccl_rings",
+      "Plugin rings in the ring directory (one per process using the plugin), by state: live, "
+      "or closed (every communicator finalized, process still running).");
+  metrics::Add(rings, {{"state", "live"}}, s.rings_live);
+  metrics::Add(rings, {{"state", "closed"}}, s.rings_closed);
+  out.push_back(std::move(rings));
+  auto reclaimed = metrics::Counter("ncclscope_nccl_rings_reclaimed_total",
+                                    "Rings of exited processes, drained to the end and deleted.");
+  metrics::Add(reclaimed, {}, static_cast<double>(s.rings_reclaimed));
+  out.push_back(std::move(reclaimed));
+  auto rejected = metrics::Counter(
+      "ncclscope_nccl_rings_rejected_total",
+      "Ring files that failed validation, by reason (magic, version, format, geometry, size, "
+      "open, map), plus rings dropped because their file broke while read (reason fault).");
+  for (const auto& [reason, count] : s.rings_rejected) {
+    metrics::Add(rejected, {{"reason", reason}}, static_cast<double>(count));
+  }
+  metrics::Add(rejected, {{"reason", "fault"}}, static_cast<double>(s.ring_faults));
+  out.push_back(std::move(rejected));
+
+  auto records = metrics::Counter("ncclscope_nccl_records_total",
+                                  "Valid records read from the rings, by type.");
+  for (std::size_t type = 1; type < s.records.size(); ++type) {
+    if (const char* name = RecordTypeName(type)) {
+      metrics::Add(records, {{"type", name}}, static_cast<double>(s.records[type]));
+    }
+  }
+  out.push_back(std::move(records));
+  auto corrupt = metrics::Counter(
+      "ncclscope_nccl_records_corrupt_total",
+      "Records skipped because they failed validation, by reason (checksum, position, type, "
+      "layout, field, continuation, lane_resync: records skipped after a nonsensical lane "
+      "head/tail).");
+  for (std::size_t reason = 1; reason < s.corrupt.size(); ++reason) {
+    metrics::Add(corrupt,
+                 {{"reason", std::string(CorruptReasonName(static_cast<CorruptReason>(reason)))}},
+                 static_cast<double>(s.corrupt[reason]));
+  }
+  metrics::Add(corrupt, {{"reason", "lane_resync"}}, static_cast<double>(s.lane_resyncs));
+  out.push_back(std::move(corrupt));
+  auto dropped = metrics::Counter(
+      "ncclscope_nccl_records_dropped_total",
+      "Records the plugins could not write, by reason: ring_full (the agent had not consumed "
+      "the lane yet) or lane_busy (every lane tried was being written).");
+  metrics::Add(dropped, {{"reason", "ring_full"}}, static_cast<double>(s.dropped_ring_full));
+  metrics::Add(dropped, {{"reason", "lane_busy"}},
+               static_cast<double>(s.plugin_counters[NCCLSCOPE_CTR_DROPPED_CONTENTION]));
+  out.push_back(std::move(dropped));
+  auto events = metrics::Counter(
+      "ncclscope_nccl_plugin_events_total",
+      "Plugin-side event outcomes other than recording, by event (see docs/metrics.md).");
+  for (std::size_t counter = 0; counter < s.plugin_counters.size(); ++counter) {
+    if (const char* name = CounterName(counter)) {
+      metrics::Add(events, {{"event", name}}, static_cast<double>(s.plugin_counters[counter]));
+    }
+  }
+  out.push_back(std::move(events));
+  return out;
+}
+
+}  // namespace ncclscope::profiler

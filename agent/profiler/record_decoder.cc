@@ -1,0 +1,127 @@
+#include "agent/profiler/record_decoder.h"
+
+#include <cstring>
+
+namespace ncclscope::profiler {
+namespace {
+
+template <typename T>
+T As(const unsigned char* record) {
+  T value;
+  std::memcpy(&value, record, sizeof(T));
+  return value;
+}
+
+bool Terminated(const char* text, std::size_t capacity) {
+  return std::memchr(text, '\0', capacity) != nullptr;
+}
+
+bool ValidOp(const ncclscope_op_record& op) {
+  if (op.kind < NCCLSCOPE_KIND_COLL || op.kind > NCCLSCOPE_KIND_CE) return false;
+  if (op.func >= NCCLSCOPE_FUNC_COUNT || op.datatype >= NCCLSCOPE_DT_COUNT ||
+      op.algo >= NCCLSCOPE_ALGO_COUNT || op.proto >= NCCLSCOPE_PROTO_COUNT) {
+    return false;
+  }
+  if (op.rank < 0) return false;
+  const auto timed = static_cast<std::uint32_t>(__builtin_popcountll(op.channel_mask));
+  if (op.n_timed != timed) return false;
+  const std::uint32_t inline_count =
+      timed < NCCLSCOPE_OP_INLINE_CHANNELS ? timed : NCCLSCOPE_OP_INLINE_CHANNELS;
+  if (op.n_inline != inline_count) return false;
+  const std::uint32_t continuations =
+      timed > NCCLSCOPE_OP_INLINE_CHANNELS
+          ? (timed - NCCLSCOPE_OP_INLINE_CHANNELS + NCCLSCOPE_OP_CONT_CHANNELS - 1) /
+                NCCLSCOPE_OP_CONT_CHANNELS
+          : 0;
+  if (op.n_continuations != continuations) return false;
+  const bool timing = (op.flags & NCCLSCOPE_OP_GPU_TIMING) != 0;
+  if (timing != (timed != 0)) return false;
+  if (timing && op.gpu_end_ns < op.gpu_start_ns) return false;
+  for (std::uint32_t i = 0; i < inline_count; ++i) {
+    if (op.ch[i].end_off_ns < op.ch[i].start_off_ns) return false;
+  }
+  // Bytes must be what count and datatype say (the plugin sizes "Unknown" as 1 byte).
+  std::uint64_t size = ncclscope_datatype_size(op.datatype);
+  if (size == 0) size = 1;
+  if (op.count > UINT64_MAX / size || op.count * size != op.bytes) return false;
+  return true;
+}
+
+bool ValidChannels(const ncclscope_op_channels_record& rec) {
+  if (rec.part == 0 || rec.n == 0 || rec.n > NCCLSCOPE_OP_CONT_CHANNELS) return false;
+  if (rec.func >= NCCLSCOPE_FUNC_COUNT || rec.rank < 0) return false;
+  for (std::uint32_t i = 0; i < rec.n; ++i) {
+    if (rec.ch[i].end_off_ns < rec.ch[i].start_off_ns) return false;
+  }
+  return true;
+}
+
+bool ValidProxyOp(const ncclscope_proxy_op_record& rec) {
+  if (rec.channel >= NCCLSCOPE_MAX_CHANNELS || rec.is_send > 1) return false;
+  if (rec.func >= NCCLSCOPE_FUNC_COUNT || rec.steps_done < 0 || rec.rank < 0) return false;
+  if (rec.end_ns < rec.start_ns) return false;
+  return true;
+}
+
+bool ValidCommInit(const ncclscope_comm_init_record& rec) {
+  if (rec.nranks <= 0 || rec.rank < 0 || rec.rank >= rec.nranks || rec.nnodes <= 0) return false;
+  return Terminated(rec.name, sizeof(rec.name)) && Terminated(rec.gpu_uuid, sizeof(rec.gpu_uuid)) &&
+         Terminated(rec.pci_bus_id, sizeof(rec.pci_bus_id));
+}
+
+}  // namespace
+
+std::string_view CorruptReasonName(CorruptReason reason) {
+  switch (reason) {
+    case CorruptReason::kNone:
+      return "none";
+    case CorruptReason::kType:
+      return "type";
+    case CorruptReason::kLayout:
+      return "layout";
+    case CorruptReason::kChecksum:
+      return "checksum";
+    case CorruptReason::kPosition:
+      return "position";
+    case CorruptReason::kField:
+      return "field";
+    case CorruptReason::kContinuation:
+      return "continuation";
+    case CorruptReason::kCount:
+      break;
+  }
+  return "unknown";
+}
+
+CorruptReason ValidateRecord(const unsigned char* record, std::uint64_t position) {
+  const auto header = As<ncclscope_record_header>(record);
+  if (header.position != position) return CorruptReason::kPosition;
+  if (header.checksum != ncclscope_checksum(record, NCCLSCOPE_RECORD_SIZE)) {
+    return CorruptReason::kChecksum;
+  }
+  if (header.type == 0 || header.type > NCCLSCOPE_REC_TYPE_MAX) return CorruptReason::kType;
+  if (header.layout != NCCLSCOPE_RECORD_LAYOUT) return CorruptReason::kLayout;
+  bool ok = true;
+  switch (header.type) {
+    case NCCLSCOPE_REC_OP:
+      ok = ValidOp(As<ncclscope_op_record>(record));
+      break;
+    case NCCLSCOPE_REC_OP_CHANNELS:
+      ok = ValidChannels(As<ncclscope_op_channels_record>(record));
+      break;
+    case NCCLSCOPE_REC_PROXY_OP:
+      ok = ValidProxyOp(As<ncclscope_proxy_op_record>(record));
+      break;
+    case NCCLSCOPE_REC_COMM_INIT:
+      ok = ValidCommInit(As<ncclscope_comm_init_record>(record));
+      break;
+    case NCCLSCOPE_REC_COMM_FINALIZE:
+      ok = As<ncclscope_comm_finalize_record>(record).rank >= 0;
+      break;
+    default:
+      return CorruptReason::kType;
+  }
+  return ok ? CorruptReason::kNone : CorruptReason::kField;
+}
+
+}  // namespace ncclscope::profiler

@@ -1,0 +1,406 @@
+#include "agent/profiler/ring_file.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstring>
+
+#include "agent/profiler/guarded_memory.h"
+
+namespace ncclscope::profiler {
+namespace {
+
+constexpr std::uint32_t kMaxContinuations = 3;  // 16 inline + 2 x 26 covers 64 channels
+
+std::string Bounded(const char* text, std::size_t capacity) {
+  return std::string(text, strnlen(text, capacity));
+}
+
+std::string BaseName(const std::string& path) {
+  const std::size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+bool Aligned(std::uint64_t value) { return value % 64 == 0; }
+
+// Folds an op and its continuation records (already validated one by one) into an OpView.
+// Returns false when the continuations do not belong to the op.
+bool BuildOpView(const unsigned char* records, std::uint32_t available, OpView* view,
+                 std::uint32_t* consumed) {
+  std::memcpy(&view->op, records, sizeof(view->op));
+  const ncclscope_op_record& op = view->op;
+  std::uint8_t ids[NCCLSCOPE_MAX_CHANNELS];
+  std::uint32_t n_ids = 0;
+  for (std::uint64_t m = op.channel_mask; m != 0; m &= m - 1) {
+    ids[n_ids++] = static_cast<std::uint8_t>(__builtin_ctzll(m));
+  }
+  view->n_channels = 0;
+  for (std::uint32_t i = 0; i < op.n_inline; ++i) {
+    view->channels[view->n_channels] = op.ch[i];
+    view->channel_ids[view->n_channels] = ids[view->n_channels];
+    ++view->n_channels;
+  }
+  *consumed = 1;
+  if (op.n_continuations > kMaxContinuations || 1u + op.n_continuations > available) return false;
+  for (std::uint32_t part = 1; part <= op.n_continuations; ++part) {
+    ncclscope_op_channels_record cont;
+    std::memcpy(&cont, records + static_cast<std::size_t>(part) * NCCLSCOPE_RECORD_SIZE,
+                sizeof(cont));
+    const std::uint32_t remaining = n_ids - view->n_channels;
+    const std::uint32_t expected_n =
+        remaining < NCCLSCOPE_OP_CONT_CHANNELS ? remaining : NCCLSCOPE_OP_CONT_CHANNELS;
+    if (cont.h.type != NCCLSCOPE_REC_OP_CHANNELS || cont.comm_id != op.comm_id ||
+        cont.seq != op.seq || cont.op_index != op.op_index || cont.rank != op.rank ||
+        cont.part != part || cont.first != view->n_channels || cont.n != expected_n) {
+      return false;
+    }
+    for (std::uint32_t i = 0; i < cont.n; ++i) {
+      view->channels[view->n_channels] = cont.ch[i];
+      view->channel_ids[view->n_channels] = ids[view->n_channels];
+      ++view->n_channels;
+    }
+    *consumed = part + 1;
+  }
+  return true;
+}
+
+}  // namespace
+
+RingFile::~RingFile() {
+  if (map_ != nullptr) ::munmap(map_, size_);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+std::unique_ptr<RingFile> RingFile::Open(const std::string& path, std::string* reason) {
+  std::unique_ptr<RingFile> ring(new RingFile());
+  ring->path_ = path;
+  ring->writable_ = true;
+  ring->fd_ = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+  if (ring->fd_ < 0 && errno == EACCES) {
+    ring->writable_ = false;
+    ring->fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  }
+  if (ring->fd_ < 0) {
+    *reason = "open";
+    return nullptr;
+  }
+  struct stat st {};
+  if (::fstat(ring->fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+    *reason = "open";
+    return nullptr;
+  }
+  ncclscope_ring_header header;
+  if (st.st_size < static_cast<off_t>(sizeof(header)) ||
+      ::pread(ring->fd_, &header, sizeof(header), 0) != static_cast<ssize_t>(sizeof(header))) {
+    *reason = "size";
+    return nullptr;
+  }
+  if (header.magic != NCCLSCOPE_RING_MAGIC) {
+    *reason = "magic";
+    return nullptr;
+  }
+  if (header.version != NCCLSCOPE_RING_VERSION) {
+    *reason = "version";
+    return nullptr;
+  }
+  if (header.header_size != NCCLSCOPE_RING_HEADER_SIZE ||
+      header.record_size != NCCLSCOPE_RECORD_SIZE) {
+    *reason = "format";
+    return nullptr;
+  }
+  const std::uint64_t lanes = header.lane_count;
+  const std::uint64_t capacity = header.lane_capacity;
+  const std::uint64_t slots = header.comm_slot_count;
+  const bool geometry_ok =
+      lanes >= 1 && lanes <= NCCLSCOPE_MAX_LANES && capacity >= 1 &&
+      capacity <= NCCLSCOPE_MAX_LANE_CAPACITY && (capacity & (capacity - 1)) == 0 &&
+      slots <= NCCLSCOPE_MAX_COMM_SLOTS && Aligned(header.comm_table_offset) &&
+      Aligned(header.lanes_offset) && Aligned(header.data_offset) &&
+      header.comm_table_offset >= NCCLSCOPE_RING_HEADER_SIZE &&
+      header.lanes_offset >= header.comm_table_offset + slots * NCCLSCOPE_COMM_SLOT_SIZE &&
+      header.data_offset >= header.lanes_offset + lanes * NCCLSCOPE_LANE_SIZE &&
+      header.data_offset <= (1ull << 40) &&
+      header.file_size == header.data_offset + lanes * capacity * NCCLSCOPE_RECORD_SIZE;
+  if (!geometry_ok) {
+    *reason = "geometry";
+    return nullptr;
+  }
+  if (static_cast<std::uint64_t>(st.st_size) < header.file_size) {
+    *reason = "size";
+    return nullptr;
+  }
+  const int protection = PROT_READ | (ring->writable_ ? PROT_WRITE : 0);
+  void* map = ::mmap(nullptr, header.file_size, protection, MAP_SHARED, ring->fd_, 0);
+  if (map == MAP_FAILED) {
+    *reason = "map";
+    return nullptr;
+  }
+  ring->map_ = static_cast<unsigned char*>(map);
+  ring->size_ = header.file_size;
+  ring->lanes_ = static_cast<std::uint32_t>(lanes);
+  ring->capacity_ = static_cast<std::uint32_t>(capacity);
+  ring->comm_slots_ = static_cast<std::uint32_t>(slots);
+  ring->comm_table_offset_ = header.comm_table_offset;
+  ring->lanes_offset_ = header.lanes_offset;
+  ring->data_offset_ = header.data_offset;
+  ring->local_tails_.assign(lanes, 0);
+  ring->origin_.ring = BaseName(path);
+  ring->origin_.pid = header.pid;
+  ring->origin_.hostname = Bounded(header.hostname, sizeof(header.hostname));
+  ring->origin_.job_id = Bounded(header.job_id, sizeof(header.job_id));
+  if (!ring->writable_) {
+    // Cannot commit tails: start from what is there now and keep our position in memory.
+    for (std::uint32_t i = 0; i < ring->lanes_; ++i) {
+      auto* lane = reinterpret_cast<ncclscope_lane*>(ring->map_ + ring->lanes_offset_ +
+                                                     i * NCCLSCOPE_LANE_SIZE);
+      std::uint64_t tail = 0;
+      if (GuardedLoad(&lane->tail, &tail)) ring->local_tails_[i] = tail;
+    }
+  }
+  return ring;
+}
+
+DrainStats RingFile::Drain(RecordSink& sink, std::uint32_t max_per_lane) {
+  DrainStats stats;
+  if (!healthy_) return stats;
+  for (std::uint32_t lane = 0; lane < lanes_; ++lane) {
+    if (!DrainLane(lane, sink, max_per_lane, stats)) {
+      healthy_ = false;
+      break;
+    }
+  }
+  return stats;
+}
+
+bool RingFile::DrainLane(std::uint32_t index, RecordSink& sink, std::uint32_t max,
+                         DrainStats& stats) {
+  auto* lane = reinterpret_cast<ncclscope_lane*>(
+      map_ + lanes_offset_ + static_cast<std::size_t>(index) * NCCLSCOPE_LANE_SIZE);
+  std::uint64_t head = 0;
+  std::uint64_t tail = local_tails_[index];
+  if (!GuardedLoad(&lane->head, &head)) return false;
+  if (writable_ && !GuardedLoad(&lane->tail, &tail)) return false;
+  auto commit = [&](std::uint64_t new_tail) {
+    local_tails_[index] = new_tail;
+    return !writable_ || GuardedStore(&lane->tail, new_tail);
+  };
+  if (head == tail) return true;
+  if (head < tail || head - tail > capacity_) {
+    ++stats.lane_resyncs;  // nonsense from the writer side: skip what we cannot trust
+    return commit(head);
+  }
+  const std::uint64_t available = head - tail;
+  std::uint64_t take = available < max ? available : max;
+  // Keep an op and its continuation records together even across the batch limit.
+  const std::uint64_t copy =
+      available < take + kMaxContinuations ? available : take + kMaxContinuations;
+  scratch_.resize(copy * NCCLSCOPE_RECORD_SIZE);
+  const unsigned char* data =
+      map_ + data_offset_ + static_cast<std::size_t>(index) * capacity_ * NCCLSCOPE_RECORD_SIZE;
+  const std::uint64_t start_slot = tail & (capacity_ - 1);
+  const std::uint64_t first_run = capacity_ - start_slot < copy ? capacity_ - start_slot : copy;
+  if (!GuardedCopy(scratch_.data(), data + start_slot * NCCLSCOPE_RECORD_SIZE,
+                   first_run * NCCLSCOPE_RECORD_SIZE)) {
+    return false;
+  }
+  if (copy > first_run && !GuardedCopy(scratch_.data() + first_run * NCCLSCOPE_RECORD_SIZE, data,
+                                       (copy - first_run) * NCCLSCOPE_RECORD_SIZE)) {
+    return false;
+  }
+  // Validate; find where to cut so that groups stay whole.
+  std::vector<CorruptReason> verdict(copy);
+  for (std::uint64_t i = 0; i < copy; ++i) {
+    verdict[i] = ValidateRecord(scratch_.data() + i * NCCLSCOPE_RECORD_SIZE, tail + i);
+  }
+  for (std::uint64_t i = 0; i < take; ++i) {
+    if (verdict[i] != CorruptReason::kNone) continue;
+    ncclscope_record_header h;
+    std::memcpy(&h, scratch_.data() + i * NCCLSCOPE_RECORD_SIZE, sizeof(h));
+    if (h.type != NCCLSCOPE_REC_OP) continue;
+    const std::uint8_t n_cont =
+        scratch_[i * NCCLSCOPE_RECORD_SIZE + offsetof(ncclscope_op_record, n_continuations)];
+    if (i + n_cont >= take && i + n_cont < copy) take = i + n_cont + 1;
+  }
+  if (!commit(tail + take)) return false;
+  stats.more = stats.more || take < available;
+
+  // Deliver from our copy.
+  std::uint64_t i = 0;
+  while (i < take) {
+    const unsigned char* record = scratch_.data() + i * NCCLSCOPE_RECORD_SIZE;
+    if (verdict[i] != CorruptReason::kNone) {
+      ++stats.corrupt[static_cast<std::size_t>(verdict[i])];
+      ++i;
+      continue;
+    }
+    ncclscope_record_header h;
+    std::memcpy(&h, record, sizeof(h));
+    switch (h.type) {
+      case NCCLSCOPE_REC_OP: {
+        OpView view;
+        std::uint32_t consumed = 1;
+        std::uint32_t valid_after = 0;  // continuations must themselves be valid records
+        for (std::uint64_t k = i + 1; k < take && verdict[k] == CorruptReason::kNone; ++k) {
+          ++valid_after;
+        }
+        if (!BuildOpView(record, valid_after + 1, &view, &consumed)) {
+          // Deliver the op with its inline channels; the rest are lost and counted.
+          ++stats.corrupt[static_cast<std::size_t>(CorruptReason::kContinuation)];
+          consumed = 1;
+        }
+        sink.OnOp(origin_, view);
+        ++stats.by_type[NCCLSCOPE_REC_OP];
+        stats.by_type[NCCLSCOPE_REC_OP_CHANNELS] += consumed - 1;
+        stats.records += consumed;
+        i += consumed;
+        continue;
+      }
+      case NCCLSCOPE_REC_OP_CHANNELS:
+        ++stats.corrupt[static_cast<std::size_t>(CorruptReason::kContinuation)];  // orphan
+        break;
+      case NCCLSCOPE_REC_PROXY_OP: {
+        ncclscope_proxy_op_record rec;
+        std::memcpy(&rec, record, sizeof(rec));
+        sink.OnProxyOp(origin_, rec);
+        ++stats.by_type[h.type];
+        ++stats.records;
+        break;
+      }
+      case NCCLSCOPE_REC_COMM_INIT: {
+        ncclscope_comm_init_record rec;
+        std::memcpy(&rec, record, sizeof(rec));
+        sink.OnCommInit(origin_, rec);
+        ++stats.by_type[h.type];
+        ++stats.records;
+        break;
+      }
+      case NCCLSCOPE_REC_COMM_FINALIZE: {
+        ncclscope_comm_finalize_record rec;
+        std::memcpy(&rec, record, sizeof(rec));
+        sink.OnCommFinalize(origin_, rec);
+        ++stats.by_type[h.type];
+        ++stats.records;
+        break;
+      }
+      default:
+        break;
+    }
+    ++i;
+  }
+  return true;
+}
+
+bool RingFile::ReadHeader(RingHeaderSnapshot* out) {
+  if (!healthy_) return false;
+  ncclscope_ring_header header;
+  if (!GuardedCopy(&header, map_, offsetof(ncclscope_ring_header, controls))) {
+    healthy_ = false;
+    return false;
+  }
+  if (header.magic != NCCLSCOPE_RING_MAGIC || header.lane_count != lanes_ ||
+      header.lane_capacity != capacity_) {
+    healthy_ = false;  // rewritten under us
+    return false;
+  }
+  out->state = header.state;
+  out->nccl_abi = header.nccl_abi;
+  out->effective_mask = header.effective_mask;
+  out->applied_control_seq = header.applied_control_seq;
+  out->pinned_controls = header.pinned_controls;
+  for (std::size_t i = 0; i < out->counters.size(); ++i) out->counters[i] = header.counters[i];
+  out->dropped_ring_full = 0;
+  for (std::uint32_t i = 0; i < lanes_; ++i) {
+    auto* lane = reinterpret_cast<ncclscope_lane*>(
+        map_ + lanes_offset_ + static_cast<std::size_t>(i) * NCCLSCOPE_LANE_SIZE);
+    std::uint64_t dropped = 0;
+    if (!GuardedLoad(&lane->dropped, &dropped)) {
+      healthy_ = false;
+      return false;
+    }
+    out->dropped_ring_full += dropped;
+  }
+  return true;
+}
+
+std::vector<CommSlotSnapshot> RingFile::ReadCommTable() {
+  std::vector<CommSlotSnapshot> slots;
+  if (!healthy_) return slots;
+  for (std::uint32_t i = 0; i < comm_slots_; ++i) {
+    auto* shared = reinterpret_cast<ncclscope_comm_slot*>(
+        map_ + comm_table_offset_ + static_cast<std::size_t>(i) * NCCLSCOPE_COMM_SLOT_SIZE);
+    std::uint32_t state = 0;
+    if (!GuardedLoad(&shared->state, &state)) {
+      healthy_ = false;
+      break;
+    }
+    if (state != NCCLSCOPE_COMM_LIVE && state != NCCLSCOPE_COMM_FINALIZED) continue;
+    ncclscope_comm_slot copy;
+    std::uint32_t version_after = 0;
+    if (!GuardedCopy(&copy, shared, sizeof(copy)) ||
+        !GuardedLoad(&shared->version, &version_after)) {
+      healthy_ = false;
+      break;
+    }
+    if ((copy.version & 1) != 0 || copy.version != version_after) continue;  // being rewritten
+    if (copy.nranks <= 0 || copy.rank < 0 || copy.rank >= copy.nranks || copy.nnodes <= 0) continue;
+    CommSlotSnapshot s;
+    s.index = i;
+    s.state = copy.state;
+    s.comm_id = copy.comm_id;
+    s.context = copy.context;
+    s.rank = copy.rank;
+    s.nranks = copy.nranks;
+    s.nnodes = copy.nnodes;
+    s.cuda_device = copy.cuda_device;
+    s.name = Bounded(copy.name, sizeof(copy.name));
+    s.gpu_uuid = Bounded(copy.gpu_uuid, sizeof(copy.gpu_uuid));
+    s.pci_bus_id = Bounded(copy.pci_bus_id, sizeof(copy.pci_bus_id));
+    s.ops_enqueued = copy.ops_enqueued;
+    s.ops_completed = copy.ops_completed;
+    s.last_enqueue_ns = copy.last_enqueue_ns;
+    s.last_complete_ns = copy.last_complete_ns;
+    s.last_complete_seq = copy.last_complete_seq;
+    s.last_complete_func = copy.last_complete_func;
+    for (std::size_t k = 0; k < s.recent.size(); ++k) s.recent[k] = copy.recent[k];
+    slots.push_back(std::move(s));
+  }
+  return slots;
+}
+
+bool RingFile::WriteControls(const ncclscope_controls& controls) {
+  if (!healthy_ || !writable_) return false;
+  auto* shared = reinterpret_cast<ncclscope_ring_header*>(map_);
+  std::uint32_t seq = 0;
+  if (!GuardedLoad(&shared->controls.seq, &seq)) {
+    healthy_ = false;
+    return false;
+  }
+  seq += (seq & 1) != 0 ? 1 : 2;  // next even value; the odd one in between marks "writing"
+  ncclscope_controls body = controls;
+  body.seq = seq - 1;
+  if (!GuardedStore(&shared->controls.seq, seq - 1) ||
+      !GuardedCopy(reinterpret_cast<unsigned char*>(&shared->controls) + sizeof(std::uint32_t),
+                   reinterpret_cast<const unsigned char*>(&body) + sizeof(std::uint32_t),
+                   sizeof(body) - sizeof(std::uint32_t)) ||
+      !GuardedStore(&shared->controls.seq, seq)) {
+    healthy_ = false;
+    return false;
+  }
+  return true;
+}
+
+bool RingFile::OwnerAlive() {
+  if (owner_dead_) return false;
+  if (::flock(fd_, LOCK_EX | LOCK_NB) == 0) {
+    owner_dead_ = true;
+    return false;
+  }
+  return true;
+}
+
+}  // namespace ncclscope::profiler

@@ -1,0 +1,120 @@
+#pragma once
+
+// The agent's view of one plugin ring (format: plugin/ring/ncclscope_ring.h). Open() validates the
+// header against the file before mapping it; Drain() copies new records out of every lane,
+// validates each one, commits the lane's tail and only then hands the records to a sink, so an
+// agent killed at any point never counts a record twice and a restarted agent finds everything it
+// had not consumed. Every access to the mapping is guarded (guarded_memory.h): a file truncated
+// under us marks the ring broken instead of killing the agent.
+
+#include <sys/types.h>
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "agent/profiler/record_decoder.h"
+#include "agent/profiler/record_sink.h"
+#include "plugin/ring/ncclscope_ring.h"
+
+namespace ncclscope::profiler {
+
+// Live header fields and plugin counters (cumulative for the process's life).
+struct RingHeaderSnapshot {
+  std::uint32_t state = 0;  // ncclscope_ring_state
+  std::uint32_t nccl_abi = 0;
+  std::uint32_t effective_mask = 0;
+  std::uint32_t applied_control_seq = 0;
+  std::uint32_t pinned_controls = 0;
+  std::array<std::uint64_t, NCCLSCOPE_COUNTER_MAX> counters{};
+  std::uint64_t dropped_ring_full = 0;  // sum of the lanes' `dropped`
+};
+
+// One live or finalized communicator from the comm table (consistent copy).
+struct CommSlotSnapshot {
+  std::uint32_t index = 0;
+  std::uint32_t state = 0;  // ncclscope_comm_state
+  std::uint64_t comm_id = 0;
+  std::uint64_t context = 0;
+  std::int32_t rank = 0;
+  std::int32_t nranks = 0;
+  std::int32_t nnodes = 0;
+  std::int32_t cuda_device = -1;
+  std::string name;
+  std::string gpu_uuid;
+  std::string pci_bus_id;
+  std::uint64_t ops_enqueued = 0;
+  std::uint64_t ops_completed = 0;
+  std::uint64_t last_enqueue_ns = 0;
+  std::uint64_t last_complete_ns = 0;
+  std::uint64_t last_complete_seq = 0;
+  std::uint32_t last_complete_func = 0;
+  std::array<ncclscope_recent_op, NCCLSCOPE_RECENT_OPS> recent{};
+};
+
+struct DrainStats {
+  std::uint64_t records = 0;  // valid records delivered (continuations included)
+  std::array<std::uint64_t, NCCLSCOPE_REC_TYPE_MAX + 1> by_type{};
+  std::array<std::uint64_t, static_cast<std::size_t>(CorruptReason::kCount)> corrupt{};
+  std::uint64_t lane_resyncs = 0;  // lanes whose head/tail made no sense; skipped to head
+  bool more = false;               // a lane had more than the batch limit
+};
+
+class RingFile {
+ public:
+  ~RingFile();
+  RingFile(const RingFile&) = delete;
+  RingFile& operator=(const RingFile&) = delete;
+
+  // Opens and validates `path`. On failure returns nullptr and a short reason for the
+  // rejected-rings metric ("magic", "version", "geometry", "size", "open", "map", ...).
+  static std::unique_ptr<RingFile> Open(const std::string& path, std::string* reason);
+
+  const std::string& path() const { return path_; }
+  const RingOrigin& origin() const { return origin_; }
+  std::uint32_t lanes() const { return lanes_; }
+  std::uint32_t lane_capacity() const { return capacity_; }
+  std::uint32_t comm_slots() const { return comm_slots_; }
+  bool writable() const { return writable_; }
+  // False once an access faulted (the file was truncated) or the header went bad.
+  bool healthy() const { return healthy_; }
+
+  // Delivers up to `max_per_lane` new records of every lane to `sink`.
+  DrainStats Drain(RecordSink& sink, std::uint32_t max_per_lane = 4096);
+
+  bool ReadHeader(RingHeaderSnapshot* out);
+  // Consistent copies of the slots in use (live or finalized), skipping ones being rewritten.
+  std::vector<CommSlotSnapshot> ReadCommTable();
+
+  // Publishes controls for the plugin (seqlock). False when read-only or faulted.
+  bool WriteControls(const ncclscope_controls& controls);
+
+  // Whether the process that created the ring still holds it (its shared flock). When it does not,
+  // this takes the lock exclusively and keeps it, so the verdict cannot change.
+  bool OwnerAlive();
+
+ private:
+  RingFile() = default;
+  bool DrainLane(std::uint32_t lane, RecordSink& sink, std::uint32_t max, DrainStats& stats);
+
+  std::string path_;
+  RingOrigin origin_;
+  int fd_ = -1;
+  unsigned char* map_ = nullptr;
+  std::uint64_t size_ = 0;
+  bool writable_ = false;
+  bool healthy_ = true;
+  bool owner_dead_ = false;
+  std::uint32_t lanes_ = 0;
+  std::uint32_t capacity_ = 0;
+  std::uint32_t comm_slots_ = 0;
+  std::uint64_t comm_table_offset_ = 0;
+  std::uint64_t lanes_offset_ = 0;
+  std::uint64_t data_offset_ = 0;
+  std::vector<std::uint64_t> local_tails_;  // used when the ring is read-only
+  std::vector<unsigned char> scratch_;
+};
+
+}  // namespace ncclscope::profiler
