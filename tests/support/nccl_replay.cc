@@ -1,0 +1,582 @@
+#include "tests/support/nccl_replay.h"
+
+#include <dlfcn.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+
+namespace ncclscope::testing {
+namespace {
+
+constexpr int kGroupApiMask = abi::kGroupApi | abi::kP2pApi | abi::kCollApi | abi::kKernelLaunch |
+                              abi::kGroup | abi::kColl | abi::kP2p | abi::kProxyOp |
+                              abi::kProxyStep | abi::kKernelCh | abi::kNetPlugin | abi::kCeColl |
+                              abi::kCeSync | abi::kCeBatch;
+constexpr int kCollApiMask = abi::kCollApi | abi::kColl | abi::kProxyOp | abi::kProxyStep |
+                             abi::kKernelCh | abi::kNetPlugin | abi::kCeColl | abi::kCeSync |
+                             abi::kCeBatch;
+constexpr int kP2pApiMask =
+    abi::kP2pApi | abi::kP2p | abi::kProxyOp | abi::kProxyStep | abi::kKernelCh | abi::kNetPlugin;
+constexpr int kGroupMask = abi::kGroup | abi::kColl | abi::kP2p | abi::kProxyOp | abi::kProxyStep |
+                           abi::kKernelCh | abi::kNetPlugin;
+
+// NCCL's debug logger; the plugin may call it from init/finalize.
+void Logger(int /*level*/, unsigned long /*flags*/, const char* /*file*/, int /*line*/,
+            const char* format, ...) {
+  if (std::getenv("NCCLSCOPE_REPLAY_LOG") == nullptr) return;  // NOLINT(concurrency-mt-unsafe)
+  va_list args;
+  va_start(args, format);
+  std::vfprintf(stderr, format, args);
+  va_end(args);
+  std::fputc('\n', stderr);
+}
+
+bool IsV5Event(std::uint64_t type) {
+  return type == abi::kGroupApi || type == abi::kCollApi || type == abi::kP2pApi ||
+         type == abi::kKernelLaunch;
+}
+
+bool IsV6Event(std::uint64_t type) {
+  return type == abi::kCeColl || type == abi::kCeSync || type == abi::kCeBatch;
+}
+
+}  // namespace
+
+int* ReplayProcess::mask() {
+  static int nccl_profiler_event_mask = 0;
+  return &nccl_profiler_event_mask;
+}
+
+std::uint64_t RealtimeNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull +
+         static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+bool EmitsTask(int snapshot, bool p2p) {
+  const int wanted = (p2p ? abi::kP2p : abi::kColl) | abi::kProxyOp | abi::kProxyStep |
+                     abi::kKernelCh | abi::kNetPlugin;
+  return (snapshot & wanted) != 0;
+}
+bool EmitsKernelCh(int snapshot) { return (snapshot & abi::kKernelCh) != 0; }
+bool EmitsProxyOp(int snapshot) {
+  return (snapshot & (abi::kProxyOp | abi::kProxyStep | abi::kNetPlugin)) != 0;
+}
+bool EmitsProxyStep(int snapshot) { return (snapshot & (abi::kProxyStep | abi::kNetPlugin)) != 0; }
+
+// ---- ProfilerPlugin ----
+
+ProfilerPlugin::ProfilerPlugin(const std::string& path) {
+  lib_ = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (lib_ == nullptr) {
+    error_ = dlerror();
+    return;
+  }
+  v4_ = static_cast<const abi::ProfilerV4*>(dlsym(lib_, "ncclProfiler_v4"));
+  v5_ = static_cast<const abi::ProfilerV5*>(dlsym(lib_, "ncclProfiler_v5"));
+  v6_ = static_cast<const abi::ProfilerV6*>(dlsym(lib_, "ncclProfiler_v6"));
+}
+
+ProfilerPlugin::~ProfilerPlugin() {
+  if (lib_ != nullptr) dlclose(lib_);  // as NCCL does after the last communicator
+}
+
+bool ProfilerPlugin::Has(int version) const {
+  return (version == 4 && v4_ != nullptr) || (version == 5 && v5_ != nullptr) ||
+         (version == 6 && v6_ != nullptr);
+}
+
+const char* ProfilerPlugin::Name(int version) const {
+  if (version == 4 && v4_ != nullptr) return v4_->name;
+  if (version == 5 && v5_ != nullptr) return v5_->name;
+  if (version == 6 && v6_ != nullptr) return v6_->name;
+  return nullptr;
+}
+
+int ProfilerPlugin::Init(int version, void** context, std::uint64_t comm_id, int* mask,
+                         const char* name, int nnodes, int nranks, int rank) const {
+  switch (version) {
+    case 4:
+      return v4_->init(context, mask, name, comm_id, nnodes, nranks, rank, Logger);
+    case 5:
+      return v5_->init(context, comm_id, mask, name, nnodes, nranks, rank, Logger);
+    default:
+      return v6_->init(context, comm_id, mask, name, nnodes, nranks, rank, Logger);
+  }
+}
+
+int ProfilerPlugin::Start(int version, void* context, void** handle,
+                          const abi::EventDescrV6& d) const {
+  // NCCL's adapters drop events an older plugin does not know (handle stays NULL).
+  if (version == 6) return v6_->startEvent(context, handle, const_cast<abi::EventDescrV6*>(&d));
+  if (IsV6Event(d.type)) {
+    *handle = nullptr;
+    return 0;
+  }
+  if (version == 5) {
+    abi::EventDescrV5 v5;
+    static_assert(sizeof(v5) == sizeof(d));
+    std::memcpy(&v5, &d, sizeof(v5));
+    return v5_->startEvent(context, handle, &v5);
+  }
+  if (IsV5Event(d.type)) {
+    *handle = nullptr;
+    return 0;
+  }
+  abi::EventDescrV4 v4;
+  std::memset(&v4, 0, sizeof(v4));
+  v4.type = static_cast<std::uint8_t>(d.type);
+  v4.parentObj = d.parentObj;
+  v4.rank = d.rank;
+  switch (d.type) {
+    case abi::kColl:
+      v4.coll.seqNumber = d.coll.seqNumber;
+      v4.coll.func = d.coll.func;
+      v4.coll.sendBuff = d.coll.sendBuff;
+      v4.coll.recvBuff = d.coll.recvBuff;
+      v4.coll.count = d.coll.count;
+      v4.coll.root = d.coll.root;
+      v4.coll.datatype = d.coll.datatype;
+      v4.coll.nChannels = d.coll.nChannels;
+      v4.coll.nWarps = d.coll.nWarps;
+      v4.coll.algo = d.coll.algo;
+      v4.coll.proto = d.coll.proto;
+      break;
+    case abi::kP2p:
+      v4.p2p.func = d.p2p.func;
+      v4.p2p.buff = d.p2p.buff;
+      v4.p2p.datatype = d.p2p.datatype;
+      v4.p2p.count = d.p2p.count;
+      v4.p2p.peer = d.p2p.peer;
+      v4.p2p.nChannels = d.p2p.nChannels;
+      break;
+    case abi::kProxyOp:
+      v4.proxyOp = d.proxyOp;
+      break;
+    case abi::kProxyStep:
+      v4.proxyStep = d.proxyStep;
+      break;
+    case abi::kKernelCh:
+      v4.kernelCh = d.kernelCh;
+      break;
+    case abi::kNetPlugin:
+      v4.netPlugin = d.netPlugin;
+      break;
+    default:
+      break;
+  }
+  return v4_->startEvent(context, handle, &v4);
+}
+
+int ProfilerPlugin::Stop(int version, void* handle) const {
+  switch (version) {
+    case 4:
+      return v4_->stopEvent(handle);
+    case 5:
+      return v5_->stopEvent(handle);
+    default:
+      return v6_->stopEvent(handle);
+  }
+}
+
+int ProfilerPlugin::Record(int version, void* handle, int state, abi::StateArgsV6* args) const {
+  switch (version) {
+    case 4:
+      return v4_->recordEventState(handle, state, args);
+    case 5:
+      return v5_->recordEventState(handle, state, args);
+    default:
+      return v6_->recordEventState(handle, state, args);
+  }
+}
+
+int ProfilerPlugin::Finalize(int version, void* context) const {
+  switch (version) {
+    case 4:
+      return v4_->finalize(context);
+    case 5:
+      return v5_->finalize(context);
+    default:
+      return v6_->finalize(context);
+  }
+}
+
+// ---- ProxyThread ----
+
+ProxyThread::ProxyThread() : thread_([this] { Run(); }) {}
+
+ProxyThread::~ProxyThread() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void ProxyThread::Post(std::function<void()> work) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queue_.push_back(std::move(work));
+  }
+  cv_.notify_all();
+}
+
+void ProxyThread::Drain() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  idle_cv_.wait(lock, [this] { return queue_.empty() && !busy_; });
+}
+
+void ProxyThread::Run() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (true) {
+    cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+    if (queue_.empty() && stop_) return;
+    std::function<void()> work = std::move(queue_.front());
+    queue_.pop_front();
+    busy_ = true;
+    lock.unlock();
+    work();
+    lock.lock();
+    busy_ = false;
+    if (queue_.empty()) idle_cv_.notify_all();
+  }
+}
+
+// ---- ReplayComm ----
+
+ReplayComm::ReplayComm(ReplayProcess& process, std::uint64_t comm_id, std::string name, int nnodes,
+                       int nranks, int rank, ProxyThread* proxy)
+    : process_(process),
+      comm_id_(comm_id),
+      name_(std::move(name)),
+      nnodes_(nnodes),
+      nranks_(nranks),
+      rank_(rank),
+      proxy_(proxy) {}
+
+ReplayComm::~ReplayComm() { Finalize(); }
+
+bool ReplayComm::Init() {
+  const int rc =
+      process_.plugin().Init(process_.version(), &context_, comm_id_, ReplayProcess::mask(),
+                             name_.empty() ? nullptr : name_.c_str(), nnodes_, nranks_, rank_);
+  initialized_ = rc == 0;
+  return rc == 0 && context_ != nullptr;
+}
+
+void ReplayComm::Finalize() {
+  if (!initialized_) return;
+  if (proxy_ != nullptr) proxy_->Drain();
+  // NCCL calls finalize only for a non-NULL context.
+  if (context_ != nullptr) process_.plugin().Finalize(process_.version(), context_);
+  initialized_ = false;
+}
+
+int ReplayComm::Start(void** handle, abi::EventDescrV6& d) {
+  *handle = nullptr;
+  return process_.plugin().Start(process_.version(), context_, handle, d);
+}
+
+void ReplayComm::StopIf(void* handle) {
+  if (handle != nullptr) process_.plugin().Stop(process_.version(), handle);
+}
+
+EnqueuedOp ReplayComm::EnqueueTask(abi::EventDescrV6 task, std::uint8_t channels, int snapshot,
+                                   void* api_handle) {
+  EnqueuedOp op;
+  op.mask = snapshot;
+  op.channels = channels;
+  if (!EmitsTask(snapshot, task.type == abi::kP2p)) return op;
+  task.parentObj = process_.version() >= 5 ? api_handle : nullptr;  // v4: set by caller
+  Start(&op.handle, task);
+  return op;
+}
+
+EnqueuedOp ReplayComm::StartColl(const CollSpec& spec, std::uint64_t seq) {
+  const int snapshot = process_.MaskSnapshot();
+  abi::EventDescrV6 d;
+  std::memset(&d, 0, sizeof(d));
+  d.type = abi::kColl;
+  d.rank = rank_;
+  d.coll.seqNumber = seq;
+  d.coll.func = spec.func;
+  d.coll.count = spec.count;
+  d.coll.root = spec.root;
+  d.coll.datatype = spec.datatype;
+  d.coll.nChannels = spec.channels;
+  d.coll.nWarps = spec.warps;
+  d.coll.algo = spec.algo;
+  d.coll.proto = spec.proto;
+  return EnqueueTask(d, spec.channels, snapshot, nullptr);
+}
+
+void ReplayComm::StopTask(const EnqueuedOp& op) { StopIf(op.handle); }
+
+void ReplayComm::KernelChannels(const EnqueuedOp& op, int channels, const GpuTimes& gpu) {
+  if (!EmitsKernelCh(op.mask)) return;
+  GpuTimes times = gpu;
+  if (times.base == 0) times.base = RealtimeNs();
+  std::vector<void*> handles(static_cast<std::size_t>(channels), nullptr);
+  for (int c = 0; c < channels; ++c) {
+    abi::EventDescrV6 d;
+    std::memset(&d, 0, sizeof(d));
+    d.type = abi::kKernelCh;
+    d.parentObj = op.handle;
+    d.kernelCh.channelId = static_cast<std::uint8_t>(c);
+    d.kernelCh.pTimer = times.Start(c);
+    Start(&handles[static_cast<std::size_t>(c)], d);
+  }
+  for (int c = 0; c < channels; ++c) {
+    void* h = handles[static_cast<std::size_t>(c)];
+    if (h == nullptr) continue;
+    abi::StateArgsV6 args;
+    args.kernelCh.pTimer = times.Stop(c);
+    process_.plugin().Record(process_.version(), h, abi::kKernelChStop, &args);
+    process_.plugin().Stop(process_.version(), h);
+  }
+}
+
+void ReplayComm::ProxyWork(const EnqueuedOp& op, int channels, const ProxyPlan& proxy) {
+  if (!proxy.enabled || !EmitsProxyOp(op.mask)) return;
+  const pid_t pid = proxy.pid != 0 ? proxy.pid : ::getpid();
+  void* context = proxy.foreign_context != nullptr ? proxy.foreign_context : context_;
+  void* parent = proxy.foreign_parent != nullptr ? proxy.foreign_parent : op.handle;
+  struct Sub {
+    void* handle = nullptr;
+    bool send = false;
+  };
+  std::vector<Sub> subs;
+  for (int c = 0; c < channels; ++c) {
+    for (int dir = 0; dir < 2; ++dir) {
+      abi::EventDescrV6 d;
+      std::memset(&d, 0, sizeof(d));
+      d.type = abi::kProxyOp;
+      d.parentObj = parent;
+      d.rank = rank_;
+      d.proxyOp.pid = pid;
+      d.proxyOp.channelId = static_cast<std::uint8_t>(c);
+      d.proxyOp.peer = dir == 1 ? (rank_ + 1) % nranks_ : (rank_ + nranks_ - 1) % nranks_;
+      d.proxyOp.nSteps = proxy.steps;
+      d.proxyOp.chunkSize = static_cast<int>(proxy.step_bytes);
+      d.proxyOp.isSend = dir;
+      Sub sub;
+      sub.send = dir == 1;
+      process_.plugin().Start(process_.version(), context, &sub.handle, d);
+      if (sub.handle != nullptr) {
+        process_.plugin().Record(process_.version(), sub.handle, abi::kProxyOpInProgress, nullptr);
+      }
+      subs.push_back(sub);
+    }
+  }
+  if (EmitsProxyStep(op.mask)) {
+    for (int step = 0; step < proxy.steps; ++step) {
+      for (const Sub& sub : subs) {
+        if (sub.handle == nullptr) continue;  // NCCL checks sub->opEventHandle
+        abi::EventDescrV6 d;
+        std::memset(&d, 0, sizeof(d));
+        d.type = abi::kProxyStep;
+        d.parentObj = sub.handle;
+        d.rank = rank_;
+        d.proxyStep.step = step;
+        void* h = nullptr;
+        process_.plugin().Start(process_.version(), context, &h, d);
+        if (h == nullptr) continue;
+        abi::StateArgsV6 args;
+        args.proxyStep.transSize = proxy.step_bytes;
+        const int states_send[] = {abi::kProxyStepSendGpuWait, abi::kProxyStepSendPeerWait,
+                                   abi::kProxyStepSendWait};
+        const int states_recv[] = {abi::kProxyStepRecvWait, abi::kProxyStepRecvFlushWait,
+                                   abi::kProxyStepRecvGpuWait};
+        for (int state : sub.send ? states_send : states_recv) {
+          process_.plugin().Record(process_.version(), h, state, &args);
+        }
+        process_.plugin().Stop(process_.version(), h);
+      }
+    }
+  }
+  for (const Sub& sub : subs) {
+    if (sub.handle != nullptr) process_.plugin().Stop(process_.version(), sub.handle);
+  }
+}
+
+void ReplayComm::Collective(const CollSpec& spec, std::uint64_t seq, const GpuTimes& gpu,
+                            const ProxyPlan& proxy) {
+  const int version = process_.version();
+  const int snapshot = process_.MaskSnapshot();
+  // ncclAllReduce(...): an implicit group around one CollApi (v5+).
+  void* group_api = nullptr;
+  void* coll_api = nullptr;
+  abi::EventDescrV6 d;
+  if (version >= 5 && (snapshot & kGroupApiMask) != 0) {
+    std::memset(&d, 0, sizeof(d));
+    d.type = abi::kGroupApi;
+    d.rank = rank_;
+    d.groupApi.groupDepth = 1;
+    Start(&group_api, d);
+  }
+  if (version >= 5 && (snapshot & kCollApiMask) != 0) {
+    std::memset(&d, 0, sizeof(d));
+    d.type = abi::kCollApi;
+    d.parentObj = group_api;
+    d.rank = rank_;
+    d.collApi.func = spec.func;
+    d.collApi.count = spec.count;
+    d.collApi.datatype = spec.datatype;
+    d.collApi.root = spec.root;
+    Start(&coll_api, d);
+  }
+  StopIf(coll_api);
+  // Plan launch: legacy Group, then the task events around the proxy upload.
+  void* group = nullptr;
+  if ((snapshot & kGroupMask) != 0) {
+    std::memset(&d, 0, sizeof(d));
+    d.type = abi::kGroup;
+    Start(&group, d);
+  }
+  EnqueuedOp op;
+  op.mask = snapshot;
+  op.channels = spec.channels;
+  if (EmitsTask(snapshot, false)) {
+    std::memset(&d, 0, sizeof(d));
+    d.type = abi::kColl;
+    d.parentObj = version >= 5 ? coll_api : group;
+    d.rank = rank_;
+    d.coll.seqNumber = seq;
+    d.coll.func = spec.func;
+    d.coll.count = spec.count;
+    d.coll.root = spec.root;
+    d.coll.datatype = spec.datatype;
+    d.coll.nChannels = spec.channels;
+    d.coll.nWarps = spec.warps;
+    d.coll.algo = spec.algo;
+    d.coll.proto = spec.proto;
+    d.coll.parentGroup = group;
+    Start(&op.handle, d);
+  }
+  const int kernel_channels = spec.kernel_channels >= 0 ? spec.kernel_channels : spec.channels;
+  const bool kernel = spec.kernel_events;
+  auto work = [this, op, kernel_channels, kernel, gpu, proxy, channels = spec.channels] {
+    ProxyWork(op, channels, proxy);
+    if (kernel) KernelChannels(op, kernel_channels, gpu);
+  };
+  if (proxy_ != nullptr) {
+    proxy_->Post(work);
+  }
+  StopIf(op.handle);
+  StopIf(group);
+  StopIf(group_api);
+  if (proxy_ == nullptr) work();
+}
+
+void ReplayComm::P2pGroup(const std::vector<P2pSpec>& tasks, const GpuTimes& gpu,
+                          const ProxyPlan& proxy) {
+  const int version = process_.version();
+  const int snapshot = process_.MaskSnapshot();
+  void* group_api = nullptr;
+  abi::EventDescrV6 d;
+  abi::StateArgsV6 no_args{};
+  // ncclGroupStart(); per task ncclSend/ncclRecv; ncclGroupEnd().
+  if (version >= 5 && (snapshot & kGroupApiMask) != 0) {
+    std::memset(&d, 0, sizeof(d));
+    d.type = abi::kGroupApi;
+    d.rank = rank_;
+    d.groupApi.groupDepth = 2;
+    Start(&group_api, d);
+    if (group_api != nullptr) {
+      process_.plugin().Record(version, group_api, abi::kGroupStartApiStop, &no_args);
+    }
+  }
+  std::vector<void*> api_handles;
+  for (const P2pSpec& task : tasks) {
+    void* p2p_api = nullptr;
+    if (version >= 5 && (snapshot & kP2pApiMask) != 0) {
+      std::memset(&d, 0, sizeof(d));
+      d.type = abi::kP2pApi;
+      d.parentObj = group_api;
+      d.rank = rank_;
+      d.p2pApi.func = task.func;
+      d.p2pApi.count = task.count;
+      d.p2pApi.datatype = task.datatype;
+      Start(&p2p_api, d);
+    }
+    StopIf(p2p_api);
+    api_handles.push_back(p2p_api);
+  }
+  if (group_api != nullptr) {
+    process_.plugin().Record(version, group_api, abi::kGroupEndApiStart, &no_args);
+  }
+  void* group = nullptr;
+  if ((snapshot & kGroupMask) != 0) {
+    std::memset(&d, 0, sizeof(d));
+    d.type = abi::kGroup;
+    Start(&group, d);
+  }
+  std::vector<EnqueuedOp> ops;
+  for (std::size_t i = 0; i < tasks.size(); ++i) {
+    const P2pSpec& task = tasks[i];
+    EnqueuedOp op;
+    op.mask = snapshot;
+    op.channels = task.channels;
+    if (EmitsTask(snapshot, true)) {
+      std::memset(&d, 0, sizeof(d));
+      d.type = abi::kP2p;
+      d.parentObj = version >= 5 ? api_handles[i] : group;
+      d.rank = rank_;
+      d.p2p.func = task.func;
+      d.p2p.count = task.count;
+      d.p2p.datatype = task.datatype;
+      d.p2p.peer = task.peer;
+      d.p2p.nChannels = task.channels;
+      d.p2p.parentGroup = group;
+      Start(&op.handle, d);
+    }
+    ops.push_back(op);
+  }
+  auto work = [this, ops, gpu, proxy] {
+    for (const EnqueuedOp& op : ops) {
+      ProxyWork(op, op.channels, proxy);
+      KernelChannels(op, op.channels, gpu);
+    }
+  };
+  if (proxy_ != nullptr) proxy_->Post(work);
+  for (const EnqueuedOp& op : ops) StopIf(op.handle);
+  StopIf(group);
+  StopIf(group_api);
+  if (proxy_ == nullptr) work();
+}
+
+void ReplayComm::AllToAll(std::size_t count_per_peer, const char* datatype, const GpuTimes& gpu,
+                          const ProxyPlan& proxy) {
+  std::vector<P2pSpec> tasks;
+  for (int peer = 0; peer < nranks_; ++peer) {
+    tasks.push_back({"Send", count_per_peer, datatype, peer, 1});
+    tasks.push_back({"Recv", count_per_peer, datatype, peer, 1});
+  }
+  P2pGroup(tasks, gpu, proxy);
+}
+
+void ReplayComm::CeCollective(const char* func, std::size_t count, const char* datatype,
+                              std::uint64_t seq) {
+  const int snapshot = process_.MaskSnapshot();
+  if ((snapshot & (abi::kCeColl | abi::kCeSync | abi::kCeBatch)) == 0) return;
+  abi::EventDescrV6 d;
+  std::memset(&d, 0, sizeof(d));
+  d.type = abi::kCeColl;
+  d.rank = rank_;
+  d.ceColl.seqNumber = seq;
+  d.ceColl.func = func;
+  d.ceColl.count = count;
+  d.ceColl.datatype = datatype;
+  d.ceColl.syncStrategy = "UC";
+  d.ceColl.ceSeqNum = static_cast<std::uint32_t>(seq);
+  void* h = nullptr;
+  Start(&h, d);
+  StopIf(h);
+}
+
+}  // namespace ncclscope::testing

@@ -1,0 +1,79 @@
+#include "tests/support/ring_records.h"
+
+#include <dirent.h>
+
+#include <thread>
+
+namespace ncclscope::testing {
+
+void RingRecords::Poll() {
+  while (directory_.Poll(*this)) {
+  }
+}
+
+bool RingRecords::PollUntil(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    Poll();
+    if (done()) return true;
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+std::vector<profiler::OpView> RingRecords::OpsOf(std::uint64_t comm_id) const {
+  std::vector<profiler::OpView> out;
+  for (const auto& op : ops) {
+    if (op.op.comm_id == comm_id) out.push_back(op);
+  }
+  return out;
+}
+
+std::vector<ncclscope_proxy_op_record> RingRecords::ProxyOpsOf(std::uint64_t comm_id) const {
+  std::vector<ncclscope_proxy_op_record> out;
+  for (const auto& p : proxy_ops) {
+    if (p.comm_id == comm_id) out.push_back(p);
+  }
+  return out;
+}
+
+std::size_t RingRecords::CountOps(std::uint64_t comm_id) const {
+  std::size_t n = 0;
+  for (const auto& op : ops) n += op.op.comm_id == comm_id ? 1 : 0;
+  return n;
+}
+
+void RingRecords::OnCommInit(const profiler::RingOrigin& origin,
+                             const ncclscope_comm_init_record& record) {
+  inits.push_back(record);
+  origins.push_back(origin);
+}
+void RingRecords::OnCommFinalize(const profiler::RingOrigin& /*origin*/,
+                                 const ncclscope_comm_finalize_record& record) {
+  finalizes.push_back(record);
+}
+void RingRecords::OnOp(const profiler::RingOrigin& /*origin*/, const profiler::OpView& op) {
+  ops.push_back(op);
+}
+void RingRecords::OnProxyOp(const profiler::RingOrigin& /*origin*/,
+                            const ncclscope_proxy_op_record& record) {
+  proxy_ops.push_back(record);
+}
+
+std::string OnlyRing(const std::string& dir) {
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return "";
+  std::string found;
+  int count = 0;
+  while (dirent* e = readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.size() > 5 && name.compare(name.size() - 5, 5, ".ring") == 0) {
+      found = dir + "/" + name;
+      ++count;
+    }
+  }
+  closedir(d);
+  return count == 1 ? found : "";
+}
+
+}  // namespace ncclscope::testing

@@ -1,0 +1,718 @@
+// The real libnccl-profiler-ncclscope.so, driven through each exported ABI (v4, v5, v6) exactly as
+// NCCL calls it (tests/support/nccl_replay.h), and the records it writes read back with the
+// agent's reader. Every TEST runs in its own process under ctest; they also pass together.
+
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "agent/profiler/ring_file.h"
+#include "plugin/abi/nccl_profiler_abi.h"
+#include "plugin/ring/ncclscope_ring.h"
+#include "tests/support/nccl_replay.h"
+#include "tests/support/ring_records.h"
+#include "tests/support/temp_dir.h"
+
+namespace ncclscope::testing {
+namespace {
+
+using std::chrono::milliseconds;
+
+// The plugin reads its settings once per process, at the first init: point it at a private ring
+// directory before any test runs. Proxy sampling is pinned on so proxy events are deterministic.
+TempDir& RingDir() {
+  static TempDir dir;
+  return dir;
+}
+const bool kEnvironment = [] {
+  setenv("NCCLSCOPE_RING_DIR", RingDir().path().c_str(), 1);
+  setenv("NCCLSCOPE_PROXY_DUTY", "1", 1);
+  setenv("NCCLSCOPE_RING_SIZE", "32MiB", 1);
+  return true;
+}();
+
+ProfilerPlugin& Plugin() {
+  static ProfilerPlugin plugin(NCCLSCOPE_PLUGIN_PATH);
+  return plugin;
+}
+
+RingRecords& Records() {
+  static RingRecords records(RingDir().path());
+  return records;
+}
+
+std::uint64_t Counter(ncclscope_counter counter) {
+  Records().Poll();
+  return Records().snapshot().plugin_counters[counter];
+}
+
+std::uint64_t NextCommId() {
+  static std::uint64_t next = 0xC0FFEE0000000000ull + static_cast<std::uint64_t>(getpid()) * 100000;
+  return ++next;
+}
+
+bool WaitForOps(std::uint64_t comm_id, std::size_t n, milliseconds timeout = milliseconds(10000)) {
+  return Records().PollUntil([&] { return Records().CountOps(comm_id) >= n; }, timeout);
+}
+
+class ReplayTest : public ::testing::TestWithParam<int> {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(kEnvironment);
+    ASSERT_TRUE(Plugin().ok()) << Plugin().error();
+    ASSERT_TRUE(Plugin().Has(GetParam()));
+  }
+  int version() const { return GetParam(); }
+};
+
+INSTANTIATE_TEST_SUITE_P(Abi, ReplayTest, ::testing::Values(4, 5, 6), [](const auto& param_info) {
+  return "v" + std::to_string(param_info.param);
+});
+
+TEST(ExportsTest, ExactlyTheThreeVersionsNamedNcclscope) {
+  ASSERT_TRUE(Plugin().ok()) << Plugin().error();
+  for (int v : {4, 5, 6}) {
+    EXPECT_TRUE(Plugin().Has(v)) << v;
+    EXPECT_STREQ(Plugin().Name(v), "ncclscope");
+  }
+  void* lib = dlopen(NCCLSCOPE_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(lib, nullptr);
+  for (const char* absent : {"ncclProfiler_v1", "ncclProfiler_v2", "ncclProfiler_v3",
+                             "ncclProfiler_v7", "_ZN9ncclscope6plugin1REv"}) {
+    EXPECT_EQ(dlsym(lib, absent), nullptr) << absent;
+  }
+  dlclose(lib);
+}
+
+TEST_P(ReplayTest, CollectivesRecordEverythingNcclReported) {
+  ProxyThread proxy;
+  ReplayProcess process(Plugin(), version());
+  const std::uint64_t id = NextCommId();
+  ReplayComm comm(process, id, "dp group 0", 2, 4, 1, &proxy);
+  ASSERT_TRUE(comm.Init());
+  const int mask = *ReplayProcess::mask();
+  EXPECT_NE(mask & abi::kColl, 0);
+  EXPECT_NE(mask & abi::kKernelCh, 0);
+  EXPECT_EQ((mask & abi::kCeColl) != 0, version() >= 6);
+
+  const std::uint64_t before = RealtimeNs();
+  GpuTimes gpu;
+  gpu.base = 1'700'000'000'000'000'000ull;
+  gpu.duration_ns = 30'000;
+  gpu.skew_ns = 250;
+  ProxyPlan net;
+  net.steps = 3;
+  net.step_bytes = 1 << 16;
+  for (std::uint64_t seq = 0; seq < 10; ++seq) {
+    CollSpec spec;
+    spec.count = 1 << 20;
+    comm.Collective(spec, 100 + seq, gpu, net);
+  }
+  proxy.Drain();
+  ASSERT_TRUE(WaitForOps(id, 10));
+  const std::vector<profiler::OpView> ops = Records().OpsOf(id);
+  ASSERT_EQ(ops.size(), 10u);
+  std::set<std::uint64_t> seqs;
+  std::set<std::uint64_t> indices;
+  for (const profiler::OpView& view : ops) {
+    const ncclscope_op_record& op = view.op;
+    seqs.insert(op.seq);
+    indices.insert(op.op_index);
+    EXPECT_EQ(op.kind, NCCLSCOPE_KIND_COLL);
+    EXPECT_EQ(op.func, NCCLSCOPE_FUNC_ALL_REDUCE);
+    EXPECT_EQ(op.datatype, NCCLSCOPE_DT_FLOAT32);
+    EXPECT_EQ(op.algo, NCCLSCOPE_ALGO_RING);
+    EXPECT_EQ(op.proto, NCCLSCOPE_PROTO_SIMPLE);
+    EXPECT_EQ(op.count, 1u << 20);
+    EXPECT_EQ(op.bytes, 4u << 20);
+    EXPECT_EQ(op.rank, 1);
+    EXPECT_EQ(op.peer, 0);  // root
+    EXPECT_EQ(op.n_channels, 8);
+    EXPECT_EQ(op.n_warps, 16);
+    EXPECT_EQ(op.n_timed, 8);
+    EXPECT_EQ(op.channel_mask, 0xFFu);
+    EXPECT_EQ(op.flags & (NCCLSCOPE_OP_GPU_TIMING | NCCLSCOPE_OP_GPU_TIMING_PARTIAL |
+                          NCCLSCOPE_OP_FLUSHED | NCCLSCOPE_OP_NO_ENQUEUE_STOP),
+              NCCLSCOPE_OP_GPU_TIMING);
+    EXPECT_EQ(op.gpu_start_ns, gpu.Start(0));
+    EXPECT_EQ(op.gpu_end_ns, gpu.Stop(7));
+    ASSERT_EQ(view.n_channels, 8u);
+    for (std::uint32_t c = 0; c < 8; ++c) {
+      EXPECT_EQ(view.channel_ids[c], c);
+      EXPECT_EQ(view.channels[c].start_off_ns, gpu.Start(static_cast<int>(c)) - gpu.base);
+      EXPECT_EQ(view.channels[c].end_off_ns, gpu.Stop(static_cast<int>(c)) - gpu.base);
+    }
+    EXPECT_GE(op.enqueue_ns, before - 1'000'000);  // TSC-mapped clock: allow 1 ms of anchor error
+    EXPECT_LE(op.enqueue_ns, RealtimeNs() + 1'000'000);
+    EXPECT_GE(op.complete_ns + 1000, op.enqueue_ns);
+  }
+  EXPECT_EQ(seqs.size(), 10u);
+  EXPECT_EQ(*seqs.begin(), 100u);
+  EXPECT_EQ(*indices.rbegin(), 9u);
+
+  // Network: per op, per channel, one send and one receive ProxyOp with every step accounted.
+  ASSERT_TRUE(Records().PollUntil([&] { return Records().ProxyOpsOf(id).size() >= 160; }));
+  const auto net_ops = Records().ProxyOpsOf(id);
+  ASSERT_EQ(net_ops.size(), 160u);
+  int sends = 0;
+  for (const auto& p : net_ops) {
+    EXPECT_NE(p.flags & NCCLSCOPE_PROXY_PARENT_KNOWN, 0);
+    EXPECT_EQ(p.flags & NCCLSCOPE_PROXY_FOREIGN, 0);
+    EXPECT_TRUE(seqs.count(p.seq) == 1) << p.seq;
+    EXPECT_EQ(p.func, NCCLSCOPE_FUNC_ALL_REDUCE);
+    EXPECT_EQ(p.rank, 1);
+    EXPECT_LT(p.channel, 8);
+    EXPECT_EQ(p.n_steps, 3);
+    EXPECT_EQ(p.steps_done, 3);
+    EXPECT_EQ(p.bytes, 3u << 16);
+    EXPECT_EQ(p.origin_pid, getpid());
+    EXPECT_GE(p.end_ns, p.start_ns);
+    EXPECT_NE(p.in_progress_ns, 0u);
+    sends += p.is_send;
+    EXPECT_EQ(p.peer, p.is_send != 0 ? 2 : 0);
+    for (std::uint32_t s = 0; s < NCCLSCOPE_STEP_STATE_COUNT; ++s) {
+      const bool send_state = s <= NCCLSCOPE_STEP_SEND_WAIT;
+      if (send_state != (p.is_send != 0)) {
+        EXPECT_EQ(p.state_ns[s], 0u) << s;
+      }
+    }
+  }
+  EXPECT_EQ(sends, 80);
+
+  comm.Finalize();
+  ASSERT_TRUE(Records().PollUntil([&] {
+    for (const auto& f : Records().finalizes) {
+      if (f.comm_id == id) return true;
+    }
+    return false;
+  }));
+  for (const auto& init : Records().inits) {
+    if (init.comm_id != id) continue;
+    EXPECT_STREQ(init.name, "dp group 0");
+    EXPECT_EQ(init.rank, 1);
+    EXPECT_EQ(init.nranks, 4);
+    EXPECT_EQ(init.nnodes, 2);
+  }
+  for (const auto& f : Records().finalizes) {
+    if (f.comm_id != id) continue;
+    EXPECT_EQ(f.ops_enqueued, 10u);
+    EXPECT_EQ(f.ops_completed, 10u);
+    EXPECT_EQ(f.ops_flushed, 0u);
+  }
+}
+
+TEST_P(ReplayTest, SixtyFourChannelsSpillIntoContinuationRecords) {
+  ProxyThread proxy;
+  ReplayProcess process(Plugin(), version());
+  const std::uint64_t id = NextCommId();
+  ReplayComm comm(process, id, "", 1, 2, 0, &proxy);
+  ASSERT_TRUE(comm.Init());
+  GpuTimes gpu;
+  gpu.base = 5'000'000;
+  for (int channels : {17, 40, 64}) {
+    CollSpec spec;
+    spec.channels = static_cast<std::uint8_t>(channels);
+    ProxyPlan none;
+    none.enabled = false;
+    comm.Collective(spec, static_cast<std::uint64_t>(channels), gpu, none);
+  }
+  ASSERT_TRUE(WaitForOps(id, 3));
+  for (const profiler::OpView& view : Records().OpsOf(id)) {
+    const auto channels = static_cast<std::uint32_t>(view.op.seq);
+    EXPECT_EQ(view.n_channels, channels);
+    EXPECT_EQ(view.op.n_timed, channels);
+    EXPECT_EQ(view.op.n_continuations, channels > 42 ? 2 : (channels > 16 ? 1 : 0));
+    for (std::uint32_t c = 0; c < channels; ++c) {
+      EXPECT_EQ(view.channel_ids[c], c);
+      EXPECT_EQ(view.channels[c].end_off_ns, gpu.Stop(static_cast<int>(c)) - gpu.base);
+    }
+  }
+  EXPECT_EQ(Records().snapshot().corrupt[static_cast<int>(profiler::CorruptReason::kContinuation)],
+            0u);
+}
+
+TEST_P(ReplayTest, AllToAllArrivesAsPerPeerSendRecvAndUint8AsUnknown) {
+  ProxyThread proxy;
+  ReplayProcess process(Plugin(), version());
+  const std::uint64_t id = NextCommId();
+  ReplayComm comm(process, id, "a2a", 1, 4, 2, &proxy);
+  ASSERT_TRUE(comm.Init());
+  comm.AllToAll(1000, "ncclBfloat16");
+  comm.AllToAll(1000, "ncclBfloat16");
+  CollSpec uint8;
+  uint8.datatype = "Unknown";  // what NCCL 2.28-2.30 send for ncclUint8
+  uint8.count = 12345;
+  comm.Collective(uint8, 0);
+  proxy.Drain();
+  ASSERT_TRUE(WaitForOps(id, 17));
+  int sends = 0;
+  int unknown = 0;
+  std::map<std::pair<int, int>, std::set<std::uint64_t>> seq_by_peer;
+  for (const profiler::OpView& view : Records().OpsOf(id)) {
+    const ncclscope_op_record& op = view.op;
+    if (op.kind == NCCLSCOPE_KIND_P2P) {
+      EXPECT_TRUE(op.func == NCCLSCOPE_FUNC_SEND || op.func == NCCLSCOPE_FUNC_RECV);
+      EXPECT_EQ(op.bytes, 2000u);
+      EXPECT_EQ(op.algo, NCCLSCOPE_ALGO_NONE);
+      EXPECT_EQ(op.proto, NCCLSCOPE_PROTO_NONE);
+      EXPECT_NE(op.flags & NCCLSCOPE_OP_P2P_SEQ_PER_PEER, 0);
+      EXPECT_NE(op.flags & NCCLSCOPE_OP_GPU_TIMING, 0);
+      sends += op.func == NCCLSCOPE_FUNC_SEND;
+      seq_by_peer[{op.func, op.peer}].insert(op.seq);
+    } else {
+      ++unknown;
+      EXPECT_EQ(op.datatype, NCCLSCOPE_DT_UNKNOWN);
+      EXPECT_EQ(op.bytes, 12345u);
+      EXPECT_NE(op.flags & NCCLSCOPE_OP_DATATYPE_ASSUMED, 0);
+    }
+  }
+  EXPECT_EQ(sends, 8);
+  EXPECT_EQ(unknown, 1);
+  EXPECT_EQ(seq_by_peer.size(), 8u);  // Send and Recv to each of 4 peers
+  for (const auto& [key, seqs] : seq_by_peer) {
+    EXPECT_EQ(seqs, (std::set<std::uint64_t>{0, 1})) << key.first << "/" << key.second;
+  }
+}
+
+TEST_P(ReplayTest, CopyEngineCollectivesOnlyThroughV6) {
+  ReplayProcess process(Plugin(), version());
+  const std::uint64_t id = NextCommId();
+  ReplayComm comm(process, id, "ce", 1, 8, 0, nullptr);
+  ASSERT_TRUE(comm.Init());
+  comm.CeCollective("AlltoAll", 4096, "ncclFloat32", 7);
+  CollSpec marker;
+  comm.Collective(marker, 1);
+  ASSERT_TRUE(WaitForOps(id, version() >= 6 ? 2 : 1));
+  std::size_t ce = 0;
+  for (const profiler::OpView& view : Records().OpsOf(id)) {
+    if (view.op.kind != NCCLSCOPE_KIND_CE) continue;
+    ++ce;
+    EXPECT_EQ(view.op.func, NCCLSCOPE_FUNC_ALL_TO_ALL);
+    EXPECT_EQ(view.op.seq, 7u);
+    EXPECT_EQ(view.op.bytes, 4096u * 4);
+    EXPECT_EQ(view.op.flags & NCCLSCOPE_OP_GPU_TIMING, 0);
+  }
+  EXPECT_EQ(ce, version() >= 6 ? 1u : 0u);
+}
+
+TEST_P(ReplayTest, GraphReplaysWithoutKernelChStillCount) {
+  ReplayProcess process(Plugin(), version());
+  const std::uint64_t id = NextCommId();
+  ReplayComm comm(process, id, "graph", 1, 2, 0, nullptr);
+  ASSERT_TRUE(comm.Init());
+  CollSpec graph;
+  graph.kernel_events = false;  // a CUDA graph replay whose plan NCCL gives no KernelCh
+  for (std::uint64_t seq = 0; seq < 3; ++seq) comm.Collective(graph, seq);
+  // Completed by the plugin's maintenance pass once it is sure no KernelCh will come.
+  ASSERT_TRUE(WaitForOps(id, 3, milliseconds(5000)));
+  for (const profiler::OpView& view : Records().OpsOf(id)) {
+    EXPECT_EQ(view.op.flags & NCCLSCOPE_OP_GPU_TIMING, 0);
+    EXPECT_EQ(view.op.flags & NCCLSCOPE_OP_FLUSHED, 0);
+  }
+  // From then on the communicator's ops complete at their stop, without waiting.
+  comm.Collective(graph, 3);
+  ASSERT_TRUE(WaitForOps(id, 4, milliseconds(1000)));
+  bool found = false;
+  for (const profiler::OpView& view : Records().OpsOf(id)) {
+    if (view.op.seq != 3) continue;
+    found = true;
+    EXPECT_NE(view.op.flags & NCCLSCOPE_OP_KERNEL_NOT_REQUESTED, 0);
+  }
+  EXPECT_TRUE(found);
+}
+
+TEST_P(ReplayTest, MissingKernelChannelsAreSweptByTheNextCompletedOp) {
+  ProxyThread proxy;
+  ReplayProcess process(Plugin(), version());
+  const std::uint64_t id = NextCommId();
+  ReplayComm comm(process, id, "", 1, 2, 0, &proxy);
+  ASSERT_TRUE(comm.Init());
+  CollSpec short_op;
+  short_op.kernel_channels = 6;  // NCCL announced 8 channels but only 6 report
+  ProxyPlan none;
+  none.enabled = false;
+  comm.Collective(short_op, 0, {}, none);
+  CollSpec normal;
+  comm.Collective(normal, 1, {}, none);
+  ASSERT_TRUE(WaitForOps(id, 2, milliseconds(5000)));
+  for (const profiler::OpView& view : Records().OpsOf(id)) {
+    if (view.op.seq == 0) {
+      EXPECT_EQ(view.op.n_timed, 6);
+      EXPECT_NE(view.op.flags & NCCLSCOPE_OP_GPU_TIMING_PARTIAL, 0);
+    } else {
+      EXPECT_EQ(view.op.n_timed, 8);
+      EXPECT_EQ(view.op.flags & NCCLSCOPE_OP_GPU_TIMING_PARTIAL, 0);
+    }
+  }
+}
+
+TEST_P(ReplayTest, PxnProxyOpsFromAnotherProcessAreNeverDereferenced) {
+  ReplayProcess process(Plugin(), version());
+  const std::uint64_t id = NextCommId();
+  ReplayComm comm(process, id, "", 2, 4, 3, nullptr);
+  ReplayComm other(process, NextCommId(), "", 2, 4, 0, nullptr);
+  ASSERT_TRUE(comm.Init());
+  ASSERT_TRUE(other.Init());
+  const std::uint64_t foreign_before = Counter(NCCLSCOPE_CTR_FOREIGN_PROXY_OPS);
+  ProxyPlan pxn;
+  pxn.pid = getpid() + 4242;  // raised on behalf of a rank in another process
+  // Values from the other process: one looks exactly like one of our own handles.
+  pxn.foreign_context = other.context();
+  pxn.foreign_parent = reinterpret_cast<void*>(0x7f00deadbeef);
+  pxn.steps = 2;
+  CollSpec spec;
+  spec.channels = 2;
+  comm.Collective(spec, 0, {}, pxn);
+  const auto context_value = reinterpret_cast<std::uintptr_t>(other.context());
+  auto ours = [&](const ncclscope_proxy_op_record& p) {
+    return p.origin_pid == getpid() + 4242 && p.origin_context == context_value;
+  };
+  ASSERT_TRUE(Records().PollUntil([&] {
+    std::size_t n = 0;
+    for (const auto& p : Records().proxy_ops) n += ours(p) ? 1 : 0;
+    return n == 4;
+  }));
+  for (const auto& p : Records().proxy_ops) {
+    if (!ours(p)) continue;
+    EXPECT_EQ(p.origin_parent, 0x7f00deadbeefu);
+    EXPECT_NE(p.flags & NCCLSCOPE_PROXY_FOREIGN, 0);
+    EXPECT_EQ(p.flags & NCCLSCOPE_PROXY_PARENT_KNOWN, 0);
+    EXPECT_EQ(p.comm_id, 0u);
+    EXPECT_EQ(p.steps_done, 2);
+    EXPECT_EQ(p.bytes, 2u * 65536);
+  }
+  EXPECT_EQ(Counter(NCCLSCOPE_CTR_FOREIGN_PROXY_OPS), foreign_before + 4);
+}
+
+TEST_P(ReplayTest, AbnormalSequencesAreSurvived) {
+  ProxyThread proxy;
+  ReplayProcess process(Plugin(), version());
+  const std::uint64_t id = NextCommId();
+  ReplayComm comm(process, id, "", 1, 2, 0, &proxy);
+  ASSERT_TRUE(comm.Init());
+  const ProfilerPlugin& p = Plugin();
+  const int v = version();
+  const std::uint64_t invalid_before = Counter(NCCLSCOPE_CTR_INVALID_HANDLE);
+  abi::StateArgsV6 args{};
+  args.kernelCh.pTimer = 123;
+
+  // Stop and record without start: NULL, garbage, a stack address, a stale-looking handle.
+  int local = 0;
+  for (void* bogus :
+       {static_cast<void*>(nullptr), reinterpret_cast<void*>(0x1), static_cast<void*>(&local),
+        reinterpret_cast<void*>(~0ull), reinterpret_cast<void*>(0x1000'0FFF'FFFF'FF00ull),
+        reinterpret_cast<void*>(0x2000'0000'0000'4000ull)}) {
+    EXPECT_EQ(p.Stop(v, bogus), 0);
+    EXPECT_EQ(p.Record(v, bogus, abi::kKernelChStop, &args), 0);
+    EXPECT_EQ(p.Record(v, bogus, abi::kProxyStepSendWait, nullptr), 0);
+  }
+  // Children with NULL or bogus parents.
+  abi::EventDescrV6 d{};
+  d.type = abi::kKernelCh;
+  d.parentObj = nullptr;
+  void* h = reinterpret_cast<void*>(0x5);
+  EXPECT_EQ(p.Start(v, comm.context(), &h, d), 0);
+  EXPECT_EQ(h, nullptr);
+  d.parentObj = &local;
+  EXPECT_EQ(p.Start(v, comm.context(), &h, d), 0);
+  EXPECT_EQ(h, nullptr);
+  d = {};
+  d.type = abi::kProxyStep;
+  EXPECT_EQ(p.Start(v, comm.context(), &h, d), 0);
+  EXPECT_EQ(h, nullptr);
+  d = {};
+  d.type = abi::kProxyOp;
+  d.proxyOp.pid = getpid();
+  d.proxyOp.nSteps = 1;
+  EXPECT_EQ(p.Start(v, comm.context(), &h, d), 0);  // no parent: tracked, parent unknown
+  ASSERT_NE(h, nullptr);
+  EXPECT_EQ(p.Stop(v, h), 0);
+  EXPECT_EQ(p.Stop(v, h), 0);  // stopped twice
+  // Events with a NULL or bogus context.
+  d = {};
+  d.type = abi::kColl;
+  d.coll.func = "AllReduce";
+  EXPECT_EQ(p.Start(v, nullptr, &h, d), 0);
+  EXPECT_EQ(h, nullptr);
+  EXPECT_EQ(p.Start(v, &local, &h, d), 0);
+  EXPECT_EQ(h, nullptr);
+  // Unknown event types and states.
+  d = {};
+  d.type = 1u << 20;
+  EXPECT_EQ(p.Start(v, comm.context(), &h, d), 0);
+  EXPECT_EQ(p.Stop(v, h), 0);
+
+  // Record after stop, double stop, and handles carried across threads.
+  CollSpec spec;
+  spec.channels = 2;
+  EnqueuedOp op = comm.StartColl(spec, 0);
+  ASSERT_NE(op.handle, nullptr);
+  void* kernel = nullptr;
+  std::thread([&] {
+    abi::EventDescrV6 k{};
+    k.type = abi::kKernelCh;
+    k.parentObj = op.handle;
+    k.kernelCh.channelId = 0;
+    k.kernelCh.pTimer = 1000;
+    p.Start(v, comm.context(), &kernel, k);
+  }).join();
+  ASSERT_NE(kernel, nullptr);
+  std::thread([&] {
+    args.kernelCh.pTimer = 5000;
+    p.Record(v, kernel, abi::kKernelChStop, &args);
+    p.Stop(v, kernel);
+    p.Record(v, kernel, abi::kKernelChStop, &args);  // after stop
+    p.Stop(v, kernel);                               // again
+  }).join();
+  std::thread([&] {
+    comm.StopTask(op);
+    comm.StopTask(op);  // Coll stopped twice
+  }).join();
+  abi::EventDescrV6 k1{};
+  k1.type = abi::kKernelCh;
+  k1.parentObj = op.handle;
+  k1.kernelCh.channelId = 1;
+  k1.kernelCh.pTimer = 1200;
+  void* kernel1 = nullptr;
+  p.Start(v, comm.context(), &kernel1, k1);
+  ASSERT_NE(kernel1, nullptr);
+  args.kernelCh.pTimer = 4000;
+  p.Record(v, kernel1, abi::kKernelChStop, &args);
+  p.Stop(v, kernel1);
+  ASSERT_TRUE(WaitForOps(id, 1));
+  const auto ops = Records().OpsOf(id);
+  ASSERT_EQ(ops.size(), 1u);
+  EXPECT_EQ(ops[0].op.gpu_start_ns, 1000u);
+  EXPECT_EQ(ops[0].op.gpu_end_ns, 5000u);
+  EXPECT_EQ(ops[0].n_channels, 2u);
+
+  // The completed op's handles are stale now: late children and stops are refused.
+  p.Stop(v, op.handle);
+  p.Stop(v, kernel);
+  abi::EventDescrV6 late{};
+  late.type = abi::kKernelCh;
+  late.parentObj = op.handle;
+  p.Start(v, comm.context(), &h, late);
+  EXPECT_EQ(h, nullptr);
+  EXPECT_GT(Counter(NCCLSCOPE_CTR_INVALID_HANDLE), invalid_before);
+
+  // The communicator still records normally afterwards.
+  comm.Collective(spec, 1);
+  proxy.Drain();
+  ASSERT_TRUE(WaitForOps(id, 2));
+  // Finalize twice, and with a bogus context: no effect, no crash.
+  void* context = comm.context();
+  comm.Finalize();
+  EXPECT_EQ(p.Finalize(v, context), 0);
+  EXPECT_EQ(p.Finalize(v, &local), 0);
+  // Events on the finalized context are refused.
+  d = {};
+  d.type = abi::kColl;
+  d.coll.func = "AllReduce";
+  EXPECT_EQ(p.Start(v, context, &h, d), 0);
+  EXPECT_EQ(h, nullptr);
+}
+
+TEST_P(ReplayTest, DestroyingACommWithEventsInFlightFlushesThemFast) {
+  ProxyThread proxy;
+  ReplayProcess process(Plugin(), version());
+  const std::uint64_t id = NextCommId();
+  auto comm = std::make_unique<ReplayComm>(process, id, "", 2, 2, 0, &proxy);
+  ASSERT_TRUE(comm->Init());
+  const ProfilerPlugin& p = Plugin();
+  const int v = version();
+  // One op with a started kernel channel and a running network op, then 2000 ops enqueued
+  // behind it whose kernels never report back.
+  CollSpec spec;
+  EnqueuedOp running = comm->StartColl(spec, 2000);
+  abi::EventDescrV6 d{};
+  d.type = abi::kKernelCh;
+  d.parentObj = running.handle;
+  d.kernelCh.pTimer = 77;
+  void* kernel = nullptr;
+  p.Start(v, comm->context(), &kernel, d);
+  d = {};
+  d.type = abi::kProxyOp;
+  d.parentObj = running.handle;
+  d.proxyOp.pid = getpid();
+  d.proxyOp.isSend = 1;
+  void* net = nullptr;
+  p.Start(v, comm->context(), &net, d);
+  ASSERT_NE(kernel, nullptr);
+  ASSERT_NE(net, nullptr);
+  for (std::uint64_t seq = 0; seq < 2000; ++seq) comm->StopTask(comm->StartColl(spec, seq));
+
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(p.Finalize(v, comm->context()), 0);
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  EXPECT_LT(elapsed, milliseconds(50))
+      << "finalize took " << std::chrono::duration<double, std::milli>(elapsed).count() << " ms";
+  // NCCL's threads still holding handles call on: survived, refused.
+  abi::StateArgsV6 args{};
+  args.kernelCh.pTimer = 99;
+  EXPECT_EQ(p.Record(v, kernel, abi::kKernelChStop, &args), 0);
+  EXPECT_EQ(p.Stop(v, kernel), 0);
+  EXPECT_EQ(p.Stop(v, net), 0);
+  EXPECT_EQ(p.Stop(v, running.handle), 0);
+
+  ASSERT_TRUE(WaitForOps(id, 2001));
+  std::size_t flushed = 0;
+  for (const profiler::OpView& view : Records().OpsOf(id)) {
+    flushed += (view.op.flags & NCCLSCOPE_OP_FLUSHED) != 0 ? 1 : 0;
+  }
+  EXPECT_EQ(flushed, 2001u);
+  ASSERT_TRUE(Records().PollUntil([&] {
+    for (const auto& f : Records().finalizes) {
+      if (f.comm_id == id) return f.ops_flushed == 2001;
+    }
+    return false;
+  }));
+  bool net_flushed = false;
+  for (const auto& rec : Records().ProxyOpsOf(id)) {
+    net_flushed = net_flushed || (rec.flags & NCCLSCOPE_PROXY_FLUSHED) != 0;
+  }
+  EXPECT_TRUE(net_flushed);
+}
+
+TEST_P(ReplayTest, ThousandsOfCommunicators) {
+  ReplayProcess process(Plugin(), version());
+  const std::uint64_t without_slot = Counter(NCCLSCOPE_CTR_COMMS_WITHOUT_SLOT);
+  std::vector<std::unique_ptr<ReplayComm>> comms;
+  std::vector<std::uint64_t> ids;
+  for (int i = 0; i < 3000; ++i) {
+    ids.push_back(NextCommId());
+    comms.push_back(std::make_unique<ReplayComm>(process, ids.back(), "c" + std::to_string(i), 1, 8,
+                                                 i % 8, nullptr));
+    ASSERT_TRUE(comms.back()->Init()) << i;
+  }
+  CollSpec spec;
+  spec.channels = 1;
+  for (auto& comm : comms) comm->Collective(spec, 0);
+  for (auto& comm : comms) comm->Finalize();
+  ASSERT_TRUE(Records().PollUntil([&] {
+    std::size_t n = 0;
+    const std::set<std::uint64_t> wanted(ids.begin(), ids.end());
+    for (const auto& op : Records().ops) n += wanted.count(op.op.comm_id);
+    return n == 3000;
+  }));
+  // The comm table has 256 slots by default; the rest are still recorded, and counted.
+  EXPECT_GE(Counter(NCCLSCOPE_CTR_COMMS_WITHOUT_SLOT), without_slot + 3000 - 256);
+}
+
+TEST(ControlsTest, AgentControlsChangeTheNcclMaskAndFilter) {
+  ASSERT_TRUE(kEnvironment);
+  ReplayProcess process(Plugin(), 6);
+  const std::uint64_t id = NextCommId();
+  ReplayComm comm(process, id, "", 1, 2, 0, nullptr);
+  ASSERT_TRUE(comm.Init());
+  ASSERT_NE(*ReplayProcess::mask() & abi::kKernelCh, 0);
+  const std::string ring = OnlyRing(RingDir().path());
+  ASSERT_FALSE(ring.empty());
+  std::string reason;
+  auto file = profiler::RingFile::Open(ring, &reason);
+  ASSERT_NE(file, nullptr) << reason;
+
+  ncclscope_controls controls{};
+  controls.event_mask = abi::kColl | abi::kP2p;
+  controls.min_bytes = 1000;
+  controls.duty_period_ns = 10'000'000'000ull;
+  controls.kernel_duty_pm = 1000;
+  controls.proxy_duty_pm = 1000;
+  ASSERT_TRUE(file->WriteControls(controls));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  while ((ReplayProcess::MaskSnapshot() & abi::kKernelCh) != 0 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  EXPECT_EQ(ReplayProcess::MaskSnapshot() & (abi::kKernelCh | abi::kProxyOp), 0);
+  profiler::RingHeaderSnapshot header;
+  ASSERT_TRUE(file->ReadHeader(&header));
+  EXPECT_NE(header.applied_control_seq, 0u);
+  // The job pinned proxy duty through its environment.
+  EXPECT_NE(header.pinned_controls & NCCLSCOPE_CONTROL_PROXY_DUTY, 0u);
+
+  const std::uint64_t filtered = Counter(NCCLSCOPE_CTR_OPS_FILTERED);
+  CollSpec small;
+  small.count = 10;  // 40 bytes < 1000
+  comm.Collective(small, 0);
+  CollSpec big;
+  comm.Collective(big, 1);
+  ASSERT_TRUE(WaitForOps(id, 1));
+  EXPECT_EQ(Counter(NCCLSCOPE_CTR_OPS_FILTERED), filtered + 1);
+  const auto ops = Records().OpsOf(id);
+  ASSERT_EQ(ops.size(), 1u);
+  EXPECT_EQ(ops[0].op.seq, 1u);
+  EXPECT_NE(ops[0].op.flags & NCCLSCOPE_OP_KERNEL_NOT_REQUESTED, 0);
+
+  // A duty cycle: KernelCh on for half of every 200 ms.
+  controls.event_mask = abi::kColl | abi::kP2p | abi::kKernelCh;
+  controls.min_bytes = 0;
+  controls.duty_period_ns = 200'000'000;
+  controls.kernel_duty_pm = 500;
+  ASSERT_TRUE(file->WriteControls(controls));
+  bool seen_on = false;
+  bool seen_off = false;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  while (!(seen_on && seen_off) && std::chrono::steady_clock::now() < until) {
+    ((ReplayProcess::MaskSnapshot() & abi::kKernelCh) != 0 ? seen_on : seen_off) = true;
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  EXPECT_TRUE(seen_on);
+  EXPECT_TRUE(seen_off);
+
+  // Back to the defaults for whatever runs next in this process.
+  controls.event_mask =
+      abi::kColl | abi::kP2p | abi::kKernelCh | abi::kProxyOp | abi::kProxyStep | abi::kCeColl;
+  controls.duty_period_ns = 10'000'000'000ull;
+  controls.kernel_duty_pm = 1000;
+  ASSERT_TRUE(file->WriteControls(controls));
+  const int restored = abi::kKernelCh | abi::kProxyOp | abi::kProxyStep;
+  const auto back = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  while ((ReplayProcess::MaskSnapshot() & restored) != restored &&
+         std::chrono::steady_clock::now() < back) {
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  EXPECT_EQ(ReplayProcess::MaskSnapshot() & restored, restored);
+}
+
+TEST(GpuIdentityTest, TakenFromAnAlreadyLoadedCudaDriver) {
+  ASSERT_TRUE(kEnvironment);
+  // What a CUDA program has loaded before NCCL initializes a communicator.
+  void* cuda = dlopen(NCCLSCOPE_FAKE_LIBCUDA, RTLD_NOW | RTLD_GLOBAL);
+  ASSERT_NE(cuda, nullptr) << dlerror();
+  ReplayProcess process(Plugin(), 5);
+  const std::uint64_t id = NextCommId();
+  ReplayComm comm(process, id, "gpu", 1, 2, 0, nullptr);
+  ASSERT_TRUE(comm.Init());
+  ASSERT_TRUE(Records().PollUntil([&] {
+    for (const auto& init : Records().inits) {
+      if (init.comm_id == id) return true;
+    }
+    return false;
+  }));
+  for (const auto& init : Records().inits) {
+    if (init.comm_id != id) continue;
+    EXPECT_EQ(init.cuda_device, 3);
+    EXPECT_STREQ(init.gpu_uuid, "GPU-03132333-4353-6373-8393-a3b3c3d3e3f3");
+    EXPECT_STREQ(init.pci_bus_id, "0000:19:00.0");
+  }
+  bool in_table = false;
+  for (const profiler::LiveComm& live : Records().snapshot().comms) {
+    if (live.slot.comm_id != id) continue;
+    in_table = true;
+    EXPECT_EQ(live.slot.gpu_uuid, "GPU-03132333-4353-6373-8393-a3b3c3d3e3f3");
+    EXPECT_EQ(live.slot.name, "gpu");
+    EXPECT_EQ(live.pid, getpid());
+  }
+  EXPECT_TRUE(in_table);
+}
+
+}  // namespace
+}  // namespace ncclscope::testing

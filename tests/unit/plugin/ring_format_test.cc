@@ -1,0 +1,328 @@
+// The ring format end to end at the byte level: the plugin's writer against the agent's validating
+// reader, including every way a ring can be wrong (it is another process's file: untrusted).
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "agent/profiler/ring_file.h"
+#include "plugin/ring/ring_writer.h"
+#include "tests/support/ring_records.h"
+#include "tests/support/temp_dir.h"
+
+namespace ncclscope::testing {
+namespace {
+
+using profiler::CorruptReason;
+using profiler::RingFile;
+
+struct Collect : profiler::RecordSink {
+  std::vector<profiler::OpView> ops;
+  std::vector<ncclscope_proxy_op_record> proxy;
+  std::vector<ncclscope_comm_init_record> inits;
+  std::vector<ncclscope_comm_finalize_record> finals;
+  void OnCommInit(const profiler::RingOrigin&, const ncclscope_comm_init_record& r) override {
+    inits.push_back(r);
+  }
+  void OnCommFinalize(const profiler::RingOrigin&,
+                      const ncclscope_comm_finalize_record& r) override {
+    finals.push_back(r);
+  }
+  void OnOp(const profiler::RingOrigin&, const profiler::OpView& v) override { ops.push_back(v); }
+  void OnProxyOp(const profiler::RingOrigin&, const ncclscope_proxy_op_record& r) override {
+    proxy.push_back(r);
+  }
+};
+
+ncclscope_op_record MakeOp(std::uint64_t seq, std::uint32_t channels = 0) {
+  ncclscope_op_record op;
+  std::memset(&op, 0, sizeof(op));
+  op.h.type = NCCLSCOPE_REC_OP;
+  op.comm_id = 0xAB;
+  op.seq = seq;
+  op.count = 256;
+  op.datatype = NCCLSCOPE_DT_FLOAT32;
+  op.bytes = 1024;
+  op.kind = NCCLSCOPE_KIND_COLL;
+  op.func = NCCLSCOPE_FUNC_ALL_REDUCE;
+  op.algo = NCCLSCOPE_ALGO_RING;
+  op.proto = NCCLSCOPE_PROTO_LL;
+  op.n_channels = static_cast<std::uint8_t>(channels);
+  if (channels != 0) {
+    op.flags = NCCLSCOPE_OP_GPU_TIMING;
+    op.channel_mask = channels >= 64 ? ~0ull : (1ull << channels) - 1;
+    op.n_timed = static_cast<std::uint8_t>(channels);
+    op.n_inline = static_cast<std::uint8_t>(channels < 16 ? channels : 16);
+    op.gpu_start_ns = 1000;
+    op.gpu_end_ns = 1000 + 100 * channels;
+    for (std::uint32_t c = 0; c < op.n_inline; ++c) op.ch[c] = {c, 100 * (c + 1)};
+  }
+  return op;
+}
+
+class RingFormatTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ring::RingGeometry geometry;
+    geometry.lanes = 2;
+    geometry.lane_capacity = 16;
+    geometry.comm_slots = 4;
+    std::string error;
+    ASSERT_TRUE(writer_.Create(dir_.path(), geometry, {"host-a", "9.9", "job-7"}, &error)) << error;
+  }
+
+  std::unique_ptr<RingFile> Open() {
+    std::string reason;
+    auto file = RingFile::Open(writer_.path(), &reason);
+    EXPECT_NE(file, nullptr) << reason;
+    return file;
+  }
+
+  void Write(ncclscope_op_record op, std::uint32_t lane = 0) {
+    ASSERT_TRUE(writer_.Write(&op, 1, lane));
+  }
+
+  // The raw bytes of lane `lane`'s slot `slot` in the writer's mapping.
+  unsigned char* Slot(std::uint32_t lane, std::uint32_t slot) {
+    auto* base = reinterpret_cast<unsigned char*>(writer_.header());
+    return base + writer_.header()->data_offset +
+           (static_cast<std::size_t>(lane) * 16 + slot) * NCCLSCOPE_RECORD_SIZE;
+  }
+  ncclscope_lane* Lane(std::uint32_t lane) {
+    auto* base = reinterpret_cast<unsigned char*>(writer_.header());
+    return reinterpret_cast<ncclscope_lane*>(base + writer_.header()->lanes_offset +
+                                             lane * NCCLSCOPE_LANE_SIZE);
+  }
+
+  TempDir dir_;
+  ring::RingWriter writer_;
+};
+
+TEST_F(RingFormatTest, RecordsRoundTripWithTheirOrigin) {
+  Write(MakeOp(1, 3));
+  ncclscope_proxy_op_record net;
+  std::memset(&net, 0, sizeof(net));
+  net.h.type = NCCLSCOPE_REC_PROXY_OP;
+  net.comm_id = 0xAB;
+  net.bytes = 4096;
+  net.channel = 5;
+  net.is_send = 1;
+  net.start_ns = 10;
+  net.end_ns = 20;
+  ASSERT_TRUE(writer_.Write(&net, 1, 1));
+  auto file = Open();
+  ASSERT_NE(file, nullptr);
+  EXPECT_EQ(file->origin().hostname, "host-a");
+  EXPECT_EQ(file->origin().job_id, "job-7");
+  EXPECT_EQ(file->origin().pid, getpid());
+  Collect sink;
+  const profiler::DrainStats stats = file->Drain(sink);
+  EXPECT_EQ(stats.records, 2u);
+  ASSERT_EQ(sink.ops.size(), 1u);
+  EXPECT_EQ(sink.ops[0].op.seq, 1u);
+  EXPECT_EQ(sink.ops[0].n_channels, 3u);
+  EXPECT_EQ(sink.ops[0].channels[2].end_off_ns, 300u);
+  ASSERT_EQ(sink.proxy.size(), 1u);
+  EXPECT_EQ(sink.proxy[0].bytes, 4096u);
+  // Consumed: a second drain finds nothing, and neither does a restarted reader.
+  EXPECT_EQ(file->Drain(sink).records, 0u);
+  EXPECT_EQ(Open()->Drain(sink).records, 0u);
+}
+
+TEST_F(RingFormatTest, FullLanesDropAndCountInsteadOfOverwriting) {
+  // 2 lanes x 16: the writer spills into the second lane, then drops.
+  for (int i = 0; i < 40; ++i) {
+    auto op = MakeOp(static_cast<std::uint64_t>(i));
+    writer_.Write(&op, 1, 0);
+  }
+  auto file = Open();
+  profiler::RingHeaderSnapshot header;
+  ASSERT_TRUE(file->ReadHeader(&header));
+  EXPECT_EQ(header.dropped_ring_full, 8u);
+  Collect sink;
+  EXPECT_EQ(file->Drain(sink).records, 32u);
+  // The oldest records survive (nothing was overwritten): seq 0..31.
+  std::vector<std::uint64_t> seqs;
+  for (const auto& v : sink.ops) seqs.push_back(v.op.seq);
+  std::sort(seqs.begin(), seqs.end());
+  EXPECT_EQ(seqs.front(), 0u);
+  EXPECT_EQ(seqs.back(), 31u);
+  // Space is reusable once consumed.
+  auto op = MakeOp(99);
+  EXPECT_TRUE(writer_.Write(&op, 1, 0));
+}
+
+TEST_F(RingFormatTest, BusyLanesCountAsContention) {
+  Lane(0)->busy = 1;
+  Lane(1)->busy = 1;
+  auto op = MakeOp(1);
+  EXPECT_FALSE(writer_.Write(&op, 1, 0));
+  EXPECT_EQ(writer_.header()->counters[NCCLSCOPE_CTR_DROPPED_CONTENTION], 1u);
+  Lane(1)->busy = 0;
+  EXPECT_TRUE(writer_.Write(&op, 1, 0));
+}
+
+TEST_F(RingFormatTest, CorruptRecordsAreSkippedAndCountedByReason) {
+  for (int i = 0; i < 7; ++i) Write(MakeOp(static_cast<std::uint64_t>(i), 2));
+  // 0: flipped bit -> checksum. 1: stale position -> position. 2: unknown type, 3: bad func,
+  // 4: bytes that do not match count x size, both with a correct checksum. 5, 6 stay valid.
+  Slot(0, 0)[40] ^= 0x01;
+  auto rewrite = [&](std::uint32_t slot, auto&& change) {
+    ncclscope_op_record op;
+    std::memcpy(&op, Slot(0, slot), sizeof(op));
+    change(op);
+    op.h.checksum = 0;
+    op.h.checksum = ncclscope_checksum(&op, sizeof(op));
+    std::memcpy(Slot(0, slot), &op, sizeof(op));
+  };
+  rewrite(1, [](ncclscope_op_record& op) { op.h.position = 17; });
+  rewrite(2, [](ncclscope_op_record& op) { op.h.type = 77; });
+  rewrite(3, [](ncclscope_op_record& op) { op.func = 200; });
+  rewrite(4, [](ncclscope_op_record& op) { op.bytes = 5; });
+  auto file = Open();
+  Collect sink;
+  const profiler::DrainStats stats = file->Drain(sink);
+  EXPECT_EQ(stats.corrupt[static_cast<int>(CorruptReason::kChecksum)], 1u);
+  EXPECT_EQ(stats.corrupt[static_cast<int>(CorruptReason::kPosition)], 1u);
+  EXPECT_EQ(stats.corrupt[static_cast<int>(CorruptReason::kType)], 1u);
+  EXPECT_EQ(stats.corrupt[static_cast<int>(CorruptReason::kField)], 2u);
+  ASSERT_EQ(sink.ops.size(), 2u);
+  EXPECT_EQ(sink.ops[0].op.seq, 5u);
+  EXPECT_EQ(sink.ops[1].op.seq, 6u);
+}
+
+TEST_F(RingFormatTest, ContinuationsMustMatchTheirOp) {
+  // An op announcing 20 timed channels needs one continuation record right behind it.
+  unsigned char buffer[2 * NCCLSCOPE_RECORD_SIZE] = {};
+  ncclscope_op_record op = MakeOp(3, 20);
+  op.n_continuations = 1;
+  std::memcpy(buffer, &op, sizeof(op));
+  ncclscope_op_channels_record cont;
+  std::memset(&cont, 0, sizeof(cont));
+  cont.h.type = NCCLSCOPE_REC_OP_CHANNELS;
+  cont.comm_id = op.comm_id;
+  cont.seq = op.seq;
+  cont.part = 1;
+  cont.first = 16;
+  cont.n = 4;
+  for (std::uint32_t i = 0; i < 4; ++i) cont.ch[i] = {i, 1000 + i};
+  std::memcpy(buffer + NCCLSCOPE_RECORD_SIZE, &cont, sizeof(cont));
+  ASSERT_TRUE(writer_.Write(buffer, 2, 0));
+  cont.seq = 4;  // belongs to another op
+  op.seq = 4;
+  std::memcpy(buffer, &op, sizeof(op));
+  cont.seq = 999;
+  std::memcpy(buffer + NCCLSCOPE_RECORD_SIZE, &cont, sizeof(cont));
+  ASSERT_TRUE(writer_.Write(buffer, 2, 0));
+  auto file = Open();
+  Collect sink;
+  const profiler::DrainStats stats = file->Drain(sink);
+  ASSERT_EQ(sink.ops.size(), 2u);
+  EXPECT_EQ(sink.ops[0].n_channels, 20u);
+  EXPECT_EQ(sink.ops[0].channel_ids[19], 19);
+  EXPECT_EQ(sink.ops[0].channels[19].end_off_ns, 1003u);
+  EXPECT_EQ(sink.ops[1].n_channels, 16u);  // delivered with what could be trusted
+  EXPECT_EQ(stats.corrupt[static_cast<int>(CorruptReason::kContinuation)], 2u);
+}
+
+TEST_F(RingFormatTest, NonsensicalLaneCursorsAreResynced) {
+  Write(MakeOp(1));
+  Lane(0)->head = 1'000'000;  // a writer gone wild
+  auto file = Open();
+  Collect sink;
+  EXPECT_EQ(file->Drain(sink).lane_resyncs, 1u);
+  EXPECT_EQ(Lane(0)->tail, 1'000'000u);
+  // And a consumer gone wild: the writer does not trust a tail beyond head and uses another lane.
+  Lane(1)->tail = 5;
+  auto op = MakeOp(2);
+  EXPECT_TRUE(writer_.Write(&op, 1, 1));
+  EXPECT_EQ(Lane(1)->head, 0u);
+  EXPECT_EQ(Lane(0)->head, 1'000'001u);
+  EXPECT_EQ(file->Drain(sink).records, 1u);
+  EXPECT_EQ(sink.ops.back().op.seq, 2u);
+}
+
+TEST_F(RingFormatTest, BadHeadersAreRejectedWithAReason) {
+  const std::string path = writer_.path();
+  auto patch = [&](std::size_t offset, std::uint64_t value, std::size_t size) {
+    auto* bytes = reinterpret_cast<unsigned char*>(writer_.header());
+    std::memcpy(bytes + offset, &value, size);
+  };
+  auto reason_of = [&] {
+    std::string reason;
+    auto file = RingFile::Open(path, &reason);
+    return file == nullptr ? reason : std::string("accepted");
+  };
+  EXPECT_EQ(reason_of(), "accepted");
+  patch(offsetof(ncclscope_ring_header, magic), 0x1234, 8);
+  EXPECT_EQ(reason_of(), "magic");
+  patch(offsetof(ncclscope_ring_header, magic), NCCLSCOPE_RING_MAGIC, 8);
+  patch(offsetof(ncclscope_ring_header, version), 2, 4);
+  EXPECT_EQ(reason_of(), "version");
+  patch(offsetof(ncclscope_ring_header, version), NCCLSCOPE_RING_VERSION, 4);
+  patch(offsetof(ncclscope_ring_header, record_size), 128, 4);
+  EXPECT_EQ(reason_of(), "format");
+  patch(offsetof(ncclscope_ring_header, record_size), NCCLSCOPE_RECORD_SIZE, 4);
+  patch(offsetof(ncclscope_ring_header, lane_capacity), 17, 4);
+  EXPECT_EQ(reason_of(), "geometry");
+  patch(offsetof(ncclscope_ring_header, lane_capacity), 16, 4);
+  patch(offsetof(ncclscope_ring_header, lane_count), 100000, 4);
+  EXPECT_EQ(reason_of(), "geometry");
+  patch(offsetof(ncclscope_ring_header, lane_count), 2, 4);
+  EXPECT_EQ(reason_of(), "accepted");
+  ASSERT_EQ(::truncate(path.c_str(), 8192), 0);
+  EXPECT_EQ(reason_of(), "size");
+  std::string reason;
+  EXPECT_EQ(RingFile::Open(dir_.path() + "/absent.ring", &reason), nullptr);
+  EXPECT_EQ(reason, "open");
+}
+
+TEST_F(RingFormatTest, TruncationUnderTheReaderBreaksTheRingNotTheAgent) {
+  Write(MakeOp(1));
+  auto file = Open();
+  ASSERT_NE(file, nullptr);
+  ASSERT_EQ(::truncate(writer_.path().c_str(), 4096), 0);  // the owner shrinks its file
+  Collect sink;
+  file->Drain(sink);  // would be SIGBUS without the guard
+  EXPECT_FALSE(file->healthy());
+  profiler::RingHeaderSnapshot header;
+  EXPECT_FALSE(file->ReadHeader(&header));
+  EXPECT_TRUE(file->ReadCommTable().empty());
+}
+
+TEST_F(RingFormatTest, OwnerLivenessFollowsTheWritersLock) {
+  auto file = Open();
+  EXPECT_TRUE(file->OwnerAlive());
+  writer_.Close();  // the process is gone: its flock with it
+  EXPECT_FALSE(file->OwnerAlive());
+  EXPECT_FALSE(file->OwnerAlive());
+}
+
+TEST_F(RingFormatTest, ControlsUseASeqlock) {
+  auto file = Open();
+  ncclscope_controls controls{};
+  controls.event_mask = 0x42;
+  controls.min_bytes = 4096;
+  ASSERT_TRUE(file->WriteControls(controls));
+  EXPECT_EQ(writer_.header()->controls.seq, 2u);
+  EXPECT_EQ(writer_.header()->controls.event_mask, 0x42u);
+  EXPECT_EQ(writer_.header()->controls.min_bytes, 4096u);
+  ASSERT_TRUE(file->WriteControls(controls));
+  EXPECT_EQ(writer_.header()->controls.seq, 4u);
+}
+
+TEST(RingGeometryTest, RecordBytesBecomePowerOfTwoLanes) {
+  const auto g = ring::RingGeometry::ForRecordBytes(8u << 20, 16, 256);
+  EXPECT_EQ(g.lane_capacity, 2048u);
+  EXPECT_EQ(ring::RingGeometry::ForRecordBytes(65536, 1, 4).lane_capacity, 256u);
+  EXPECT_EQ(ring::RingGeometry::ForRecordBytes(1000, 4, 4).lane_capacity, 16u);
+  EXPECT_EQ(g.FileSize(), 4096u + 256 * 512 + 4096 + (8u << 20));
+}
+
+}  // namespace
+}  // namespace ncclscope::testing

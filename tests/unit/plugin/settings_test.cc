@@ -1,0 +1,96 @@
+// The plugin's settings: parsers, the controls file, environment precedence and pins.
+
+#include "plugin/src/settings.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "plugin/ring/ncclscope_ring.h"
+
+namespace ncclscope::plugin {
+namespace {
+
+EnvLookup Env(std::map<std::string, std::string> vars) {
+  return [vars](const char* name) -> std::optional<std::string> {
+    auto it = vars.find(name);
+    if (it == vars.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+TEST(SettingsTest, Parsers) {
+  EXPECT_EQ(ParseBytes("8MiB"), 8u << 20);
+  EXPECT_EQ(ParseBytes("64k"), 65536u);
+  EXPECT_EQ(ParseBytes("1000"), 1000u);
+  EXPECT_EQ(ParseBytes("2GB"), 2000000000u);
+  EXPECT_EQ(ParseBytes("x"), std::nullopt);
+  EXPECT_EQ(ParseBytes("5 parsecs"), std::nullopt);
+  EXPECT_EQ(ParseDurationNs("10s"), 10'000'000'000u);
+  EXPECT_EQ(ParseDurationNs("1m30s"), 90'000'000'000u);
+  EXPECT_EQ(ParseDurationNs("250ms"), 250'000'000u);
+  EXPECT_EQ(ParseDurationNs("10"), std::nullopt);
+  EXPECT_EQ(ParseFractionPm("0.25"), 250u);
+  EXPECT_EQ(ParseFractionPm("1"), 1000u);
+  EXPECT_EQ(ParseFractionPm("12.5%"), 125u);
+  EXPECT_EQ(ParseFractionPm("1.5"), std::nullopt);
+  EXPECT_EQ(ParseFractionPm("-1"), std::nullopt);
+  EXPECT_EQ(ParseEvents("coll,p2p,kernel_ch"), kEventColl | kEventP2p | kEventKernelCh);
+  EXPECT_EQ(ParseEvents("proxy_step"), kEventProxyStep | kEventProxyOp);  // needs its parent
+  EXPECT_EQ(ParseEvents("0x46"), 0x46u);
+  EXPECT_EQ(ParseEvents("none"), 0u);
+  EXPECT_EQ(ParseEvents("all"), kUsableEvents);
+  EXPECT_EQ(ParseEvents("coll,bogus"), std::nullopt);
+  EXPECT_EQ(ParseEvents("0x80"), std::nullopt);  // NetPlugin is not ours to ask for
+}
+
+TEST(SettingsTest, DefaultsRecordEverythingWithGpuTimingAndSampleTheNetwork) {
+  const Settings s = LoadSettings(Env({{"NCCLSCOPE_RING_DIR", "/nonexistent/dir"}}));
+  EXPECT_EQ(s.ring_dir, "/nonexistent/dir");
+  EXPECT_EQ(s.event_mask, kUsableEvents);
+  EXPECT_EQ(s.kernel_duty_pm, 1000u);
+  EXPECT_EQ(s.proxy_duty_pm, 100u);
+  EXPECT_EQ(s.min_bytes, 0u);
+  EXPECT_EQ(s.ring_bytes, 8u << 20);
+  EXPECT_EQ(s.pinned, 0u);
+  EXPECT_TRUE(s.warnings.empty());
+}
+
+TEST(SettingsTest, EnvironmentWinsOverTheControlsFileAndPinsThatControl) {
+  Settings s;
+  ApplyControlsFile(
+      "# agent\nevents=coll,p2p\nmin_bytes=4096\nproxy_duty=50%\nring_size=16MiB\n"
+      "unknown_key=1\n",
+      s);
+  EXPECT_EQ(s.event_mask, kEventColl | kEventP2p);
+  EXPECT_EQ(s.min_bytes, 4096u);
+  EXPECT_EQ(s.proxy_duty_pm, 500u);
+  EXPECT_EQ(s.ring_bytes, 16u << 20);
+  ApplyEnvironment(Env({{"NCCLSCOPE_MIN_BYTES", "0"},
+                        {"NCCLSCOPE_KERNEL_DUTY", "0.5"},
+                        {"SLURM_JOB_ID", "1234"}}),
+                   s);
+  EXPECT_EQ(s.min_bytes, 0u);
+  EXPECT_EQ(s.kernel_duty_pm, 500u);
+  EXPECT_EQ(s.pinned, NCCLSCOPE_CONTROL_MIN_BYTES | NCCLSCOPE_CONTROL_KERNEL_DUTY);
+  EXPECT_EQ(s.job_id, "1234");
+}
+
+TEST(SettingsTest, BadValuesWarnAndKeepTheDefault) {
+  Settings s;
+  ApplyEnvironment(Env({{"NCCLSCOPE_RING_SIZE", "1KiB"},
+                        {"NCCLSCOPE_RING_LANES", "0"},
+                        {"NCCLSCOPE_EVENTS", "everything"},
+                        {"NCCLSCOPE_CLOCK", "sundial"},
+                        {"NCCLSCOPE_DISABLE", "1"}}),
+                   s);
+  EXPECT_EQ(s.ring_bytes, 8u << 20);
+  EXPECT_EQ(s.lanes, 16u);
+  EXPECT_EQ(s.event_mask, kUsableEvents);
+  EXPECT_EQ(s.clock, "auto");
+  EXPECT_TRUE(s.disabled);
+  EXPECT_EQ(s.warnings.size(), 4u);
+}
+
+}  // namespace
+}  // namespace ncclscope::plugin
