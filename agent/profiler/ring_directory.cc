@@ -104,8 +104,8 @@ bool RingDirectory::Poll(RecordSink& sink) {
   DirectorySnapshot& s = snapshot_;
   s.rings_live = s.rings_closed = 0;
   s.comms.clear();
-  s.plugin_counters = retired_counters_;
-  s.dropped_ring_full = retired_dropped_;
+  std::array<std::uint64_t, NCCLSCOPE_COUNTER_MAX> live_counters{};
+  std::uint64_t live_dropped = 0;
 
   auto absorb = [&](const DrainStats& stats) {
     for (std::size_t i = 0; i < stats.by_type.size(); ++i) s.records[i] += stats.by_type[i];
@@ -152,10 +152,10 @@ bool RingDirectory::Poll(RecordSink& sink) {
       it = rings_.erase(it);
       continue;
     }
-    for (std::size_t i = 0; i < s.plugin_counters.size(); ++i) {
-      s.plugin_counters[i] += ring.last_header.counters[i];
+    for (std::size_t i = 0; i < live_counters.size(); ++i) {
+      live_counters[i] += ring.last_header.counters[i];
     }
-    s.dropped_ring_full += ring.last_header.dropped_ring_full;
+    live_dropped += ring.last_header.dropped_ring_full;
     if (ring.last_header.state == NCCLSCOPE_RING_CLOSED) {
       ++s.rings_closed;
     } else {
@@ -167,6 +167,11 @@ bool RingDirectory::Poll(RecordSink& sink) {
     }
     ++it;
   }
+  // Reclaimed rings' final counts plus the live ones: monotonic across reclaims.
+  for (std::size_t i = 0; i < live_counters.size(); ++i) {
+    s.plugin_counters[i] = retired_counters_[i] + live_counters[i];
+  }
+  s.dropped_ring_full = retired_dropped_ + live_dropped;
   return more;
 }
 

@@ -181,8 +181,8 @@ void RingWriter::Count(ncclscope_counter counter, std::uint64_t n) {
       .fetch_add(n, std::memory_order_relaxed);
 }
 
-bool RingWriter::Write(void* records, std::uint32_t count, std::uint32_t lane_hint) {
-  if (header_ == nullptr || count == 0) return false;
+bool RingWriter::Reserve(std::uint32_t count, std::uint32_t lane_hint, Reservation* reservation) {
+  if (header_ == nullptr || count == 0 || count > kMaxGroup) return false;
   const std::uint32_t lanes = geometry_.lanes;
   const std::uint64_t capacity = geometry_.lane_capacity;
   bool saw_full = false;
@@ -196,8 +196,8 @@ bool RingWriter::Write(void* records, std::uint32_t count, std::uint32_t lane_hi
                                       std::memory_order_relaxed)) {
       continue;
     }
-    std::atomic_ref<std::uint64_t> head_ref(lane.head);
-    const std::uint64_t head = head_ref.load(std::memory_order_relaxed);
+    const std::uint64_t head =
+        std::atomic_ref<std::uint64_t>(lane.head).load(std::memory_order_relaxed);
     const std::uint64_t tail =
         std::atomic_ref<std::uint64_t>(lane.tail).load(std::memory_order_acquire);
     // A tail beyond head or more than a lap behind can only come from a broken consumer: treat
@@ -208,21 +208,14 @@ bool RingWriter::Write(void* records, std::uint32_t count, std::uint32_t lane_hi
       saw_full = true;
       continue;  // another lane may have room
     }
-    auto* bytes = static_cast<unsigned char*>(records);
+    unsigned char* lane_data =
+        data_ + static_cast<std::uint64_t>(index) * capacity * NCCLSCOPE_RECORD_SIZE;
     for (std::uint32_t i = 0; i < count; ++i) {
-      unsigned char* record = bytes + static_cast<std::size_t>(i) * NCCLSCOPE_RECORD_SIZE;
-      auto* rh = reinterpret_cast<ncclscope_record_header*>(record);
-      rh->position = head + i;
-      rh->layout = NCCLSCOPE_RECORD_LAYOUT;
-      rh->checksum = 0;
-      rh->checksum = ncclscope_checksum(record, NCCLSCOPE_RECORD_SIZE);
-      const std::uint64_t slot = (head + i) & (capacity - 1);
-      std::memcpy(
-          data_ + (static_cast<std::uint64_t>(index) * capacity + slot) * NCCLSCOPE_RECORD_SIZE,
-          record, NCCLSCOPE_RECORD_SIZE);
+      reservation->slots[i] = lane_data + ((head + i) & (capacity - 1)) * NCCLSCOPE_RECORD_SIZE;
     }
-    head_ref.store(head + count, std::memory_order_release);
-    busy.store(0, std::memory_order_release);
+    reservation->count = count;
+    reservation->lane = index;
+    reservation->head = head;
     return true;
   }
   if (saw_full) {
@@ -233,6 +226,33 @@ bool RingWriter::Write(void* records, std::uint32_t count, std::uint32_t lane_hi
     Count(NCCLSCOPE_CTR_DROPPED_CONTENTION, count);
   }
   return false;
+}
+
+void RingWriter::Commit(const Reservation& reservation) {
+  for (std::uint32_t i = 0; i < reservation.count; ++i) {
+    unsigned char* record = reservation.slots[i];
+    auto* rh = reinterpret_cast<ncclscope_record_header*>(record);
+    rh->position = reservation.head + i;
+    rh->layout = NCCLSCOPE_RECORD_LAYOUT;
+    rh->checksum = 0;
+    rh->checksum = ncclscope_checksum(record, NCCLSCOPE_RECORD_SIZE);
+  }
+  ncclscope_lane& lane = lanes_[reservation.lane];
+  std::atomic_ref<std::uint64_t>(lane.head).store(reservation.head + reservation.count,
+                                                  std::memory_order_release);
+  std::atomic_ref<std::uint32_t>(lane.busy).store(0, std::memory_order_release);
+}
+
+bool RingWriter::Write(const void* records, std::uint32_t count, std::uint32_t lane_hint) {
+  Reservation reservation;
+  if (!Reserve(count, lane_hint, &reservation)) return false;
+  const auto* bytes = static_cast<const unsigned char*>(records);
+  for (std::uint32_t i = 0; i < count; ++i) {
+    std::memcpy(reservation.slots[i], bytes + static_cast<std::size_t>(i) * NCCLSCOPE_RECORD_SIZE,
+                NCCLSCOPE_RECORD_SIZE);
+  }
+  Commit(reservation);
+  return true;
 }
 
 }  // namespace ncclscope::ring

@@ -59,11 +59,25 @@ class RingWriter {
     return index < geometry_.comm_slots ? comm_table_ + index : nullptr;
   }
 
-  // Publishes `count` records (1..4, each NCCLSCOPE_RECORD_SIZE bytes, laid out back to back in
-  // `records`) into consecutive slots of one lane, all or none. Fills in each record's position
-  // and checksum. `lane_hint` is the caller's preferred lane (any value; taken modulo the count).
+  // Room for `count` consecutive records (1..kMaxGroup) in one lane, held until Commit(). The
+  // caller fills every byte of each slot (type and payload; Commit sets layout, position and
+  // checksum). Building in place saves a copy on the hot path.
+  static constexpr std::uint32_t kMaxGroup = 4;
+  struct Reservation {
+    unsigned char* slots[kMaxGroup] = {};
+    std::uint32_t count = 0;
+    std::uint32_t lane = 0;
+    std::uint64_t head = 0;
+  };
+  // False when the records must be dropped (counted: every lane tried full, or busy).
+  bool Reserve(std::uint32_t count, std::uint32_t lane_hint, Reservation* reservation);
+  // Publishes the reserved records (one release store) and frees the lane.
+  void Commit(const Reservation& reservation);
+
+  // Reserve + copy + Commit: publishes `count` records laid out back to back in `records`, all
+  // or none. `lane_hint` is the caller's preferred lane (any value; taken modulo the count).
   // Returns false when the records were dropped (and counted).
-  bool Write(void* records, std::uint32_t count, std::uint32_t lane_hint);
+  bool Write(const void* records, std::uint32_t count, std::uint32_t lane_hint);
 
   // Adds to one of the header's cumulative counters (enum ncclscope_counter).
   void Count(ncclscope_counter counter, std::uint64_t n = 1);

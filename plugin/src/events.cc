@@ -51,33 +51,33 @@ std::uint32_t Saturate32(std::uint64_t value) {
   return value > UINT32_MAX ? UINT32_MAX : static_cast<std::uint32_t>(value);
 }
 
-ProxyOpState* FindProxyOp(const void* handle, HandleKind kind, std::uint32_t* index,
-                          std::uint32_t* sub) {
-  const Handle h = DecodeHandle(handle);
-  if (h.kind != kind) return nullptr;
-  SlotArena& arena = R().proxy_ops;
-  if (h.index >= arena.carved()) return nullptr;
-  auto* po = reinterpret_cast<ProxyOpState*>(arena.At(h.index));
-  if (po->slot.generation.load(std::memory_order_acquire) != h.generation) return nullptr;
-  if (index != nullptr) *index = h.index;
-  if (sub != nullptr) *sub = h.sub;
-  return po;
-}
-
-// Builds and publishes the op's record(s), updates the comm table and frees the op.
+// Builds the op's record(s) in place in the ring, updates the comm table and frees the op.
 void EmitAndFree(OpState* op, std::uint32_t index, std::uint32_t final_state,
-                 std::uint16_t extra_flags) {
+                 std::uint16_t extra_flags, std::uint64_t now = 0) {
   Runtime& r = R();
-  alignas(64) unsigned char buffer[3 * NCCLSCOPE_RECORD_SIZE];
-  std::memset(buffer, 0, NCCLSCOPE_RECORD_SIZE);
-  auto* rec = reinterpret_cast<ncclscope_op_record*>(buffer);
+  // Channels that reported both ends, in ascending channel order; how many records they need.
+  const std::uint64_t mask = Load(op->timed_mask);
+  std::uint32_t timed = 0;
+  for (std::uint64_t m = mask; m != 0; m &= m - 1) ++timed;
+  const std::uint32_t continuations =
+      timed > NCCLSCOPE_OP_INLINE_CHANNELS
+          ? (timed - NCCLSCOPE_OP_INLINE_CHANNELS + NCCLSCOPE_OP_CONT_CHANNELS - 1) /
+                NCCLSCOPE_OP_CONT_CHANNELS
+          : 0;
+  ring::RingWriter::Reservation slots;
+  const bool reserved = r.ring.Reserve(1 + continuations, ThreadLaneHint(), &slots);
+  // Without room the record is dropped (and counted); the stack copy keeps the code path one.
+  alignas(64) unsigned char spare[NCCLSCOPE_RECORD_SIZE];
+  unsigned char* raw = reserved ? slots.slots[0] : spare;
+  std::memset(raw, 0, NCCLSCOPE_RECORD_SIZE);
+  auto* rec = reinterpret_cast<ncclscope_op_record*>(raw);
   rec->h.type = NCCLSCOPE_REC_OP;
   rec->comm_id = Load(op->comm_id);
   rec->seq = Load(op->seq);
   rec->count = Load(op->count);
   rec->bytes = Load(op->bytes);
   rec->enqueue_ns = Load(op->enqueue_ns);
-  rec->complete_ns = clock::Now();
+  rec->complete_ns = now != 0 ? now : clock::Now();
   rec->op_index = Load(op->op_index);
   const std::uint64_t stop_ns = Load(op->enqueue_stop_ns);
   rec->enqueue_dur_ns = stop_ns > rec->enqueue_ns ? Saturate32(stop_ns - rec->enqueue_ns) : 0;
@@ -94,9 +94,6 @@ void EmitAndFree(OpState* op, std::uint32_t index, std::uint32_t final_state,
   std::uint16_t flags = static_cast<std::uint16_t>(Load(op->flags) | extra_flags);
   if ((final_state & kOpEnqueued) == 0) flags |= NCCLSCOPE_OP_NO_ENQUEUE_STOP;
 
-  // GPU times of the channels that reported both ends, in ascending channel order.
-  const std::uint64_t mask = Load(op->timed_mask);
-  std::uint32_t n_records = 1;
   if (mask != 0) {
     std::uint64_t first = UINT64_MAX;
     std::uint64_t last = 0;
@@ -110,28 +107,23 @@ void EmitAndFree(OpState* op, std::uint32_t index, std::uint32_t final_state,
     rec->gpu_start_ns = first;
     rec->gpu_end_ns = last;
     rec->channel_mask = mask;
-    const auto timed = static_cast<std::uint32_t>(__builtin_popcountll(mask));
     rec->n_timed = static_cast<std::uint8_t>(timed);
     flags |= NCCLSCOPE_OP_GPU_TIMING;
     if (timed < rec->n_channels) flags |= NCCLSCOPE_OP_GPU_TIMING_PARTIAL;
-    const std::uint32_t continuations =
-        timed > NCCLSCOPE_OP_INLINE_CHANNELS
-            ? (timed - NCCLSCOPE_OP_INLINE_CHANNELS + NCCLSCOPE_OP_CONT_CHANNELS - 1) /
-                  NCCLSCOPE_OP_CONT_CHANNELS
-            : 0;
     rec->n_continuations = static_cast<std::uint8_t>(continuations);
-    n_records += continuations;
+    rec->n_inline = static_cast<std::uint8_t>(
+        timed < NCCLSCOPE_OP_INLINE_CHANNELS ? timed : NCCLSCOPE_OP_INLINE_CHANNELS);
     ncclscope_op_channels_record* cont = nullptr;
+    std::uint64_t saturated = 0;
     std::uint32_t position = 0;
     for (std::uint64_t m = mask; m != 0; m &= m - 1, ++position) {
       const ChannelTime& ch = op->channels[__builtin_ctzll(m)];
       const std::uint64_t start_off = Load(ch.start) - first;
       const std::uint64_t end_off = Load(ch.stop) - first;
-      if (start_off > UINT32_MAX || end_off > UINT32_MAX) flags |= NCCLSCOPE_OP_TIME_SATURATED;
-      ncclscope_channel_time entry{Saturate32(start_off), Saturate32(end_off)};
+      saturated |= (start_off | end_off) >> 32;
+      const ncclscope_channel_time entry{Saturate32(start_off), Saturate32(end_off)};
       if (position < NCCLSCOPE_OP_INLINE_CHANNELS) {
         rec->ch[position] = entry;
-        rec->n_inline = static_cast<std::uint8_t>(position + 1);
         continue;
       }
       const std::uint32_t part =
@@ -139,9 +131,9 @@ void EmitAndFree(OpState* op, std::uint32_t index, std::uint32_t final_state,
       const std::uint32_t at =
           (position - NCCLSCOPE_OP_INLINE_CHANNELS) % NCCLSCOPE_OP_CONT_CHANNELS;
       if (at == 0) {
-        unsigned char* raw = buffer + part * NCCLSCOPE_RECORD_SIZE;
-        std::memset(raw, 0, NCCLSCOPE_RECORD_SIZE);
-        cont = reinterpret_cast<ncclscope_op_channels_record*>(raw);
+        unsigned char* cont_raw = reserved ? slots.slots[part] : spare;
+        std::memset(cont_raw, 0, NCCLSCOPE_RECORD_SIZE);
+        cont = reinterpret_cast<ncclscope_op_channels_record*>(cont_raw);
         cont->h.type = NCCLSCOPE_REC_OP_CHANNELS;
         cont->comm_id = rec->comm_id;
         cont->seq = rec->seq;
@@ -154,13 +146,20 @@ void EmitAndFree(OpState* op, std::uint32_t index, std::uint32_t final_state,
       cont->ch[at] = entry;
       cont->n = static_cast<std::uint8_t>(at + 1);
     }
+    if (saturated != 0) flags |= NCCLSCOPE_OP_TIME_SATURATED;
   } else if (Load(op->expected_channels) != 0) {
     flags |= NCCLSCOPE_OP_GPU_TIMING_PARTIAL;
   }
+  rec->flags = flags;
+  // What the comm table needs, read before publishing: the slot is the agent's from then on.
+  const std::uint64_t op_index = rec->op_index;
+  const std::uint64_t complete_ns = rec->complete_ns;
+  const std::uint64_t seq = rec->seq;
+  const std::uint32_t func = rec->func;
+  const std::uint32_t comm_slot = rec->comm_slot;
+  if (reserved) r.ring.Commit(slots);
   const bool incomplete =
       (flags & NCCLSCOPE_OP_GPU_TIMING_PARTIAL) != 0 || (extra_flags & NCCLSCOPE_OP_FLUSHED) != 0;
-  rec->flags = flags;
-  r.ring.Write(buffer, n_records, ThreadLaneHint());
   if (incomplete) Count(NCCLSCOPE_CTR_OPS_INCOMPLETE);
 
   // Communicator progress (the agent's in-flight view).
@@ -170,56 +169,31 @@ void EmitAndFree(OpState* op, std::uint32_t index, std::uint32_t final_state,
     if (comm->slot.generation.load(std::memory_order_acquire) == Load(op->comm_generation)) {
       const std::uint64_t completed =
           comm->ops_completed.fetch_add(1, std::memory_order_relaxed) + 1;
-      if ((final_state & kOpForced) == 0 && mask != 0) {
-        const std::uint64_t next = rec->op_index + 1;
-        if (Load(comm->max_completed_index) < next) Store(comm->max_completed_index, next);
+      if (mask != 0) {
+        // This communicator does get KernelCh events: wait for them from now on.
+        if (Load(comm->kernel_seen) == 0) Store(comm->kernel_seen, 1);
+        if (Load(comm->no_kernel) != 0) Store(comm->no_kernel, 0);
+        if ((final_state & kOpForced) == 0) {
+          const std::uint64_t next = op_index + 1;
+          if (Load(comm->max_completed_index) < next) Store(comm->max_completed_index, next);
+        }
       }
-      if (ncclscope_comm_slot* slot = r.ring.comm_slot(rec->comm_slot)) {
+      if (ncclscope_comm_slot* slot = r.ring.comm_slot(comm_slot)) {
         StoreShared64(slot->ops_completed, completed);
-        StoreShared64(slot->last_complete_ns, rec->complete_ns);
-        StoreShared64(slot->last_complete_seq, rec->seq);
-        StoreShared32(slot->last_complete_func, rec->func);
+        StoreShared64(slot->last_complete_ns, complete_ns);
+        StoreShared64(slot->last_complete_seq, seq);
+        StoreShared32(slot->last_complete_func, func);
       }
     }
   }
 
-  // Return the channel slots to idle for the next occupant, then the op itself.
-  for (std::uint64_t m = Load(op->touched_mask); m != 0; m &= m - 1) {
-    Store(op->channels[__builtin_ctzll(m)].phase, kChannelIdle);
-  }
+  // Channel tags carry the generation: freeing (which bumps it) makes them all idle.
   r.ops.Free(index);
 }
 
 }  // namespace
 
-Runtime& R() {
-  static Runtime* runtime = new Runtime();  // never destroyed: threads may outlive static dtors
-  return *runtime;
-}
-
-CommState* FindComm(const void* context, std::uint32_t* index) {
-  const Handle h = DecodeHandle(context);
-  if (h.kind != HandleKind::kContext) return nullptr;
-  SlotArena& arena = R().comms;
-  if (h.index >= arena.carved()) return nullptr;
-  auto* comm = reinterpret_cast<CommState*>(arena.At(h.index));
-  if (comm->slot.generation.load(std::memory_order_acquire) != h.generation) return nullptr;
-  if (comm->live.load(std::memory_order_acquire) == 0) return nullptr;
-  if (index != nullptr) *index = h.index;
-  return comm;
-}
-
-OpState* FindOp(const void* handle, std::uint32_t* index, std::uint32_t* generation) {
-  const Handle h = DecodeHandle(handle);
-  if (h.kind != HandleKind::kOp && h.kind != HandleKind::kKernelCh) return nullptr;
-  SlotArena& arena = R().ops;
-  if (h.index >= arena.carved()) return nullptr;
-  auto* op = reinterpret_cast<OpState*>(arena.At(h.index));
-  if (op->slot.generation.load(std::memory_order_acquire) != h.generation) return nullptr;
-  if (index != nullptr) *index = h.index;
-  if (generation != nullptr) *generation = h.generation;
-  return op;
-}
+Runtime* const g_runtime = new Runtime();
 
 void StartOp(void* context, void** handle, const OpArgs& args) {
   Runtime& r = R();
@@ -309,10 +283,8 @@ void StartOp(void* context, void** handle, const OpArgs& args) {
   Store(op->n_channels, args.n_channels);
   Store(op->n_warps, args.n_warps);
   Store(op->expected_channels, expected);
-  Store(op->channels_started, 0);
   Store(op->channels_stopped, 0);
   Store(op->timed_mask, 0);
-  Store(op->touched_mask, 0);
   op->state.store(
       generation << kStateGenShift | (expected == 0 ? std::uint32_t{kOpKernelDone} : 0u),
       std::memory_order_release);
@@ -350,20 +322,7 @@ void StartKernelCh(void* /*context*/, void** handle, void* parent, std::uint8_t 
   ChannelTime& ch = op->channels[channel];
   Store(ch.start, ptimer);
   Store(ch.stop, 0);
-  Store(ch.phase, kChannelStarted);
-  Store(op->touched_mask, Load(op->touched_mask) | (1ull << channel));
-  const std::uint32_t started = Load(op->channels_started);
-  Store(op->channels_started, started + 1);
-  if (started == 0) {
-    // First sign of GPU activity for this communicator: it does get KernelCh events.
-    Runtime& r = R();
-    const std::uint32_t comm_index = Load(op->comm_index);
-    if (comm_index < r.comms.carved()) {
-      auto* comm = reinterpret_cast<CommState*>(r.comms.At(comm_index));
-      Store(comm->kernel_events, Load(comm->kernel_events) + 1);
-      if (Load(comm->no_kernel) != 0) Store(comm->no_kernel, 0);
-    }
-  }
+  Store(ch.tag, ChannelTag(generation, kChannelStarted));
   *handle = EncodeHandle(HandleKind::kKernelCh, generation, index, channel);
 }
 
@@ -471,10 +430,11 @@ void StopOp(void* handle) {
     Count(NCCLSCOPE_CTR_INVALID_HANDLE);  // stopped twice
     return;
   }
-  Store(op->enqueue_stop_ns, clock::Now());
+  const std::uint64_t now = clock::Now();
+  Store(op->enqueue_stop_ns, now);
   const std::uint32_t old = SetStateBits(op, generation, kOpEnqueued);
   if (old != UINT32_MAX && !OpComplete(old) && OpComplete(old | kOpEnqueued)) {
-    EmitAndFree(op, index, old | kOpEnqueued, 0);
+    EmitAndFree(op, index, old | kOpEnqueued, 0, now);  // completion observed right now
   }
 }
 
@@ -487,11 +447,11 @@ void StopKernelCh(const Handle& h, void* handle) {
     return;
   }
   ChannelTime& ch = op->channels[h.sub];
-  if (Load(ch.phase) != kChannelStarted) {
-    Count(NCCLSCOPE_CTR_INVALID_HANDLE);
+  if (Load(ch.tag) != ChannelTag(generation, kChannelStarted)) {
+    Count(NCCLSCOPE_CTR_INVALID_HANDLE);  // stopped twice, or never started
     return;
   }
-  Store(ch.phase, kChannelStopped);
+  Store(ch.tag, ChannelTag(generation, kChannelStopped));
   const std::uint64_t stop = Load(ch.stop);
   if (stop != 0 && stop >= Load(ch.start)) {
     Store(op->timed_mask, Load(op->timed_mask) | (1ull << h.sub));
@@ -625,7 +585,7 @@ void RecordEventState(void* handle, int state, const abi::StateArgsV4* args) {
         return;
       }
       ChannelTime& ch = op->channels[h.sub];
-      if (Load(ch.phase) != kChannelStarted) {
+      if (Load(ch.tag) != ChannelTag(h.generation, kChannelStarted)) {
         Count(NCCLSCOPE_CTR_INVALID_HANDLE);  // record after stop
         return;
       }

@@ -13,36 +13,6 @@ struct Name {
   std::uint8_t code;
 };
 
-// Direct-mapped cache of (pointer << 8 | code). One word per entry, so a reader never sees a
-// pointer paired with another entry's code. Pointers above 2^56 (LA57) simply never hit.
-class PointerCache {
- public:
-  template <std::size_t N>
-  std::uint8_t Lookup(const char* name, const Name (&table)[N], std::uint8_t unknown) {
-    if (name == nullptr) return unknown;
-    const auto key = reinterpret_cast<std::uintptr_t>(name);
-    std::atomic<std::uint64_t>& entry = entries_[(key >> 3) % kEntries];
-    const std::uint64_t cached = entry.load(std::memory_order_relaxed);
-    if ((cached >> 8) == (key & kKeyMask) && cached != 0) return static_cast<std::uint8_t>(cached);
-    std::uint8_t code = unknown;
-    for (const Name& n : table) {
-      if (std::strcmp(name, n.text) == 0) {
-        code = n.code;
-        break;
-      }
-    }
-    if ((key & ~kKeyMask) == 0) {
-      entry.store(static_cast<std::uint64_t>(key) << 8 | code, std::memory_order_relaxed);
-    }
-    return code;
-  }
-
- private:
-  static constexpr std::size_t kEntries = 64;
-  static constexpr std::uint64_t kKeyMask = (1ull << 56) - 1;
-  std::atomic<std::uint64_t> entries_[kEntries] = {};
-};
-
 constexpr Name kFuncs[] = {
     {"AllReduce", NCCLSCOPE_FUNC_ALL_REDUCE},
     {"AllGather", NCCLSCOPE_FUNC_ALL_GATHER},
@@ -92,20 +62,41 @@ constexpr Name kProtos[] = {
     {"SIMPLE", NCCLSCOPE_PROTO_SIMPLE},
 };
 
-PointerCache g_funcs;
-PointerCache g_datatypes;
-PointerCache g_algos;
-PointerCache g_protos;
+template <std::size_t N>
+std::uint8_t Match(const char* name, const Name (&table)[N], std::uint8_t unknown) {
+  for (const Name& n : table) {
+    if (std::strcmp(name, n.text) == 0) return n.code;
+  }
+  return unknown;
+}
 
 }  // namespace
 
-std::uint8_t Func(const char* name) { return g_funcs.Lookup(name, kFuncs, NCCLSCOPE_FUNC_UNKNOWN); }
-std::uint8_t Datatype(const char* name) {
-  return g_datatypes.Lookup(name, kDatatypes, NCCLSCOPE_DT_UNKNOWN);
-}
-std::uint8_t Algo(const char* name) { return g_algos.Lookup(name, kAlgos, NCCLSCOPE_ALGO_UNKNOWN); }
-std::uint8_t Proto(const char* name) {
-  return g_protos.Lookup(name, kProtos, NCCLSCOPE_PROTO_UNKNOWN);
+std::atomic<std::uint64_t> g_cache[kKinds][kCacheEntries] = {};
+
+std::uint8_t Resolve(Kind kind, const char* name) {
+  std::uint8_t code = 0;  // every kind's "unknown" is 0
+  if (name == nullptr) return code;
+  switch (kind) {
+    case kFunc:
+      code = Match(name, kFuncs, NCCLSCOPE_FUNC_UNKNOWN);
+      break;
+    case kDatatype:
+      code = Match(name, kDatatypes, NCCLSCOPE_DT_UNKNOWN);
+      break;
+    case kAlgo:
+      code = Match(name, kAlgos, NCCLSCOPE_ALGO_UNKNOWN);
+      break;
+    default:
+      code = Match(name, kProtos, NCCLSCOPE_PROTO_UNKNOWN);
+      break;
+  }
+  const auto key = reinterpret_cast<std::uintptr_t>(name);
+  if ((key >> 56) == 0) {
+    g_cache[kind][(key >> 3) % kCacheEntries].store(static_cast<std::uint64_t>(key) << 8 | code,
+                                                    std::memory_order_relaxed);
+  }
+  return code;
 }
 
 }  // namespace ncclscope::plugin::names

@@ -1,16 +1,35 @@
 #pragma once
 
 // NCCL's strings (func, datatype, algo, proto) to the ring's small codes. NCCL passes pointers to
-// static strings, so each lookup first tries a tiny pointer-keyed cache (one atomic load); the
-// string compare runs once per distinct pointer.
+// static strings, so each lookup first tries a tiny pointer-keyed cache (inline: one load and a
+// compare); the string compare runs once per distinct pointer.
 
+#include <atomic>
 #include <cstdint>
 
 namespace ncclscope::plugin::names {
 
-std::uint8_t Func(const char* name);
-std::uint8_t Datatype(const char* name);
-std::uint8_t Algo(const char* name);
-std::uint8_t Proto(const char* name);
+enum Kind : std::uint32_t { kFunc = 0, kDatatype = 1, kAlgo = 2, kProto = 3, kKinds = 4 };
+
+// Direct-mapped cache of (pointer << 8 | code): one word per entry, so a reader never sees a
+// pointer paired with another entry's code. Pointers at or above 2^56 (LA57) never hit.
+inline constexpr std::uint32_t kCacheEntries = 64;
+extern std::atomic<std::uint64_t> g_cache[kKinds][kCacheEntries];
+
+// The slow path: compare against NCCL's names and fill the cache entry.
+std::uint8_t Resolve(Kind kind, const char* name);
+
+inline std::uint8_t Lookup(Kind kind, const char* name) {
+  const auto key = reinterpret_cast<std::uintptr_t>(name);
+  const std::uint64_t cached =
+      g_cache[kind][(key >> 3) % kCacheEntries].load(std::memory_order_relaxed);
+  if (cached >> 8 == key && name != nullptr) return static_cast<std::uint8_t>(cached);
+  return Resolve(kind, name);
+}
+
+inline std::uint8_t Func(const char* name) { return Lookup(kFunc, name); }
+inline std::uint8_t Datatype(const char* name) { return Lookup(kDatatype, name); }
+inline std::uint8_t Algo(const char* name) { return Lookup(kAlgo, name); }
+inline std::uint8_t Proto(const char* name) { return Lookup(kProto, name); }
 
 }  // namespace ncclscope::plugin::names

@@ -24,9 +24,11 @@ ThreadCache g_caches[kMaxThreadCaches];
 std::atomic<std::uint32_t> g_cache_count{0};
 std::atomic<std::uint32_t> g_lane_counter{0};
 
-// Plain thread-locals (trivially destructible, so access is a TLS load and no guard).
-thread_local std::uint32_t t_cache = 0;  // cache index + 1
-thread_local std::uint32_t t_lane = 0;   // lane hint + 1
+// Plain thread-locals (trivially destructible, so access is a TLS load and no guard). The
+// initial-exec model makes that load one instruction instead of a __tls_get_addr call in a
+// dlopen()ed library; the 8 bytes come from glibc's static TLS surplus reserved for this case.
+__attribute__((tls_model("initial-exec"))) thread_local std::uint32_t t_cache = 0;  // index + 1
+__attribute__((tls_model("initial-exec"))) thread_local std::uint32_t t_lane = 0;   // hint + 1
 
 // Gives the thread's cache back when the thread exits.
 struct CacheRelease {

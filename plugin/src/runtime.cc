@@ -96,6 +96,17 @@ void ApplyAgentControls(Runtime& r) {
   std::atomic_ref<std::uint32_t>(header->applied_control_seq).store(seq, std::memory_order_relaxed);
 }
 
+bool AnyChannelStarted(const OpState& op, std::uint32_t generation) {
+  for (const ChannelTime& ch : op.channels) {
+    const std::uint32_t tag = Load(ch.tag);
+    if (tag == ChannelTag(generation, kChannelStarted) ||
+        tag == ChannelTag(generation, kChannelStopped)) {
+      return true;
+    }
+  }
+  return false;
+}
+
 // Stale ops: enqueued, waiting for KernelCh that will not come. Two cases are certain enough to
 // act on: a later op of the same communicator already completed with GPU timing (ops of one
 // communicator run in order, so this one's kernel is done), or the communicator has never
@@ -126,8 +137,8 @@ void SweepStaleOps(Runtime& r, std::uint64_t now) {
       continue;
     }
     const std::uint64_t enqueued = Load(op->enqueue_stop_ns);
-    if (Load(comm->kernel_events) == 0 && enqueued != 0 && now > enqueued &&
-        now - enqueued > kNoKernelGrace) {
+    if (Load(comm->kernel_seen) == 0 && enqueued != 0 && now > enqueued &&
+        now - enqueued > kNoKernelGrace && !AnyChannelStarted(*op, generation)) {
       Store(comm->no_kernel, 1);
       ForceFinalizeOp(i, generation, 0);
     }
@@ -331,7 +342,7 @@ abi::Result Init(void** context, std::uint64_t comm_id, int* mask, const char* n
   Store(comm->ops_completed, 0);
   Store(comm->ops_flushed, 0);
   Store(comm->max_completed_index, 0);
-  Store(comm->kernel_events, 0);
+  Store(comm->kernel_seen, 0);
   Store(comm->no_kernel, 0);
   // Per-peer p2p counters, reused from this slot's previous communicator when large enough.
   const std::uint32_t peers =

@@ -16,6 +16,7 @@
 
 #include "plugin/abi/nccl_profiler_abi.h"
 #include "plugin/ring/ring_writer.h"
+#include "plugin/src/handle.h"
 #include "plugin/src/pools.h"
 #include "plugin/src/settings.h"
 #include "plugin/src/state.h"
@@ -59,7 +60,10 @@ struct Runtime {
   bool stop_maintenance = false;  // guarded by `lifecycle`
 };
 
-Runtime& R();
+// Created when the library is loaded (before NCCL can call anything), never destroyed: NCCL's
+// threads and our maintenance thread may outlive static destructors.
+extern Runtime* const g_runtime;
+inline Runtime& R() { return *g_runtime; }
 
 // ---- Event path (events.cc) ----
 
@@ -96,10 +100,45 @@ void StartProxyStep(void* context, void** handle, void* parent, int step);
 void StopEvent(void* handle);
 void RecordEventState(void* handle, int state, const abi::StateArgsV4* args);
 
-// Lookups with generation checks; nullptr when the handle is stale, foreign or of another kind.
-CommState* FindComm(const void* context, std::uint32_t* index = nullptr);
-OpState* FindOp(const void* handle, std::uint32_t* index = nullptr,
-                std::uint32_t* generation = nullptr);
+// Lookups with generation checks (inline: every event does one); nullptr when the handle is
+// stale, foreign or of another kind.
+inline CommState* FindComm(const void* context, std::uint32_t* index = nullptr) {
+  const Handle h = DecodeHandle(context);
+  if (h.kind != HandleKind::kContext) return nullptr;
+  SlotArena& arena = R().comms;
+  if (h.index >= arena.carved()) return nullptr;
+  auto* comm = reinterpret_cast<CommState*>(arena.At(h.index));
+  if (comm->slot.generation.load(std::memory_order_acquire) != h.generation) return nullptr;
+  if (comm->live.load(std::memory_order_acquire) == 0) return nullptr;
+  if (index != nullptr) *index = h.index;
+  return comm;
+}
+
+inline OpState* FindOp(const void* handle, std::uint32_t* index = nullptr,
+                       std::uint32_t* generation = nullptr) {
+  const Handle h = DecodeHandle(handle);
+  if (h.kind != HandleKind::kOp && h.kind != HandleKind::kKernelCh) return nullptr;
+  SlotArena& arena = R().ops;
+  if (h.index >= arena.carved()) return nullptr;
+  auto* op = reinterpret_cast<OpState*>(arena.At(h.index));
+  if (op->slot.generation.load(std::memory_order_acquire) != h.generation) return nullptr;
+  if (index != nullptr) *index = h.index;
+  if (generation != nullptr) *generation = h.generation;
+  return op;
+}
+
+inline ProxyOpState* FindProxyOp(const void* handle, HandleKind kind, std::uint32_t* index,
+                                 std::uint32_t* sub) {
+  const Handle h = DecodeHandle(handle);
+  if (h.kind != kind) return nullptr;
+  SlotArena& arena = R().proxy_ops;
+  if (h.index >= arena.carved()) return nullptr;
+  auto* po = reinterpret_cast<ProxyOpState*>(arena.At(h.index));
+  if (po->slot.generation.load(std::memory_order_acquire) != h.generation) return nullptr;
+  if (index != nullptr) *index = h.index;
+  if (sub != nullptr) *sub = h.sub;
+  return po;
+}
 
 // Completes an op that NCCL will not complete (communicator ended, KernelCh that never came).
 // `flags` are added to the record (ncclscope_op_flag). Returns whether this call finalized it.

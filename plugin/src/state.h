@@ -37,17 +37,23 @@ inline bool OpComplete(std::uint32_t state) {
          (state & (kOpEnqueued | kOpKernelDone)) == (kOpEnqueued | kOpKernelDone);
 }
 
-// One channel's GPU interval, written by the thread that runs KernelCh events.
+// One channel's GPU interval, written by the thread that runs KernelCh events. `tag` is the op
+// slot's generation << 2 | phase, so a channel left over from the slot's previous op reads as idle
+// without being reset when the op is freed.
 enum ChannelPhase : std::uint32_t {
   kChannelIdle = 0,
   kChannelStarted = 1,
   kChannelStopped = 2,
 };
 
+inline std::uint32_t ChannelTag(std::uint32_t generation, ChannelPhase phase) {
+  return generation << 2 | phase;
+}
+
 struct ChannelTime {
   std::atomic<std::uint64_t> start{0};
   std::atomic<std::uint64_t> stop{0};
-  std::atomic<std::uint32_t> phase{kChannelIdle};
+  std::atomic<std::uint32_t> tag{0};
   std::uint32_t pad = 0;
 };
 
@@ -78,10 +84,8 @@ struct alignas(64) OpState {
   // Completion.
   std::atomic<std::uint32_t> state{0};
   // KernelCh side (the proxy / profiler thread).
-  alignas(64) std::atomic<std::uint32_t> channels_started{0};
-  std::atomic<std::uint32_t> channels_stopped{0};
-  std::atomic<std::uint64_t> timed_mask{0};    // channels that reported start and stop
-  std::atomic<std::uint64_t> touched_mask{0};  // channels that started (reset on free)
+  alignas(64) std::atomic<std::uint32_t> channels_stopped{0};
+  std::atomic<std::uint64_t> timed_mask{0};  // channels that reported start and stop
   ChannelTime channels[NCCLSCOPE_MAX_CHANNELS];
 };
 
@@ -146,8 +150,8 @@ struct alignas(64) CommState {
   alignas(64) std::atomic<std::uint64_t> ops_completed{0};
   std::atomic<std::uint64_t> ops_flushed{0};
   std::atomic<std::uint64_t> max_completed_index{0};  // highest op_index + 1 completed with timing
-  std::atomic<std::uint64_t> kernel_events{0};        // KernelCh starts seen for this comm
-  std::atomic<std::uint32_t> no_kernel{0};            // NCCL sends this comm no KernelCh
+  std::atomic<std::uint32_t> kernel_seen{0};          // some op of this comm got KernelCh events
+  std::atomic<std::uint32_t> no_kernel{0};  // NCCL sends this comm no KernelCh: don't wait
 };
 
 }  // namespace ncclscope::plugin

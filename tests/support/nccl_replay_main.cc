@@ -185,19 +185,20 @@ int Run(const Options& o) {
     for (std::size_t i = 0; i < seq.size(); ++i) {
       seq[i] = seq_base[i] + static_cast<std::uint64_t>(o.colls / std::size(kColls) + 1);
     }
+    // What this phase drove, then the marker tests wait for.
+    for (const auto& [key, s] : expected) {
+      const auto& [p, comm, rank, func, algo, proto, size] = key;
+      if (p != phase) continue;
+      std::printf(
+          "expect phase=%d comm=%s rank=%d func=%s algo=%s proto=%s size=%s ops=%llu "
+          "bytes=%llu\n",
+          p, comm.c_str(), rank, func.c_str(), algo.c_str(), proto.c_str(), size.c_str(),
+          static_cast<unsigned long long>(s.ops), static_cast<unsigned long long>(s.bytes));
+    }
+    std::fflush(stdout);
     std::fprintf(stderr, "phase %d done\n", phase);
     std::fflush(stderr);
   }
-
-  for (const auto& [key, s] : expected) {
-    const auto& [phase, comm, rank, func, algo, proto, size] = key;
-    std::printf(
-        "expect phase=%d comm=%s rank=%d func=%s algo=%s proto=%s size=%s ops=%llu "
-        "bytes=%llu\n",
-        phase, comm.c_str(), rank, func.c_str(), algo.c_str(), proto.c_str(), size.c_str(),
-        static_cast<unsigned long long>(s.ops), static_cast<unsigned long long>(s.bytes));
-  }
-  std::fflush(stdout);
   if (!o.hold.empty()) WaitForFile(o.hold);
   if (o.finalize) {
     for (Rank& rank : ranks) {

@@ -1,0 +1,348 @@
+// Cost of the profiler plugin on NCCL's threads: the real libnccl-profiler-ncclscope.so, loaded
+// with dlopen and called through its ncclProfiler_v6 table exactly as NCCL would, recording into
+// a real ring. Each iteration is one 8-channel collective:
+//
+//   Coll start, 8 x (KernelCh start, recordEventState(KernelChStop), KernelCh stop), Coll stop
+//
+// which is also the moment the op completes and its record is written to the ring. Variants add
+// the Group/API events NCCL 2.28+ emits around it, network proxy steps, or run 8 ranks at once.
+// The ring is consumed by advancing the lane tails every 256 collectives (what the agent does from
+// another process), so every collective is recorded and nothing is dropped; the benchmark checks
+// that at the end.
+//
+// Run: build/default/bench/plugin_bench (see docs/benchmarks.md for the exact command and numbers).
+
+#include <benchmark/benchmark.h>
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "agent/profiler/op_metrics.h"
+#include "agent/profiler/ring_directory.h"
+#include "plugin/abi/nccl_profiler_abi.h"
+#include "plugin/ring/ncclscope_ring.h"
+#include "tests/support/nccl_replay.h"
+#include "tests/support/ring_records.h"
+
+namespace ncclscope::bench {
+namespace {
+
+using testing::ProfilerPlugin;
+using testing::ReplayProcess;
+
+constexpr int kVersion = 6;
+constexpr int kChannels = 8;
+
+// The ring directory and the plugin, set up once per process.
+struct World {
+  std::string dir;
+  std::unique_ptr<ProfilerPlugin> plugin;
+  unsigned char* ring = nullptr;  // our own mapping of the ring, to advance tails
+  std::uint32_t lanes = 0;
+  std::mutex mutex;
+  std::uint64_t next_comm = 1;
+
+  World() {
+    char templ[] = "/tmp/ncclscope-bench-XXXXXX";
+    if (mkdtemp(templ) == nullptr) throw std::runtime_error("mkdtemp");
+    dir = templ;
+    setenv("NCCLSCOPE_RING_DIR", dir.c_str(), 1);
+    setenv("NCCLSCOPE_RING_SIZE", "64MiB", 1);
+    setenv("NCCLSCOPE_PROXY_DUTY", "1", 1);
+    plugin = std::make_unique<ProfilerPlugin>(NCCLSCOPE_PLUGIN_PATH);
+    if (!plugin->ok()) throw std::runtime_error(plugin->error());
+  }
+
+  // A fresh communicator context (rank `rank` of `nranks`).
+  void* NewComm(int rank, int nranks) {
+    std::lock_guard<std::mutex> lock(mutex);
+    void* context = nullptr;
+    plugin->Init(kVersion, &context, 0xBE7C000000000000ull + next_comm++, ReplayProcess::mask(),
+                 "bench", 2, nranks, rank);
+    if (context == nullptr) throw std::runtime_error("plugin init failed");
+    if (ring == nullptr) MapRing();
+    return context;
+  }
+
+  void MapRing() {
+    const std::string path = testing::OnlyRing(dir);
+    const int fd = ::open(path.c_str(), O_RDWR);
+    ncclscope_ring_header header;
+    if (fd < 0 || ::pread(fd, &header, sizeof(header), 0) != sizeof(header)) {
+      throw std::runtime_error("cannot read ring " + path);
+    }
+    void* map = ::mmap(nullptr, header.file_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    ::close(fd);
+    ring = static_cast<unsigned char*>(map);
+    lanes = header.lane_count;
+  }
+
+  ncclscope_lane* Lane(std::uint32_t i) const {
+    const auto* header = reinterpret_cast<const ncclscope_ring_header*>(ring);
+    return reinterpret_cast<ncclscope_lane*>(ring + header->lanes_offset + i * NCCLSCOPE_LANE_SIZE);
+  }
+
+  // The agent's side, minus the reading: mark everything consumed.
+  void Consume() const {
+    for (std::uint32_t i = 0; i < lanes; ++i) {
+      ncclscope_lane* lane = Lane(i);
+      __atomic_store_n(&lane->tail, __atomic_load_n(&lane->head, __ATOMIC_ACQUIRE),
+                       __ATOMIC_RELEASE);
+    }
+  }
+
+  std::uint64_t DroppedFull() const {
+    std::uint64_t dropped = 0;
+    for (std::uint32_t i = 0; i < lanes; ++i) {
+      dropped += __atomic_load_n(&Lane(i)->dropped, __ATOMIC_RELAXED);
+    }
+    return dropped;
+  }
+  std::uint64_t DroppedBusy() const {
+    const auto* header = reinterpret_cast<const ncclscope_ring_header*>(ring);
+    return __atomic_load_n(&header->counters[NCCLSCOPE_CTR_DROPPED_CONTENTION], __ATOMIC_RELAXED);
+  }
+};
+
+World& TheWorld() {
+  static World world;
+  return world;
+}
+
+// One collective as the v6 table sees it. With `api`, the GroupApi/CollApi/Group events that
+// NCCL 2.28+ emits around every collective are included.
+void Collective(const abi::ProfilerV6* p, void* context, std::uint64_t seq, bool api,
+                int proxy_steps) {
+  abi::EventDescrV6 d;
+  void* group_api = nullptr;
+  void* coll_api = nullptr;
+  void* group = nullptr;
+  if (api) {
+    std::memset(&d, 0, sizeof(d));
+    d.type = abi::kGroupApi;
+    d.groupApi.groupDepth = 1;
+    p->startEvent(context, &group_api, &d);
+    std::memset(&d, 0, sizeof(d));
+    d.type = abi::kCollApi;
+    d.parentObj = group_api;
+    d.collApi.func = "AllReduce";
+    d.collApi.count = 1 << 20;
+    d.collApi.datatype = "ncclFloat32";
+    p->startEvent(context, &coll_api, &d);
+    p->stopEvent(coll_api);
+    std::memset(&d, 0, sizeof(d));
+    d.type = abi::kGroup;
+    p->startEvent(context, &group, &d);
+  }
+  std::memset(&d, 0, sizeof(d));
+  d.type = abi::kColl;
+  d.parentObj = coll_api;
+  d.coll.seqNumber = seq;
+  d.coll.func = "AllReduce";
+  d.coll.count = 1 << 20;
+  d.coll.datatype = "ncclFloat32";
+  d.coll.nChannels = kChannels;
+  d.coll.nWarps = 16;
+  d.coll.algo = "RING";
+  d.coll.proto = "SIMPLE";
+  d.coll.parentGroup = group;
+  void* coll = nullptr;
+  p->startEvent(context, &coll, &d);
+
+  void* net[kChannels][2] = {};
+  static const pid_t pid = getpid();
+  if (proxy_steps > 0) {
+    for (int c = 0; c < kChannels; ++c) {
+      for (int dir = 0; dir < 2; ++dir) {
+        std::memset(&d, 0, sizeof(d));
+        d.type = abi::kProxyOp;
+        d.parentObj = coll;
+        d.proxyOp.pid = pid;  // NCCL stores its pid once at load
+        d.proxyOp.channelId = static_cast<std::uint8_t>(c);
+        d.proxyOp.nSteps = proxy_steps;
+        d.proxyOp.isSend = dir;
+        p->startEvent(context, &net[c][dir], &d);
+        p->recordEventState(net[c][dir], abi::kProxyOpInProgress, nullptr);
+      }
+    }
+  }
+  const std::uint64_t t0 = 1'700'000'000'000'000'000ull + seq * 100'000;
+  void* kernel[kChannels];
+  for (int c = 0; c < kChannels; ++c) {
+    std::memset(&d, 0, sizeof(d));
+    d.type = abi::kKernelCh;
+    d.parentObj = coll;
+    d.kernelCh.channelId = static_cast<std::uint8_t>(c);
+    d.kernelCh.pTimer = t0 + static_cast<std::uint64_t>(c);
+    p->startEvent(context, &kernel[c], &d);
+  }
+  if (proxy_steps > 0) {
+    abi::StateArgsV6 args;
+    args.proxyStep.transSize = 65536;
+    for (int s = 0; s < proxy_steps; ++s) {
+      for (int c = 0; c < kChannels; ++c) {
+        for (int dir = 0; dir < 2; ++dir) {
+          std::memset(&d, 0, sizeof(d));
+          d.type = abi::kProxyStep;
+          d.parentObj = net[c][dir];
+          d.proxyStep.step = s;
+          void* step = nullptr;
+          p->startEvent(context, &step, &d);
+          const int send[] = {abi::kProxyStepSendGpuWait, abi::kProxyStepSendPeerWait,
+                              abi::kProxyStepSendWait};
+          const int recv[] = {abi::kProxyStepRecvWait, abi::kProxyStepRecvFlushWait,
+                              abi::kProxyStepRecvGpuWait};
+          for (int state : dir != 0 ? send : recv) p->recordEventState(step, state, &args);
+          p->stopEvent(step);
+        }
+      }
+    }
+  }
+  abi::StateArgsV6 stop;
+  for (int c = 0; c < kChannels; ++c) {
+    stop.kernelCh.pTimer = t0 + 50'000 + static_cast<std::uint64_t>(c);
+    p->recordEventState(kernel[c], abi::kKernelChStop, &stop);
+    p->stopEvent(kernel[c]);
+  }
+  if (proxy_steps > 0) {
+    for (auto& channel : net) {
+      for (void* h : channel) p->stopEvent(h);
+    }
+  }
+  p->stopEvent(coll);
+  if (api) {
+    p->stopEvent(group);
+    p->stopEvent(group_api);
+  }
+}
+
+void Run(benchmark::State& state, bool api, int proxy_steps) {
+  World& world = TheWorld();
+  thread_local void* context = nullptr;
+  if (context == nullptr) context = world.NewComm(state.thread_index(), state.threads());
+  static const abi::ProfilerV6* v6 = [] {
+    void* lib = dlopen(NCCLSCOPE_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+    return static_cast<const abi::ProfilerV6*>(dlsym(lib, "ncclProfiler_v6"));
+  }();
+  const std::uint64_t full_before = world.DroppedFull();
+  const std::uint64_t busy_before = world.DroppedBusy();
+  std::uint64_t seq = 0;
+  for (auto _ : state) {
+    Collective(v6, context, seq++, api, proxy_steps);
+    if ((seq & 255) == 0) world.Consume();
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(seq));
+  world.Consume();
+  if (state.thread_index() == 0) {
+    state.counters["dropped_full"] = static_cast<double>(world.DroppedFull() - full_before);
+    state.counters["dropped_busy"] = static_cast<double>(world.DroppedBusy() - busy_before);
+  }
+}
+
+// The same calls into a plugin that does nothing: what building NCCL's descriptors and making
+// the indirect calls costs by itself. Subtract it from the other results to get the plugin's cost.
+abi::Result NopStart(void*, void** handle, abi::EventDescrV6*) {
+  *handle = reinterpret_cast<void*>(0x1);
+  return 0;
+}
+abi::Result NopStop(void*) { return 0; }
+abi::Result NopRecord(void*, int, abi::StateArgsV6*) { return 0; }
+const abi::ProfilerV6 kNop = {"nop", nullptr, NopStart, NopStop, NopRecord, nullptr};
+
+void BM_HarnessOnly(benchmark::State& state) {
+  std::uint64_t seq = 0;
+  for (auto _ : state) Collective(&kNop, nullptr, seq++, state.range(0) != 0, 0);
+  state.SetItemsProcessed(static_cast<std::int64_t>(seq));
+}
+BENCHMARK(BM_HarnessOnly)->Arg(0)->Arg(1)->ArgName("api");
+
+void BM_Collective8Channels(benchmark::State& state) { Run(state, false, 0); }
+void BM_Collective8ChannelsWithApiEvents(benchmark::State& state) { Run(state, true, 0); }
+void BM_Collective8ChannelsWithProxySteps(benchmark::State& state) {
+  Run(state, true, static_cast<int>(state.range(0)));
+}
+
+BENCHMARK(BM_Collective8Channels);
+BENCHMARK(BM_Collective8ChannelsWithApiEvents);
+BENCHMARK(BM_Collective8ChannelsWithProxySteps)->Arg(1)->Arg(4);
+// Eight ranks of one process (ncclCommInitAll style), each on its own thread and communicator,
+// sharing the plugin's pools and ring.
+BENCHMARK(BM_Collective8Channels)->Threads(8)->UseRealTime();
+BENCHMARK(BM_Collective8ChannelsWithApiEvents)->Threads(8)->UseRealTime();
+
+// The agent's side: validating, decoding and aggregating op records.
+void BM_AgentReadsOpRecords(benchmark::State& state) {
+  World& world = TheWorld();
+  static void* context = world.NewComm(0, 8);
+  static const abi::ProfilerV6* v6 = [] {
+    void* lib = dlopen(NCCLSCOPE_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+    return static_cast<const abi::ProfilerV6*>(dlsym(lib, "ncclProfiler_v6"));
+  }();
+  profiler::RingDirectory directory(world.dir);
+  profiler::OpMetrics metrics(64, std::chrono::minutes(10));
+  world.Consume();
+  std::uint64_t seq = 0;
+  std::int64_t records = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    for (int i = 0; i < 1000; ++i) Collective(v6, context, seq++, false, 0);
+    state.ResumeTiming();
+    while (directory.Poll(metrics)) {
+    }
+    records += 1000;
+  }
+  state.SetItemsProcessed(records);
+}
+BENCHMARK(BM_AgentReadsOpRecords)->Unit(benchmark::kMicrosecond);
+
+// Instruction counts do not depend on what else the machine runs: `plugin_bench --count N [nop]`
+// runs N collectives (into the plugin, or into the do-nothing table) inside CountedCollectives(),
+// for `valgrind --tool=callgrind --toggle-collect=*CountedCollectives*` (docs/benchmarks.md).
+__attribute__((noinline)) void CountedCollectives(const abi::ProfilerV6* p, void* context, int n) {
+  for (int i = 0; i < n; ++i) Collective(p, context, static_cast<std::uint64_t>(i), false, 0);
+}
+
+int CountMode(int n, bool nop) {
+  World& world = TheWorld();
+  void* context = world.NewComm(0, 8);
+  void* lib = dlopen(NCCLSCOPE_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+  const auto* v6 = static_cast<const abi::ProfilerV6*>(dlsym(lib, "ncclProfiler_v6"));
+  // Warm up pools and caches outside the counted region.
+  CountedCollectives(nop ? &kNop : v6, context, 0);
+  for (int i = 0; i < 100; ++i) Collective(nop ? &kNop : v6, context, 0, false, 0);
+  world.Consume();
+  for (int done = 0; done < n; done += 1000) {
+    CountedCollectives(nop ? &kNop : v6, context, n - done < 1000 ? n - done : 1000);
+    world.Consume();
+  }
+  std::printf("%d collectives, dropped %llu\n", n,
+              static_cast<unsigned long long>(world.DroppedFull() + world.DroppedBusy()));
+  return 0;
+}
+
+}  // namespace
+}  // namespace ncclscope::bench
+
+int main(int argc, char** argv) {
+  if (argc >= 3 && std::string(argv[1]) == "--count") {
+    return ncclscope::bench::CountMode(std::atoi(argv[2]),
+                                       argc >= 4 && std::string(argv[3]) == "nop");
+  }
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
