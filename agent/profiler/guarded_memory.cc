@@ -74,6 +74,18 @@ bool GuardedStore(std::uint64_t* dst, std::uint64_t value) {
   return Guarded([=] { __atomic_store_n(dst, value, __ATOMIC_RELEASE); });
 }
 
+void OrderLoads() {
+#if !defined(__SANITIZE_THREAD__)
+  __atomic_thread_fence(__ATOMIC_ACQUIRE);
+#endif
+}
+
+void OrderStores() {
+#if !defined(__SANITIZE_THREAD__)
+  __atomic_thread_fence(__ATOMIC_RELEASE);
+#endif
+}
+
 bool GuardedStore(std::uint32_t* dst, std::uint32_t value) {
   return Guarded([=] { __atomic_store_n(dst, value, __ATOMIC_RELEASE); });
 }

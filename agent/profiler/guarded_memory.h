@@ -21,4 +21,11 @@ bool GuardedLoad(const std::uint32_t* src, std::uint32_t* out);
 bool GuardedStore(std::uint64_t* dst, std::uint64_t value);
 bool GuardedStore(std::uint32_t* dst, std::uint32_t value);
 
+// Orders the plain loads of a guarded copy before a following version re-check (seqlock reads of
+// another process's memory; needed on Arm). ThreadSanitizer does not model fences, and it cannot
+// see the other process anyway, so its builds leave it out.
+void OrderLoads();
+// Orders earlier stores (a seqlock's odd version) before later ones (the fields), same caveat.
+void OrderStores();
+
 }  // namespace ncclscope::profiler

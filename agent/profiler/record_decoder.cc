@@ -43,7 +43,8 @@ bool ValidOp(const ncclscope_op_record& op) {
   // Bytes must be what count and datatype say (the plugin sizes "Unknown" as 1 byte).
   std::uint64_t size = ncclscope_datatype_size(op.datatype);
   if (size == 0) size = 1;
-  if (op.count > UINT64_MAX / size || op.count * size != op.bytes) return false;
+  const std::uint64_t bytes = op.count > UINT64_MAX / size ? UINT64_MAX : op.count * size;
+  if (bytes != op.bytes) return false;  // the plugin saturates, as here
   return true;
 }
 

@@ -341,8 +341,9 @@ std::vector<CommSlotSnapshot> RingFile::ReadCommTable() {
     if (state != NCCLSCOPE_COMM_LIVE && state != NCCLSCOPE_COMM_FINALIZED) continue;
     ncclscope_comm_slot copy;
     std::uint32_t version_after = 0;
-    if (!GuardedCopy(&copy, shared, sizeof(copy)) ||
-        !GuardedLoad(&shared->version, &version_after)) {
+    bool copied = GuardedCopy(&copy, shared, sizeof(copy));
+    OrderLoads();
+    if (!copied || !GuardedLoad(&shared->version, &version_after)) {
       healthy_ = false;
       break;
     }
@@ -383,7 +384,9 @@ bool RingFile::WriteControls(const ncclscope_controls& controls) {
   seq += (seq & 1) != 0 ? 1 : 2;  // next even value; the odd one in between marks "writing"
   ncclscope_controls body = controls;
   body.seq = seq - 1;
-  if (!GuardedStore(&shared->controls.seq, seq - 1) ||
+  const bool marked = GuardedStore(&shared->controls.seq, seq - 1);
+  OrderStores();
+  if (!marked ||
       !GuardedCopy(reinterpret_cast<unsigned char*>(&shared->controls) + sizeof(std::uint32_t),
                    reinterpret_cast<const unsigned char*>(&body) + sizeof(std::uint32_t),
                    sizeof(body) - sizeof(std::uint32_t)) ||

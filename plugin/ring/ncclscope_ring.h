@@ -343,7 +343,8 @@ struct ncclscope_op_record {
   uint64_t seq;            /* Coll: NCCL seqNumber (per comm and func, equal across ranks);
                               P2p: our count per (comm, func, peer), see flags; CE: ceSeqNum */
   uint64_t count;          /* elements, as passed to the API */
-  uint64_t bytes;          /* count x datatype size (per rank for AllGather/ReduceScatter) */
+  uint64_t bytes;          /* count x datatype size (per rank for AllGather/ReduceScatter),
+                              saturating at UINT64_MAX */
   uint64_t enqueue_ns;     /* host time NCCL started the Coll/P2p event */
   uint64_t complete_ns;    /* host time the plugin observed completion */
   uint64_t gpu_start_ns;   /* earliest channel start, 0 without GPU timing */

@@ -16,7 +16,9 @@ namespace {
 __extension__ typedef unsigned __int128 U128;
 
 // The anchor is published with a sequence lock: Recalibrate() (one thread) makes `version` odd,
-// updates the fields, and makes it even again; readers retry while it is odd or changed.
+// updates the fields, and makes it even again; readers retry while it is odd or changed. Field
+// stores are release and field loads acquire (plain moves on x86), which orders them against the
+// version without a fence: a reader that sees a new field value also sees the odd version.
 struct Anchor {
   std::atomic<std::uint32_t> version{0};
   std::atomic<std::uint64_t> tsc{0};
@@ -55,10 +57,9 @@ bool CpuHasInvariantTsc() {
 void Publish(std::uint64_t tsc, std::uint64_t ns, std::uint64_t rate_q32) {
   const std::uint32_t v = g_anchor.version.load(std::memory_order_relaxed);
   g_anchor.version.store(v + 1, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);
-  g_anchor.tsc.store(tsc, std::memory_order_relaxed);
-  g_anchor.ns.store(ns, std::memory_order_relaxed);
-  g_anchor.ns_per_tick_q32.store(rate_q32, std::memory_order_relaxed);
+  g_anchor.tsc.store(tsc, std::memory_order_release);
+  g_anchor.ns.store(ns, std::memory_order_release);
+  g_anchor.ns_per_tick_q32.store(rate_q32, std::memory_order_release);
   g_anchor.version.store(v + 2, std::memory_order_release);
 }
 
@@ -129,10 +130,9 @@ std::uint64_t Now() {
   if (!g_use_tsc.load(std::memory_order_relaxed)) return RealtimeNow();
   while (true) {
     const std::uint32_t v = g_anchor.version.load(std::memory_order_acquire);
-    const std::uint64_t tsc = g_anchor.tsc.load(std::memory_order_relaxed);
-    const std::uint64_t ns = g_anchor.ns.load(std::memory_order_relaxed);
-    const std::uint64_t rate = g_anchor.ns_per_tick_q32.load(std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_acquire);
+    const std::uint64_t tsc = g_anchor.tsc.load(std::memory_order_acquire);
+    const std::uint64_t ns = g_anchor.ns.load(std::memory_order_acquire);
+    const std::uint64_t rate = g_anchor.ns_per_tick_q32.load(std::memory_order_acquire);
     if ((v & 1) != 0 || v != g_anchor.version.load(std::memory_order_relaxed)) continue;
     const std::uint64_t now = ReadTsc();
     if (now >= tsc) {

@@ -212,7 +212,8 @@ void StartOp(void* context, void** handle, const OpArgs& args) {
     size = 1;
     flags |= NCCLSCOPE_OP_DATATYPE_ASSUMED;
   }
-  const std::uint64_t bytes = args.count * size;
+  // Saturating: an absurd count must not wrap into a plausible size.
+  const std::uint64_t bytes = args.count > UINT64_MAX / size ? UINT64_MAX : args.count * size;
   if (bytes < r.min_bytes.load(std::memory_order_relaxed)) {
     *handle = nullptr;
     Count(NCCLSCOPE_CTR_OPS_FILTERED);

@@ -67,8 +67,7 @@ std::uint32_t MyCache() {
 
 }  // namespace
 
-bool SlotArena::Reserve(ArenaId id, std::size_t stride, std::uint32_t capacity,
-                        void (*construct)(void* slot)) {
+bool SlotArena::Reserve(ArenaId id, std::size_t stride, std::uint32_t capacity) {
   if (base_ != nullptr) return true;
   const std::size_t bytes = stride * capacity;
   void* map = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
@@ -77,7 +76,6 @@ bool SlotArena::Reserve(ArenaId id, std::size_t stride, std::uint32_t capacity,
   id_ = id;
   stride_ = stride;
   capacity_ = capacity;
-  construct_ = construct;
   base_ = static_cast<unsigned char*>(map);
   return true;
 }
@@ -96,9 +94,7 @@ std::uint32_t SlotArena::Allocate() {
       count = capacity_ - first < kCarveBatch ? capacity_ - first : kCarveBatch;
     } while (!carved_.compare_exchange_weak(first, first + count, std::memory_order_acq_rel));
     for (std::uint32_t i = 0; i < count; ++i) {
-      void* slot = base_ + static_cast<std::size_t>(first + i) * stride_;
-      construct_(slot);
-      PoolSlot* s = static_cast<PoolSlot*>(slot);
+      PoolSlot* s = At(first + i);
       s->owner.store(cache, std::memory_order_relaxed);
       s->next_free.store(i + 1 < count ? first + i + 2 : 0, std::memory_order_relaxed);
     }
@@ -115,9 +111,6 @@ void SlotArena::Free(std::uint32_t index) {
   PoolSlot* slot = At(index);
   slot->generation.store((slot->generation.load(std::memory_order_relaxed) + 1) & 0xFFFFF,
                          std::memory_order_release);
-  if (slot->generation.load(std::memory_order_relaxed) == 0) {
-    slot->generation.store(1, std::memory_order_release);  // 0 never matches a live handle
-  }
   slot->in_use.store(0, std::memory_order_release);
   const std::uint32_t owner = slot->owner.load(std::memory_order_relaxed);
   if (owner == 0 || owner > kMaxThreadCaches) return;  // cannot happen; leak rather than corrupt

@@ -18,13 +18,14 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <new>
 
 namespace ncclscope::plugin {
 
-// Every pooled state type starts with a PoolSlot.
+// Every pooled state type starts with a PoolSlot. Slots are used in the zeroed state the reserved
+// memory starts in (no constructor runs: the maintenance thread may scan a slot while another
+// thread carves it), so every member of a pooled type is an atomic whose zero is its initial value.
 struct PoolSlot {
-  std::atomic<std::uint32_t> generation{1};
+  std::atomic<std::uint32_t> generation{0};
   std::atomic<std::uint32_t> in_use{0};
   std::atomic<std::uint32_t> owner{0};      // thread cache that gets the slot back
   std::atomic<std::uint32_t> next_free{0};  // index + 1 of the next free slot, 0 = end
@@ -35,8 +36,7 @@ enum ArenaId : std::uint32_t { kOpArena = 0, kProxyOpArena = 1, kCommArena = 2, 
 class SlotArena {
  public:
   // Reserves `capacity` slots of `stride` bytes (stride is a multiple of 64). Cold path.
-  bool Reserve(ArenaId id, std::size_t stride, std::uint32_t capacity,
-               void (*construct)(void* slot));
+  bool Reserve(ArenaId id, std::size_t stride, std::uint32_t capacity);
 
   PoolSlot* At(std::uint32_t index) const {
     return reinterpret_cast<PoolSlot*>(base_ + static_cast<std::size_t>(index) * stride_);
@@ -56,7 +56,6 @@ class SlotArena {
   unsigned char* base_ = nullptr;
   std::size_t stride_ = 0;
   std::uint32_t capacity_ = 0;
-  void (*construct_)(void*) = nullptr;
   std::atomic<std::uint32_t> carved_{0};
 };
 
@@ -65,10 +64,5 @@ std::uint32_t ThreadLaneHint();
 
 // Thread caches in use (for tests and diagnostics).
 std::uint32_t ThreadCachesInUse();
-
-template <typename T>
-void ConstructSlot(void* slot) {
-  new (slot) T();
-}
 
 }  // namespace ncclscope::plugin

@@ -12,7 +12,9 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <new>
+#include <type_traits>
 
 #include "plugin/src/clock.h"
 #include "plugin/src/cuda_info.h"
@@ -72,9 +74,19 @@ void ApplyAgentControls(Runtime& r) {
   std::atomic_ref<std::uint32_t> seq_ref(header->controls.seq);
   const std::uint32_t seq = seq_ref.load(std::memory_order_acquire);
   if (seq == 0 || (seq & 1) != 0 || seq == r.applied_control_seq) return;
-  ncclscope_controls snapshot;
-  std::memcpy(&snapshot, &header->controls, sizeof(snapshot));
-  std::atomic_thread_fence(std::memory_order_acquire);
+  // Acquire loads of each field keep them before the re-check of seq (no fence needed).
+  ncclscope_controls& shared = header->controls;
+  ncclscope_controls snapshot{};
+  snapshot.event_mask =
+      std::atomic_ref<std::uint32_t>(shared.event_mask).load(std::memory_order_acquire);
+  snapshot.min_bytes =
+      std::atomic_ref<std::uint64_t>(shared.min_bytes).load(std::memory_order_acquire);
+  snapshot.duty_period_ns =
+      std::atomic_ref<std::uint64_t>(shared.duty_period_ns).load(std::memory_order_acquire);
+  snapshot.kernel_duty_pm =
+      std::atomic_ref<std::uint32_t>(shared.kernel_duty_pm).load(std::memory_order_acquire);
+  snapshot.proxy_duty_pm =
+      std::atomic_ref<std::uint32_t>(shared.proxy_duty_pm).load(std::memory_order_acquire);
   if (seq_ref.load(std::memory_order_relaxed) != seq) return;  // being rewritten: next pass
   r.applied_control_seq = seq;
   const std::uint32_t pinned = r.settings.pinned;
@@ -113,9 +125,19 @@ bool AnyChannelStarted(const OpState& op, std::uint32_t generation) {
 // produced a KernelCh event and the op has waited past the grace period (CUDA graphs without
 // KernelCh; an old NCCL). An op whose kernel started and never stopped is left alone: that is
 // what a hang looks like, and the agent must see it in flight.
+// At most this many op slots are looked at per pass (round robin), so a process with a large
+// in-flight high-water mark pays a bounded, small cost every 200 ms.
+constexpr std::uint32_t kSweepBatch = 4096;
+
 void SweepStaleOps(Runtime& r, std::uint64_t now) {
+  static std::uint32_t cursor = 0;  // maintenance thread only
   const std::uint32_t carved = r.ops.carved();
-  for (std::uint32_t i = 0; i < carved; ++i) {
+  if (carved == 0) return;
+  if (cursor >= carved) cursor = 0;
+  const std::uint32_t end = carved - cursor > kSweepBatch ? cursor + kSweepBatch : carved;
+  const std::uint32_t begin = cursor;
+  cursor = end;
+  for (std::uint32_t i = begin; i < end; ++i) {
     auto* op = reinterpret_cast<OpState*>(r.ops.At(i));
     if (op->slot.in_use.load(std::memory_order_acquire) == 0) continue;
     const std::uint32_t generation = op->slot.generation.load(std::memory_order_acquire);
@@ -171,7 +193,12 @@ void MaintenanceLoop() {
       clock::Recalibrate();
       last_calibration = tick;
     }
-    if (active) MaintenancePass(tick);
+    try {
+      if (active) MaintenancePass(tick);
+    } catch (...) {
+      // Nothing in a pass is expected to throw; if it does, skip the pass rather than let the
+      // exception end the process (an exception leaving a thread calls std::terminate).
+    }
     lock.lock();
   }
 }
@@ -211,11 +238,11 @@ void InitializeLocked(Runtime& r) {
     return;
   }
   clock::Init(s.clock);
-  if (!r.ops.Reserve(kOpArena, sizeof(OpState), s.max_ops, ConstructSlot<OpState>) ||
-      !r.proxy_ops.Reserve(kProxyOpArena, sizeof(ProxyOpState), s.max_proxy_ops,
-                           ConstructSlot<ProxyOpState>) ||
-      !r.comms.Reserve(kCommArena, sizeof(CommState), NCCLSCOPE_MAX_COMM_SLOTS * 4,
-                       ConstructSlot<CommState>)) {
+  static_assert(std::is_trivially_destructible_v<OpState> &&
+                std::is_trivially_destructible_v<ProxyOpState>);
+  if (!r.ops.Reserve(kOpArena, sizeof(OpState), s.max_ops) ||
+      !r.proxy_ops.Reserve(kProxyOpArena, sizeof(ProxyOpState), s.max_proxy_ops) ||
+      !r.comms.Reserve(kCommArena, sizeof(CommState), NCCLSCOPE_MAX_COMM_SLOTS * 4)) {
     Log(abi::kLogWarn, "cannot reserve memory for event state; profiling off");
     return;
   }
@@ -236,7 +263,14 @@ void InitializeLocked(Runtime& r) {
   static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
   pthread_once(&atfork_once, [] { pthread_atfork(nullptr, nullptr, AtForkChild); });
   r.stop_maintenance = false;
-  r.maintenance = std::thread(MaintenanceLoop);
+  try {
+    r.maintenance = std::thread(MaintenanceLoop);
+  } catch (const std::exception& e) {
+    Log(abi::kLogWarn,
+        "no maintenance thread (%s): agent controls, duty cycles and the sweep of "
+        "ops NCCL never completes are off",
+        e.what());
+  }
   r.active = true;
 }
 
@@ -252,10 +286,9 @@ std::uint32_t TakeCommSlot(Runtime& r) {
 
 void WriteCommSlot(ncclscope_comm_slot* slot, const CommState& comm, const char* name,
                    const GpuInfo& gpu, std::uint64_t now) {
+  // Seqlock writer: the odd-making read-modify-write (acquire) keeps the field stores after it.
   std::atomic_ref<std::uint32_t> version(slot->version);
-  const std::uint32_t v = version.load(std::memory_order_relaxed);
-  version.store(v + 1, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);
+  const std::uint32_t v = version.fetch_add(1, std::memory_order_acquire);
   std::atomic_ref<std::uint32_t>(slot->state).store(NCCLSCOPE_COMM_LIVE, std::memory_order_relaxed);
   slot->comm_id = Load(comm.comm_id);
   slot->context = Load(comm.context_value);
@@ -348,8 +381,8 @@ abi::Result Init(void** context, std::uint64_t comm_id, int* mask, const char* n
   const std::uint32_t peers =
       nranks > 0 && nranks <= 65536 ? static_cast<std::uint32_t>(nranks) : 0;
   if (peers > Load(comm->p2p_peers) || comm->p2p_seq == nullptr) {
-    if (comm->p2p_seq != nullptr) r.retired_p2p_arrays.push_back(comm->p2p_seq);
     comm->p2p_seq = peers != 0 ? new (std::nothrow) std::atomic<std::uint64_t>[2 * peers] : nullptr;
+    if (comm->p2p_seq != nullptr) r.p2p_arrays.push_back(comm->p2p_seq);
     Store(comm->p2p_peers, comm->p2p_seq != nullptr ? peers : 0);
   }
   if (comm->p2p_seq != nullptr) {

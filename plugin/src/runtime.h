@@ -40,7 +40,9 @@ struct Runtime {
   std::uint32_t live_comms = 0;
   std::deque<std::uint32_t> free_comm_slots;  // FIFO: a finalized slot stays readable longest
   std::uint32_t next_comm_slot = 0;
-  std::vector<std::atomic<std::uint64_t>*> retired_p2p_arrays;  // never freed: stale readers
+  // Every per-peer p2p counter array ever allocated (CommState lives in an mmap'd arena; this list
+  // keeps them reachable). Never freed: a stale event on a reused slot may still read one.
+  std::vector<std::atomic<std::uint64_t>*> p2p_arrays;
 
   // The NCCL event mask: NCCL's process-global int (saved from init) and what we last put there.
   std::atomic<int*> mask_ptr{nullptr};
