@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -58,9 +59,10 @@ struct World {
     char templ[] = "/tmp/ncclscope-bench-XXXXXX";
     if (mkdtemp(templ) == nullptr) throw std::runtime_error("mkdtemp");
     dir = templ;
-    setenv("NCCLSCOPE_RING_DIR", dir.c_str(), 1);
-    setenv("NCCLSCOPE_RING_SIZE", "64MiB", 1);
-    setenv("NCCLSCOPE_PROXY_DUTY", "1", 1);
+    // Before any thread of ours exists; the plugin reads these at its first init.
+    setenv("NCCLSCOPE_RING_DIR", dir.c_str(), 1);  // NOLINT(concurrency-mt-unsafe)
+    setenv("NCCLSCOPE_RING_SIZE", "64MiB", 1);     // NOLINT(concurrency-mt-unsafe)
+    setenv("NCCLSCOPE_PROXY_DUTY", "1", 1);        // NOLINT(concurrency-mt-unsafe)
     plugin = std::make_unique<ProfilerPlugin>(NCCLSCOPE_PLUGIN_PATH);
     if (!plugin->ok()) throw std::runtime_error(plugin->error());
   }
@@ -79,7 +81,7 @@ struct World {
   void MapRing() {
     const std::string path = testing::OnlyRing(dir);
     const int fd = ::open(path.c_str(), O_RDWR);
-    ncclscope_ring_header header;
+    ncclscope_ring_header header{};
     if (fd < 0 || ::pread(fd, &header, sizeof(header), 0) != sizeof(header)) {
       throw std::runtime_error("cannot read ring " + path);
     }
@@ -125,7 +127,7 @@ World& TheWorld() {
 // NCCL 2.28+ emits around every collective are included.
 void Collective(const abi::ProfilerV6* p, void* context, std::uint64_t seq, bool api,
                 int proxy_steps) {
-  abi::EventDescrV6 d;
+  abi::EventDescrV6 d{};
   void* group_api = nullptr;
   void* coll_api = nullptr;
   void* group = nullptr;
@@ -327,8 +329,8 @@ int CountMode(int n, bool nop) {
     CountedCollectives(nop ? &kNop : v6, context, n - done < 1000 ? n - done : 1000);
     world.Consume();
   }
-  std::printf("%d collectives, dropped %llu\n", n,
-              static_cast<unsigned long long>(world.DroppedFull() + world.DroppedBusy()));
+  const std::uint64_t dropped = world.DroppedFull() + world.DroppedBusy();
+  std::printf("%d collectives, dropped %" PRIu64 "\n", n, dropped);
   return 0;
 }
 
@@ -336,13 +338,18 @@ int CountMode(int n, bool nop) {
 }  // namespace ncclscope::bench
 
 int main(int argc, char** argv) {
-  if (argc >= 3 && std::string(argv[1]) == "--count") {
-    return ncclscope::bench::CountMode(std::atoi(argv[2]),
-                                       argc >= 4 && std::string(argv[3]) == "nop");
+  try {
+    if (argc >= 3 && std::string(argv[1]) == "--count") {
+      return ncclscope::bench::CountMode(static_cast<int>(std::strtol(argv[2], nullptr, 10)),
+                                         argc >= 4 && std::string(argv[3]) == "nop");
+    }
+    benchmark::Initialize(&argc, argv);
+    if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+    benchmark::RunSpecifiedBenchmarks();
+    benchmark::Shutdown();
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "plugin_bench: %s\n", e.what());
+    return 1;
   }
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
 }

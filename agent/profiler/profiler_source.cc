@@ -150,8 +150,9 @@ SourceStatus ProfilerSource::PrepareDirectory(const config::PluginConfig& plugin
   if (::mkdir(plugin.ring_dir.c_str(), 01777) == 0) {
     ::chmod(plugin.ring_dir.c_str(), 01777);
   } else if (errno != EEXIST) {
+    char text[128];
     return SourceStatus::Down("cannot create ring directory " + plugin.ring_dir + ": " +
-                              std::strerror(errno));
+                              strerror_r(errno, text, sizeof(text)));
   }
   std::string error;
   if (!WriteControlsFile(plugin.ring_dir, ControlsFileText(plugin), &error)) {

@@ -7,7 +7,7 @@ namespace {
 
 template <typename T>
 T As(const unsigned char* record) {
-  T value;
+  T value{};
   std::memcpy(&value, record, sizeof(T));
   return value;
 }

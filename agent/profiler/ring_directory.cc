@@ -175,19 +175,21 @@ bool RingDirectory::Poll(RecordSink& sink) {
   return more;
 }
 
-bool WriteControlsFile(const std::string& dir, const std::string& text, std::string* error) {
+bool WriteControlsFile(const std::string& dir, const std::string& content, std::string* error) {
+  char text[128];  // strerror_r buffer
   const std::string path = dir + "/ncclscope.controls";
   const std::string temp = path + ".tmp." + std::to_string(::getpid());
   const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) {
-    *error = "cannot write " + temp + ": " + std::strerror(errno);
+    *error = "cannot write " + temp + ": " + strerror_r(errno, text, sizeof(text));
     return false;
   }
-  const ssize_t written = ::write(fd, text.data(), text.size());
+  const ssize_t written = ::write(fd, content.data(), content.size());
   ::fchmod(fd, 0644);
   ::close(fd);
-  if (written != static_cast<ssize_t>(text.size()) || ::rename(temp.c_str(), path.c_str()) != 0) {
-    *error = "cannot write " + path + ": " + std::strerror(errno);
+  if (written != static_cast<ssize_t>(content.size()) ||
+      ::rename(temp.c_str(), path.c_str()) != 0) {
+    *error = "cannot write " + path + ": " + strerror_r(errno, text, sizeof(text));
     ::unlink(temp.c_str());
     return false;
   }

@@ -48,7 +48,7 @@ bool BuildOpView(const unsigned char* records, std::uint32_t available, OpView* 
   *consumed = 1;
   if (op.n_continuations > kMaxContinuations || 1u + op.n_continuations > available) return false;
   for (std::uint32_t part = 1; part <= op.n_continuations; ++part) {
-    ncclscope_op_channels_record cont;
+    ncclscope_op_channels_record cont{};
     std::memcpy(&cont, records + static_cast<std::size_t>(part) * NCCLSCOPE_RECORD_SIZE,
                 sizeof(cont));
     const std::uint32_t remaining = n_ids - view->n_channels;
@@ -94,7 +94,7 @@ std::unique_ptr<RingFile> RingFile::Open(const std::string& path, std::string* r
     *reason = "open";
     return nullptr;
   }
-  ncclscope_ring_header header;
+  ncclscope_ring_header header{};
   if (st.st_size < static_cast<off_t>(sizeof(header)) ||
       ::pread(ring->fd_, &header, sizeof(header), 0) != static_cast<ssize_t>(sizeof(header))) {
     *reason = "size";
@@ -219,7 +219,7 @@ bool RingFile::DrainLane(std::uint32_t index, RecordSink& sink, std::uint32_t ma
   }
   for (std::uint64_t i = 0; i < take; ++i) {
     if (verdict[i] != CorruptReason::kNone) continue;
-    ncclscope_record_header h;
+    ncclscope_record_header h{};
     std::memcpy(&h, scratch_.data() + i * NCCLSCOPE_RECORD_SIZE, sizeof(h));
     if (h.type != NCCLSCOPE_REC_OP) continue;
     const std::uint8_t n_cont =
@@ -238,7 +238,7 @@ bool RingFile::DrainLane(std::uint32_t index, RecordSink& sink, std::uint32_t ma
       ++i;
       continue;
     }
-    ncclscope_record_header h;
+    ncclscope_record_header h{};
     std::memcpy(&h, record, sizeof(h));
     switch (h.type) {
       case NCCLSCOPE_REC_OP: {
@@ -264,7 +264,7 @@ bool RingFile::DrainLane(std::uint32_t index, RecordSink& sink, std::uint32_t ma
         ++stats.corrupt[static_cast<std::size_t>(CorruptReason::kContinuation)];  // orphan
         break;
       case NCCLSCOPE_REC_PROXY_OP: {
-        ncclscope_proxy_op_record rec;
+        ncclscope_proxy_op_record rec{};
         std::memcpy(&rec, record, sizeof(rec));
         sink.OnProxyOp(origin_, rec);
         ++stats.by_type[h.type];
@@ -272,7 +272,7 @@ bool RingFile::DrainLane(std::uint32_t index, RecordSink& sink, std::uint32_t ma
         break;
       }
       case NCCLSCOPE_REC_COMM_INIT: {
-        ncclscope_comm_init_record rec;
+        ncclscope_comm_init_record rec{};
         std::memcpy(&rec, record, sizeof(rec));
         sink.OnCommInit(origin_, rec);
         ++stats.by_type[h.type];
@@ -280,7 +280,7 @@ bool RingFile::DrainLane(std::uint32_t index, RecordSink& sink, std::uint32_t ma
         break;
       }
       case NCCLSCOPE_REC_COMM_FINALIZE: {
-        ncclscope_comm_finalize_record rec;
+        ncclscope_comm_finalize_record rec{};
         std::memcpy(&rec, record, sizeof(rec));
         sink.OnCommFinalize(origin_, rec);
         ++stats.by_type[h.type];
@@ -297,7 +297,7 @@ bool RingFile::DrainLane(std::uint32_t index, RecordSink& sink, std::uint32_t ma
 
 bool RingFile::ReadHeader(RingHeaderSnapshot* out) {
   if (!healthy_) return false;
-  ncclscope_ring_header header;
+  ncclscope_ring_header header{};
   if (!GuardedCopy(&header, map_, offsetof(ncclscope_ring_header, controls))) {
     healthy_ = false;
     return false;
@@ -339,7 +339,7 @@ std::vector<CommSlotSnapshot> RingFile::ReadCommTable() {
       break;
     }
     if (state != NCCLSCOPE_COMM_LIVE && state != NCCLSCOPE_COMM_FINALIZED) continue;
-    ncclscope_comm_slot copy;
+    ncclscope_comm_slot copy{};
     std::uint32_t version_after = 0;
     bool copied = GuardedCopy(&copy, shared, sizeof(copy));
     OrderLoads();

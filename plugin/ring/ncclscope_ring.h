@@ -41,9 +41,11 @@
 
 #ifdef __cplusplus
 #define NCCLSCOPE_STATIC_ASSERT(cond, msg) static_assert(cond, msg)
+#define NCCLSCOPE_CAST(type, value) static_cast<type>(value)
 extern "C" {
 #else
 #define NCCLSCOPE_STATIC_ASSERT(cond, msg) _Static_assert(cond, msg)
+#define NCCLSCOPE_CAST(type, value) ((type)(value))
 #endif
 
 /* "NCSCRNG1" read as a little-endian uint64_t. */
@@ -481,7 +483,7 @@ NCCLSCOPE_STATIC_ASSERT(sizeof(struct ncclscope_comm_finalize_record) == NCCLSCO
  * feeds two accumulators, a += s and b += a; the result folds a and b. Cheap on the hot path (a few
  * instructions per block), and it catches torn and scribbled records. */
 static inline uint32_t ncclscope_checksum(const void* record, size_t size) {
-  const unsigned char* bytes = (const unsigned char*)record;
+  const unsigned char* bytes = NCCLSCOPE_CAST(const unsigned char*, record);
   uint64_t a = 0x6e63636c73636f70ULL;
   uint64_t b = 0;
   size_t i;
@@ -492,7 +494,7 @@ static inline uint32_t ncclscope_checksum(const void* record, size_t size) {
     a += w[0] + w[1] + w[2] + w[3];
     b += a;
   }
-  return (uint32_t)(a ^ (a >> 32) ^ b ^ (b >> 29));
+  return NCCLSCOPE_CAST(uint32_t, a ^ (a >> 32) ^ b ^ (b >> 29));
 }
 
 /* Bytes per element of a datatype code, 0 when unknown. */

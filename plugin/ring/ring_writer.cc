@@ -33,7 +33,10 @@ void CopyString(char* dst, std::size_t capacity, const std::string& src) {
   dst[n] = '\0';
 }
 
-std::string Errno(const std::string& what) { return what + ": " + std::strerror(errno); }
+std::string Errno(const std::string& what) {
+  char text[128];
+  return what + ": " + strerror_r(errno, text, sizeof(text));  // GNU strerror_r: returns the text
+}
 
 struct Layout {
   std::uint64_t comm_table_offset;

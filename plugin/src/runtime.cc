@@ -398,8 +398,7 @@ abi::Result Init(void** context, std::uint64_t comm_id, int* mask, const char* n
   }
   comm->live.store(1, std::memory_order_release);
 
-  alignas(64) ncclscope_comm_init_record rec;
-  std::memset(&rec, 0, sizeof(rec));
+  alignas(64) ncclscope_comm_init_record rec{};
   rec.h.type = NCCLSCOPE_REC_COMM_INIT;
   rec.comm_id = comm_id;
   rec.context = reinterpret_cast<std::uintptr_t>(handle);
@@ -470,8 +469,7 @@ abi::Result Finalize(void* context) {
 
   const std::uint64_t now = clock::Now();
   const std::uint32_t slot_index = Load(comm->comm_slot);
-  alignas(64) ncclscope_comm_finalize_record rec;
-  std::memset(&rec, 0, sizeof(rec));
+  alignas(64) ncclscope_comm_finalize_record rec{};
   rec.h.type = NCCLSCOPE_REC_COMM_FINALIZE;
   rec.comm_id = Load(comm->comm_id);
   rec.context = Load(comm->context_value);

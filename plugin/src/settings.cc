@@ -84,7 +84,7 @@ bool InRange(std::uint64_t value, std::uint64_t lo, std::uint64_t hi) {
   return value >= lo && value <= hi;
 }
 
-const Control kControls[] = {
+constexpr Control kControls[] = {
     {"NCCLSCOPE_EVENTS", "events", NCCLSCOPE_CONTROL_EVENT_MASK,
      [](std::string_view v, Settings& s) { return Assign(v, s.event_mask, ParseEvents); }},
     {"NCCLSCOPE_MIN_BYTES", "min_bytes", NCCLSCOPE_CONTROL_MIN_BYTES,

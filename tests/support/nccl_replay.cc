@@ -24,8 +24,9 @@ constexpr int kGroupMask = abi::kGroup | abi::kColl | abi::kP2p | abi::kProxyOp 
                            abi::kKernelCh | abi::kNetPlugin;
 
 // NCCL's debug logger; the plugin may call it from init/finalize.
-void Logger(int /*level*/, unsigned long /*flags*/, const char* /*file*/, int /*line*/,
-            const char* format, ...) {
+__attribute__((format(printf, 5, 6))) void Logger(int /*level*/, unsigned long /*flags*/,
+                                                  const char* /*file*/, int /*line*/,
+                                                  const char* format, ...) {
   if (std::getenv("NCCLSCOPE_REPLAY_LOG") == nullptr) return;  // NOLINT(concurrency-mt-unsafe)
   va_list args;
   va_start(args, format);
@@ -118,7 +119,7 @@ int ProfilerPlugin::Start(int version, void* context, void** handle,
     return 0;
   }
   if (version == 5) {
-    abi::EventDescrV5 v5;
+    abi::EventDescrV5 v5{};
     static_assert(sizeof(v5) == sizeof(d));
     std::memcpy(&v5, &d, sizeof(v5));
     return v5_->startEvent(context, handle, &v5);
@@ -127,7 +128,7 @@ int ProfilerPlugin::Start(int version, void* context, void** handle,
     *handle = nullptr;
     return 0;
   }
-  abi::EventDescrV4 v4;
+  abi::EventDescrV4 v4{};
   std::memset(&v4, 0, sizeof(v4));
   v4.type = static_cast<std::uint8_t>(d.type);
   v4.parentObj = d.parentObj;
@@ -299,7 +300,7 @@ EnqueuedOp ReplayComm::EnqueueTask(abi::EventDescrV6 task, std::uint8_t channels
 
 EnqueuedOp ReplayComm::StartColl(const CollSpec& spec, std::uint64_t seq) {
   const int snapshot = process_.MaskSnapshot();
-  abi::EventDescrV6 d;
+  abi::EventDescrV6 d{};
   std::memset(&d, 0, sizeof(d));
   d.type = abi::kColl;
   d.rank = rank_;
@@ -323,7 +324,7 @@ void ReplayComm::KernelChannels(const EnqueuedOp& op, int channels, const GpuTim
   if (times.base == 0) times.base = RealtimeNs();
   std::vector<void*> handles(static_cast<std::size_t>(channels), nullptr);
   for (int c = 0; c < channels; ++c) {
-    abi::EventDescrV6 d;
+    abi::EventDescrV6 d{};
     std::memset(&d, 0, sizeof(d));
     d.type = abi::kKernelCh;
     d.parentObj = op.handle;
@@ -353,7 +354,7 @@ void ReplayComm::ProxyWork(const EnqueuedOp& op, int channels, const ProxyPlan& 
   std::vector<Sub> subs;
   for (int c = 0; c < channels; ++c) {
     for (int dir = 0; dir < 2; ++dir) {
-      abi::EventDescrV6 d;
+      abi::EventDescrV6 d{};
       std::memset(&d, 0, sizeof(d));
       d.type = abi::kProxyOp;
       d.parentObj = parent;
@@ -377,7 +378,7 @@ void ReplayComm::ProxyWork(const EnqueuedOp& op, int channels, const ProxyPlan& 
     for (int step = 0; step < proxy.steps; ++step) {
       for (const Sub& sub : subs) {
         if (sub.handle == nullptr) continue;  // NCCL checks sub->opEventHandle
-        abi::EventDescrV6 d;
+        abi::EventDescrV6 d{};
         std::memset(&d, 0, sizeof(d));
         d.type = abi::kProxyStep;
         d.parentObj = sub.handle;
@@ -411,7 +412,7 @@ void ReplayComm::Collective(const CollSpec& spec, std::uint64_t seq, const GpuTi
   // ncclAllReduce(...): an implicit group around one CollApi (v5+).
   void* group_api = nullptr;
   void* coll_api = nullptr;
-  abi::EventDescrV6 d;
+  abi::EventDescrV6 d{};
   if (version >= 5 && (snapshot & kGroupApiMask) != 0) {
     std::memset(&d, 0, sizeof(d));
     d.type = abi::kGroupApi;
@@ -478,7 +479,7 @@ void ReplayComm::P2pGroup(const std::vector<P2pSpec>& tasks, const GpuTimes& gpu
   const int version = process_.version();
   const int snapshot = process_.MaskSnapshot();
   void* group_api = nullptr;
-  abi::EventDescrV6 d;
+  abi::EventDescrV6 d{};
   abi::StateArgsV6 no_args{};
   // ncclGroupStart(); per task ncclSend/ncclRecv; ncclGroupEnd().
   if (version >= 5 && (snapshot & kGroupApiMask) != 0) {
@@ -564,7 +565,7 @@ void ReplayComm::CeCollective(const char* func, std::size_t count, const char* d
                               std::uint64_t seq) {
   const int snapshot = process_.MaskSnapshot();
   if ((snapshot & (abi::kCeColl | abi::kCeSync | abi::kCeBatch)) == 0) return;
-  abi::EventDescrV6 d;
+  abi::EventDescrV6 d{};
   std::memset(&d, 0, sizeof(d));
   d.type = abi::kCeColl;
   d.rank = rank_;

@@ -95,6 +95,7 @@ int Run(const Options& o) {
   };
   std::vector<Rank> ranks(static_cast<std::size_t>(o.ranks));
   std::vector<std::uint64_t> comm_ids;
+  comm_ids.reserve(static_cast<std::size_t>(o.comms));
   for (int c = 0; c < o.comms; ++c) {
     comm_ids.push_back(0x5eed000000000000ull + static_cast<std::uint64_t>(getpid()) * 1000 +
                        static_cast<std::uint64_t>(c));
@@ -130,6 +131,7 @@ int Run(const Options& o) {
     if (phase > 1 && !o.go.empty()) WaitForFile(o.go + "." + std::to_string(phase));
     // One user thread per rank, all ranks issuing the same sequence (as a real job does).
     std::vector<std::thread> threads;
+    threads.reserve(static_cast<std::size_t>(o.ranks));
     const std::vector<std::uint64_t> seq_base = seq;
     for (int r = 0; r < o.ranks; ++r) {
       threads.emplace_back([&, r] {
@@ -219,26 +221,27 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
+    auto number = [&] { return static_cast<int>(std::strtol(next().c_str(), nullptr, 10)); };
     if (arg == "--plugin")
       o.plugin = next();
     else if (arg == "--abi")
-      o.abi = std::atoi(next().c_str());
+      o.abi = number();
     else if (arg == "--comms")
-      o.comms = std::atoi(next().c_str());
+      o.comms = number();
     else if (arg == "--ranks")
-      o.ranks = std::atoi(next().c_str());
+      o.ranks = number();
     else if (arg == "--colls")
-      o.colls = std::atoi(next().c_str());
+      o.colls = number();
     else if (arg == "--p2p")
-      o.p2p = std::atoi(next().c_str());
+      o.p2p = number();
     else if (arg == "--alltoall")
-      o.alltoall = std::atoi(next().c_str());
+      o.alltoall = number();
     else if (arg == "--channels")
-      o.channels = std::atoi(next().c_str());
+      o.channels = number();
     else if (arg == "--proxy")
       o.proxy = true;
     else if (arg == "--phases")
-      o.phases = std::atoi(next().c_str());
+      o.phases = number();
     else if (arg == "--go")
       o.go = next();
     else if (arg == "--hold")

@@ -68,7 +68,9 @@ std::string OnlyRing(const std::string& dir) {
   while (dirent* e = readdir(d)) {
     const std::string name = e->d_name;
     if (name.size() > 5 && name.compare(name.size() - 5, 5, ".ring") == 0) {
-      found = dir + "/" + name;
+      found = dir;
+      found += "/";
+      found += name;
       ++count;
     }
   }

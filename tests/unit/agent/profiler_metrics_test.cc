@@ -111,8 +111,7 @@ TEST(OpMetricsTest, IdleCommunicatorsOfEndedJobsExpire) {
 
 TEST(OpMetricsTest, NetworkTimeIsSplitBySendAndReceiveStates) {
   OpMetrics metrics(8, std::chrono::minutes(10));
-  ncclscope_proxy_op_record rec;
-  std::memset(&rec, 0, sizeof(rec));
+  ncclscope_proxy_op_record rec{};
   rec.comm_id = 9;
   rec.rank = 2;
   rec.is_send = 1;

@@ -31,10 +31,11 @@ TempDir& RingDir() {
   static TempDir dir;
   return dir;
 }
-const bool kEnvironment = [] {
-  setenv("NCCLSCOPE_RING_DIR", RingDir().path().c_str(), 1);
-  setenv("NCCLSCOPE_PROXY_DUTY", "1", 1);
-  setenv("NCCLSCOPE_RING_SIZE", "32MiB", 1);
+// Runs before main, with no other thread yet.
+const bool kEnvironment = [] {                                // NOLINT(cert-err58-cpp)
+  setenv("NCCLSCOPE_RING_DIR", RingDir().path().c_str(), 1);  // NOLINT(concurrency-mt-unsafe)
+  setenv("NCCLSCOPE_PROXY_DUTY", "1", 1);                     // NOLINT(concurrency-mt-unsafe)
+  setenv("NCCLSCOPE_RING_SIZE", "32MiB", 1);                  // NOLINT(concurrency-mt-unsafe)
   return true;
 }();
 
@@ -365,7 +366,8 @@ TEST_P(ReplayTest, PxnProxyOpsFromAnotherProcessAreNeverDereferenced) {
   pxn.pid = getpid() + 4242;  // raised on behalf of a rank in another process
   // Values from the other process: one looks exactly like one of our own handles.
   pxn.foreign_context = other.context();
-  pxn.foreign_parent = reinterpret_cast<void*>(0x7f00deadbeef);
+  pxn.foreign_parent =
+      reinterpret_cast<void*>(0x7f00deadbeef);  // NOLINT(performance-no-int-to-ptr)
   pxn.steps = 2;
   CollSpec spec;
   spec.channels = 2;
@@ -405,10 +407,12 @@ TEST_P(ReplayTest, AbnormalSequencesAreSurvived) {
 
   // Stop and record without start: NULL, garbage, a stack address, a stale-looking handle.
   int local = 0;
+  // NOLINTBEGIN(performance-no-int-to-ptr): values NCCL could never have been given
   for (void* bogus :
        {static_cast<void*>(nullptr), reinterpret_cast<void*>(0x1), static_cast<void*>(&local),
         reinterpret_cast<void*>(~0ull), reinterpret_cast<void*>(0x1000'0FFF'FFFF'FF00ull),
         reinterpret_cast<void*>(0x2000'0000'0000'4000ull)}) {
+    // NOLINTEND(performance-no-int-to-ptr)
     EXPECT_EQ(p.Stop(v, bogus), 0);
     EXPECT_EQ(p.Record(v, bogus, abi::kKernelChStop, &args), 0);
     EXPECT_EQ(p.Record(v, bogus, abi::kProxyStepSendWait, nullptr), 0);

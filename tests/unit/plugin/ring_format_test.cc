@@ -40,8 +40,7 @@ struct Collect : profiler::RecordSink {
 };
 
 ncclscope_op_record MakeOp(std::uint64_t seq, std::uint32_t channels = 0) {
-  ncclscope_op_record op;
-  std::memset(&op, 0, sizeof(op));
+  ncclscope_op_record op{};
   op.h.type = NCCLSCOPE_REC_OP;
   op.comm_id = 0xAB;
   op.seq = seq;
@@ -105,8 +104,7 @@ class RingFormatTest : public ::testing::Test {
 
 TEST_F(RingFormatTest, RecordsRoundTripWithTheirOrigin) {
   Write(MakeOp(1, 3));
-  ncclscope_proxy_op_record net;
-  std::memset(&net, 0, sizeof(net));
+  ncclscope_proxy_op_record net{};
   net.h.type = NCCLSCOPE_REC_PROXY_OP;
   net.comm_id = 0xAB;
   net.bytes = 4096;
@@ -173,7 +171,7 @@ TEST_F(RingFormatTest, CorruptRecordsAreSkippedAndCountedByReason) {
   // 4: bytes that do not match count x size, both with a correct checksum. 5, 6 stay valid.
   Slot(0, 0)[40] ^= 0x01;
   auto rewrite = [&](std::uint32_t slot, auto&& change) {
-    ncclscope_op_record op;
+    ncclscope_op_record op{};
     std::memcpy(&op, Slot(0, slot), sizeof(op));
     change(op);
     op.h.checksum = 0;
@@ -202,8 +200,7 @@ TEST_F(RingFormatTest, ContinuationsMustMatchTheirOp) {
   ncclscope_op_record op = MakeOp(3, 20);
   op.n_continuations = 1;
   std::memcpy(buffer, &op, sizeof(op));
-  ncclscope_op_channels_record cont;
-  std::memset(&cont, 0, sizeof(cont));
+  ncclscope_op_channels_record cont{};
   cont.h.type = NCCLSCOPE_REC_OP_CHANNELS;
   cont.comm_id = op.comm_id;
   cont.seq = op.seq;

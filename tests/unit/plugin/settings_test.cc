@@ -11,7 +11,7 @@
 namespace ncclscope::plugin {
 namespace {
 
-EnvLookup Env(std::map<std::string, std::string> vars) {
+EnvLookup Env(const std::map<std::string, std::string>& vars) {
   return [vars](const char* name) -> std::optional<std::string> {
     auto it = vars.find(name);
     if (it == vars.end()) return std::nullopt;

@@ -27,10 +27,11 @@ TempDir& RingDir() {
   static TempDir dir;
   return dir;
 }
-const bool kEnvironment = [] {
-  setenv("NCCLSCOPE_RING_DIR", RingDir().path().c_str(), 1);
-  setenv("NCCLSCOPE_RING_SIZE", "64MiB", 1);
-  setenv("NCCLSCOPE_RING_LANES", "8", 1);
+// Runs before main, with no other thread yet.
+const bool kEnvironment = [] {                                // NOLINT(cert-err58-cpp)
+  setenv("NCCLSCOPE_RING_DIR", RingDir().path().c_str(), 1);  // NOLINT(concurrency-mt-unsafe)
+  setenv("NCCLSCOPE_RING_SIZE", "64MiB", 1);                  // NOLINT(concurrency-mt-unsafe)
+  setenv("NCCLSCOPE_RING_LANES", "8", 1);                     // NOLINT(concurrency-mt-unsafe)
   return true;
 }();
 
@@ -48,6 +49,7 @@ TEST(PluginStressTest, EveryOpIsRecordedExactlyOnceUnderRandomConcurrency) {
   std::vector<std::unique_ptr<ProxyThread>> proxies;
   std::vector<std::vector<std::unique_ptr<ReplayComm>>> comms(kRanks);
   std::set<std::uint64_t> ids;
+  proxies.reserve(kRanks);
   for (int r = 0; r < kRanks; ++r) proxies.push_back(std::make_unique<ProxyThread>());
   for (int c = 0; c < kComms; ++c) {
     const std::uint64_t id = 0xABC0000000000000ull + static_cast<std::uint64_t>(getpid()) * 16 +
@@ -89,6 +91,7 @@ TEST(PluginStressTest, EveryOpIsRecordedExactlyOnceUnderRandomConcurrency) {
 
   std::atomic<std::uint64_t> issued{0};
   std::vector<std::thread> users;
+  users.reserve(kRanks);
   for (int r = 0; r < kRanks; ++r) {
     users.emplace_back([&, r] {
       std::mt19937 rng(seed + static_cast<unsigned>(r) * 7919);
@@ -109,7 +112,7 @@ TEST(PluginStressTest, EveryOpIsRecordedExactlyOnceUnderRandomConcurrency) {
           case 2: {
             CollSpec spec;
             spec.channels = static_cast<std::uint8_t>(1 + pick(24));
-            spec.count = static_cast<std::size_t>(1 + pick(1 << 20));
+            spec.count = 1 + static_cast<std::size_t>(pick(1 << 20));
             spec.datatype = pick(4) == 0 ? "Unknown" : "ncclFloat16";
             if (pick(10) == 0) spec.kernel_channels = pick(spec.channels);  // some never report
             comm.Collective(spec, seq[static_cast<std::size_t>(c)]++, gpu, net);
