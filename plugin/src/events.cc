@@ -129,8 +129,9 @@ void EmitAndFree(OpState* op, std::uint32_t index, std::uint32_t final_state,
           (position - NCCLSCOPE_OP_INLINE_CHANNELS) / NCCLSCOPE_OP_CONT_CHANNELS + 1;
       const std::uint32_t at =
           (position - NCCLSCOPE_OP_INLINE_CHANNELS) % NCCLSCOPE_OP_CONT_CHANNELS;
+      if (!reserved) break;  // dropped anyway: no continuation to build (and `spare` holds rec)
       if (at == 0) {
-        unsigned char* cont_raw = reserved ? slots.slots[part] : spare;
+        unsigned char* cont_raw = slots.slots[part];
         std::memset(cont_raw, 0, NCCLSCOPE_RECORD_SIZE);
         cont = reinterpret_cast<ncclscope_op_channels_record*>(cont_raw);
         cont->h.type = NCCLSCOPE_REC_OP_CHANNELS;

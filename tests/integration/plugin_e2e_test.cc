@@ -211,6 +211,36 @@ TEST(PluginEndToEndTest, DropsEqualWhatOverflowedWhileNoAgentRan) {
   EXPECT_EQ(Value(body, "ncclscope_nccl_records_dropped_total{reason=\"lane_busy\"}"), 0);
 }
 
+TEST(PluginEndToEndTest, DroppedRecordsNeverHideProgressFromTheCommTable) {
+  TempDir ring_dir;
+  TempDir logs;
+  const std::string hold = logs.path() + "/hold";
+  // 40 channels: each op is an op record plus a channel record; 255 of the 256 slots fill up.
+  auto job = StartJob(logs, ring_dir.path(),
+                      {"--comms", "1", "--ranks", "1", "--colls", "400", "--p2p", "0", "--alltoall",
+                       "0", "--channels", "40", "--hold", hold},
+                      {"NCCLSCOPE_RING_SIZE=64KiB", "NCCLSCOPE_RING_LANES=1"});
+  ASSERT_TRUE(job->WaitForStderr("phase 1 done", seconds(60))) << job->Stderr();
+  AgentProcess agent(AgentConfig(ring_dir.path()));
+  ASSERT_TRUE(agent.ok()) << agent.startup_log();
+  std::string body;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        body = agent.Get("/metrics").body;
+        return Total(body, "ncclscope_nccl_ops_total") == 127;
+      },
+      seconds(10)))
+      << Total(body, "ncclscope_nccl_ops_total");
+  EXPECT_EQ(Value(body, "ncclscope_nccl_records_total{type=\"op_channels\"}"), 127);
+  EXPECT_EQ(Value(body, "ncclscope_nccl_records_dropped_total{reason=\"ring_full\"}"),
+            2 * (400 - 127));
+  // Every op completed, recorded or not: nothing looks in flight, the last completion is known.
+  EXPECT_EQ(Total(body, "ncclscope_nccl_ops_in_flight"), 0);
+  EXPECT_GT(Total(body, "ncclscope_nccl_last_op_completion_timestamp_seconds"), 1e9);
+  Touch(hold);
+  EXPECT_EQ(job->Wait(seconds(30)), 0);
+}
+
 TEST(PluginEndToEndTest, AgentKilledAndRestartedMidRunLosesNothingThatFit) {
   TempDir ring_dir;
   TempDir logs;
