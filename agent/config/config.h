@@ -216,11 +216,137 @@ struct EbpfConfig {
   }
 };
 
+// One counter threshold of the fabric health findings: the finding is active while the counter grew
+// by more than `increase` within the last `window` (so increase 0 means "any increment").
+struct CounterThreshold {
+  double increase = 0;
+  Duration window = Seconds(600);
+  std::string severity = "warning";
+
+  template <typename V>
+  void Visit(V& v) {
+    v.Field("increase", increase, "Finding when the counter grew by more than this within window.",
+            checks::InRange{0.0, 1e18});
+    v.Field("window", window, "Look-back window of the increase.",
+            checks::InRange{Seconds(1), Seconds(86400)});
+    v.Field("severity", severity, "severity label of the finding; none turns it off.",
+            checks::OneOf({"critical", "warning", "info", "none"}));
+  }
+};
+
+// Link down and flapping findings from the history of port states (gpud-style drop and flap
+// windows, fabric.md 0.8 and 5).
+struct RdmaLinkConfig {
+  Duration down_after = Seconds(240);
+  Duration down_hold = Seconds(600);
+  Duration flap_min_down = Seconds(25);
+  unsigned flap_episodes = 3;
+  Duration flap_window = Seconds(3600);
+
+  template <typename V>
+  void Visit(V& v) {
+    v.Field("down_after", down_after,
+            "link_down finding: port not ACTIVE continuously for this long (gpud drop: 4m).",
+            checks::InRange{Seconds(0), Seconds(86400)});
+    v.Field("down_hold", down_hold,
+            "link_down stays active this long after the port recovers, so alerts do not flap.",
+            checks::InRange{Seconds(0), Seconds(86400)});
+    v.Field("flap_min_down", flap_min_down,
+            "A down period counts as a flap episode when it lasted this long (gpud: 25s) or the "
+            "HCA counted a link_downed event.",
+            checks::InRange{Seconds(0), Seconds(3600)});
+    v.Field("flap_episodes", flap_episodes,
+            "link_flapping finding: this many down-then-ACTIVE episodes within flap_window.",
+            checks::InRange{1u, 1000u});
+    v.Field("flap_window", flap_window, "Window in which flap episodes are counted.",
+            checks::InRange{Seconds(60), Seconds(7 * 86400)});
+  }
+};
+
+// What the node should have (gpud ExpectedPortStates): 0 turns a check off.
+struct RdmaExpectedConfig {
+  unsigned ports = 0;
+  unsigned rate_gbps = 0;
+  std::string link_layer = "InfiniBand";
+
+  template <typename V>
+  void Visit(V& v) {
+    v.Field("ports", ports,
+            "ports_below_expected finding when fewer ports are ACTIVE, LinkUp and at least "
+            "rate_gbps (8 on DGX H100/B200); 0 = no check.",
+            checks::InRange{0u, 1024u});
+    v.Field("rate_gbps", rate_gbps,
+            "rate_degraded finding when an ACTIVE port runs slower (400 for NDR); 0 = no check.",
+            checks::InRange{0u, 100000u});
+    v.Field("link_layer", link_layer, "Ports the expectations apply to.",
+            checks::OneOf({"InfiniBand", "Ethernet", "any"}));
+  }
+};
+
+// Counter thresholds (defaults from fabric.md 2.9: NVSentinel's counter table and gpud).
+struct RdmaThresholdsConfig {
+  CounterThreshold symbol_error_burst{600, Seconds(60), "warning"};
+  CounterThreshold symbol_error_ber{120, Seconds(3600), "critical"};
+  CounterThreshold link_error_recovery{25, Seconds(300), "warning"};
+  CounterThreshold link_downed{0, Seconds(600), "critical"};
+  CounterThreshold local_link_integrity{0, Seconds(600), "critical"};
+  CounterThreshold excessive_buffer_overrun{0, Seconds(600), "critical"};
+  CounterThreshold receive_errors{3000, Seconds(300), "warning"};
+  CounterThreshold discards{30000, Seconds(300), "warning"};
+  CounterThreshold transmit_wait{3e8, Seconds(300), "warning"};
+  CounterThreshold cnp_ignored{0, Seconds(900), "warning"};
+  CounterThreshold ecn_marked{300000, Seconds(300), "info"};
+  CounterThreshold cnp_handled{300000, Seconds(300), "info"};
+  CounterThreshold out_of_buffer{0, Seconds(600), "warning"};
+  CounterThreshold ack_timeouts{300, Seconds(300), "warning"};
+  CounterThreshold retries_exceeded{0, Seconds(600), "critical"};
+  CounterThreshold roce_slow_restart{3000, Seconds(300), "warning"};
+
+  template <typename V>
+  void Visit(V& v) {
+    v.Section("symbol_error_burst", symbol_error_burst, "symbol_error > 10/s (NVSentinel).");
+    v.Section("symbol_error_ber", symbol_error_ber,
+              "symbol_error > 120/h, IBTA BER 1e-12 (NVSentinel fatal).");
+    v.Section("link_error_recovery", link_error_recovery, "link_error_recovery > 5/min.");
+    v.Section("link_downed", link_downed, "Any link_downed increment (NVSentinel fatal).");
+    v.Section("local_link_integrity", local_link_integrity,
+              "Any local_link_integrity_errors increment (NVSentinel fatal).");
+    v.Section("excessive_buffer_overrun", excessive_buffer_overrun,
+              "Any excessive_buffer_overrun_errors increment (NVSentinel fatal).");
+    v.Section("receive_errors", receive_errors, "port_rcv_errors > 10/s.");
+    v.Section("discards", discards,
+              "port_xmit_discards + port_rcv_discards > 100/s while the port is ACTIVE.");
+    v.Section(
+        "transmit_wait", transmit_wait,
+        "port_xmit_wait > 1e6 ticks/s (a placeholder: the tick length is hardware-specific).");
+    v.Section("cnp_ignored", cnp_ignored,
+              "Any rp_cnp_ignored increment: CNPs arrive but congestion control is off.");
+    v.Section("ecn_marked", ecn_marked, "np_ecn_marked_roce_packets > 1000/s (RoCE congestion).");
+    v.Section("cnp_handled", cnp_handled, "rp_cnp_handled > 1000/s (senders throttled by DCQCN).");
+    v.Section("out_of_buffer", out_of_buffer,
+              "Any out_of_buffer drop: receivers do not post buffers fast enough.");
+    v.Section("ack_timeouts", ack_timeouts, "local_ack_timeout_err > 1/s.");
+    v.Section("retries_exceeded", retries_exceeded,
+              "Any req_transport_retries_exceeded or req_rnr_retries_exceeded: a QP failed.");
+    v.Section("roce_slow_restart", roce_slow_restart, "roce_slow_restart > 10/s (NVSentinel).");
+  }
+};
+
 // InfiniBand / RoCE port counters.
 struct RdmaConfig {
   bool enabled = true;
   std::string sysfs_root = "/sys";
   Duration interval = Seconds(10);
+  std::vector<std::string> include_devices;
+  std::vector<std::string> exclude_devices;
+  std::vector<std::string> exclude_pci_addresses;
+  bool hw_counters = true;
+  bool unknown_hw_counters = false;
+  bool verbs = true;
+  bool topology = true;
+  RdmaLinkConfig link;
+  RdmaExpectedConfig expected;
+  RdmaThresholdsConfig thresholds;
 
   template <typename V>
   void Visit(V& v) {
@@ -228,8 +354,28 @@ struct RdmaConfig {
     v.Field("sysfs_root", sysfs_root, "Where sysfs is mounted (/host/sys in a container).",
             checks::AbsolutePath());
     v.Field("interval", interval,
-            "How often ports are read. Each counter read is a firmware command on the HCA.",
+            "How often ports are read (with 10% jitter). Each counter read is a firmware command "
+            "on the HCA.",
             checks::InRange{Millis(100), Seconds(3600)});
+    v.Field("include_devices", include_devices,
+            "Only devices whose name matches one of these regexes (empty: all).",
+            checks::RegexList());
+    v.Field("exclude_devices", exclude_devices,
+            "Devices whose name matches one of these regexes are never read.", checks::RegexList());
+    v.Field("exclude_pci_addresses", exclude_pci_addresses,
+            "Devices whose PCI address (e.g. 0000:05:00.0) matches are never read: restricted "
+            "PFs whose counter reads fail and flood dmesg.",
+            checks::RegexList());
+    v.Field("hw_counters", hw_counters,
+            "Read ports/N/hw_counters (mlx5 Q and congestion counters).");
+    v.Field("unknown_hw_counters", unknown_hw_counters,
+            "Also export hw_counters files not in the catalogue, with a counter label.");
+    v.Field("verbs", verbs,
+            "Enumerate devices with libibverbs too, to fill port attributes sysfs cannot give.");
+    v.Field("topology", topology, "Export GPU to NIC PCIe affinity from sysfs.");
+    v.Section("link", link, "Link down and flap findings from the port state history.");
+    v.Section("expected", expected, "Ports the node should have.");
+    v.Section("thresholds", thresholds, "Counter thresholds of the health findings.");
   }
 };
 
@@ -238,14 +384,27 @@ struct NvlinkConfig {
   bool enabled = true;
   std::string library = "libnvidia-ml.so.1";
   Duration interval = Seconds(10);
+  unsigned expected_links = 0;
+  Duration down_after = Seconds(120);
+  CounterThreshold errors{0, Seconds(600), "warning"};
 
   template <typename V>
   void Visit(V& v) {
     v.Field("enabled", enabled, "Collect NVLink state, throughput and errors through NVML.");
     v.Field("library", library, "NVML shared library to dlopen (name or absolute path).",
             checks::NonEmpty());
-    v.Field("interval", interval, "How often NVML is polled.",
+    v.Field("interval", interval, "How often NVML is polled (with 10% jitter).",
             checks::InRange{Millis(100), Seconds(3600)});
+    v.Field("expected_links", expected_links,
+            "links_below_expected finding when a GPU has fewer active links (18 on H100 SXM); "
+            "0 = no check.",
+            checks::InRange{0u, 64u});
+    v.Field("down_after", down_after,
+            "link_inactive finding: a link that was active is inactive for this long.",
+            checks::InRange{Seconds(0), Seconds(86400)});
+    v.Section("errors", errors,
+              "CRC, replay and recovery errors (NVLink5: malformed, overrun, receive, integrity, "
+              "failed recovery) on a link.");
   }
 };
 
