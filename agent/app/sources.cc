@@ -2,6 +2,8 @@
 
 #include "agent/ebpf/ebpf_source.h"
 #include "agent/profiler/profiler_source.h"
+#include "rdma/source/nvlink_source.h"
+#include "rdma/source/rdma_source.h"
 
 namespace ncclscope {
 
@@ -11,6 +13,8 @@ std::vector<std::shared_ptr<Source>> MakeSources() {
   // NVLink.
   sources.push_back(std::make_shared<profiler::ProfilerSource>());
   sources.push_back(std::make_shared<ebpf::EbpfSource>());
+  sources.push_back(std::make_shared<rdma::RdmaSource>());
+  sources.push_back(std::make_shared<rdma::NvlinkSource>());
   return sources;
 }
 

@@ -1,0 +1,83 @@
+#pragma once
+
+// The `nvlink` source: NVLink state, throughput and errors of every GPU through NVML, loaded at
+// run time. Without NVML (no driver, or a container without the library) the source reports down
+// with the loader's reason, exports ncclscope_nvml_available 0, retries every interval, and the
+// rest of the agent runs on. Like the rdma source it polls in the background and scrapes read the
+// last published families.
+
+#include <prometheus/metric_family.h>
+
+#include <array>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "agent/config/config.h"
+#include "agent/core/source.h"
+#include "rdma/counters/counter_state.h"
+#include "rdma/health/clock.h"
+#include "rdma/health/nvlink_health.h"
+#include "rdma/nvml/nvlink_reader.h"
+#include "rdma/nvml/nvml_library.h"
+#include "rdma/source/poller.h"
+
+namespace ncclscope::rdma {
+
+class NvlinkSource : public Source {
+ public:
+  struct Deps {
+    std::shared_ptr<health::Clock> clock;
+  };
+
+  NvlinkSource();
+  explicit NvlinkSource(Deps deps);
+  ~NvlinkSource() override;
+
+  bool Enabled(const config::Config& config) const override { return config.nvlink.enabled; }
+  SourceStatus Start(const config::Config& config) override;
+  SourceStatus Reconfigure(const config::Config& config) override;
+  void Stop() override;
+  SourceStatus Status() const override;
+  std::vector<prometheus::MetricFamily> Collect() const override;
+
+  // Synchronous poll and configuration, for tests (see RdmaSource).
+  void PollOnce();
+  void Configure(const config::NvlinkConfig& config);
+
+ private:
+  struct LinkState {
+    std::array<counters::CounterState, nvml::kErrorCounters> errors;
+    std::array<counters::CounterState, nvml::kLinkFields.size()> fields;
+    health::NvLinkHealth health;
+    explicit LinkState(const config::NvlinkConfig& config) : health(config) {}
+  };
+  struct GpuState {
+    std::array<counters::CounterState, nvml::kGpuFields.size()> totals;
+  };
+
+  std::vector<prometheus::MetricFamily> Render(const nvml::NvlinkSnapshot& snapshot,
+                                               health::TimePoint now, double poll_seconds);
+  void Publish(std::vector<prometheus::MetricFamily> families, SourceStatus status);
+
+  Deps deps_;
+  Poller poller_;
+
+  std::mutex poll_mutex_;
+  config::NvlinkConfig config_;
+  std::unique_ptr<nvml::Library> library_;
+  std::unique_ptr<nvml::NvlinkReader> reader_;
+  std::string load_error_;
+  std::map<std::pair<std::string, unsigned>, LinkState> links_;  // (UUID, link)
+  std::map<std::string, GpuState> gpus_;                         // UUID
+  std::uint64_t polls_ = 0;
+
+  mutable std::mutex publish_mutex_;
+  std::shared_ptr<const std::vector<prometheus::MetricFamily>> published_;
+  SourceStatus status_ = SourceStatus::Down("not polled yet");
+};
+
+}  // namespace ncclscope::rdma

@@ -1,0 +1,509 @@
+#include "rdma/source/rdma_source.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "agent/core/log.h"
+#include "rdma/counters/counter_state.h"
+#include "rdma/source/family_set.h"
+#include "rdma/sysfs/attributes.h"
+#include "rdma/topology/pci_topology.h"
+
+namespace ncclscope::rdma {
+namespace {
+
+using counters::Behavior;
+using counters::CounterInfo;
+
+double UnixNow() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::string PortLabel(std::uint32_t port) { return std::to_string(port); }
+
+// Attributes of a port this poll, from sysfs, else from verbs.
+struct PortAttributes {
+  int state = -1;
+  int phys_state = -1;
+  double gbps = -1;
+  std::string width, speed, link_layer;
+};
+
+PortAttributes Attributes(const sysfs::PortLayout& layout, const sysfs::PortReading& reading,
+                          const verbs::Port* verbs) {
+  PortAttributes a;
+  a.link_layer = layout.link_layer;
+  if (reading.state) a.state = reading.state->id;
+  if (reading.phys_state) a.phys_state = reading.phys_state->id;
+  if (reading.rate) {
+    a.gbps = reading.rate->gbps;
+    a.width = reading.rate->width;
+    a.speed = reading.rate->speed;
+  }
+  if (verbs != nullptr) {
+    if (a.state < 0) a.state = verbs->state;
+    if (a.phys_state < 0) a.phys_state = verbs->phys_state;
+    if (a.gbps < 0 && !verbs->width.empty()) {
+      a.gbps = verbs->gbps;
+      a.width = verbs->width;
+      a.speed = verbs->speed;
+    }
+    if (a.link_layer.empty()) a.link_layer = verbs->link_layer;
+  }
+  return a;
+}
+
+bool NeedsVerbs(const sysfs::PortLayout& layout, const sysfs::PortReading& reading) {
+  return !reading.state || !reading.phys_state || !reading.rate || layout.link_layer.empty();
+}
+
+}  // namespace
+
+RdmaSource::RdmaSource() : RdmaSource(Deps{}) {}
+
+RdmaSource::RdmaSource(Deps deps) : Source("rdma"), deps_(std::move(deps)) {
+  if (!deps_.reader) deps_.reader = std::make_shared<sysfs::PosixFileReader>();
+  if (!deps_.verbs) deps_.verbs = std::make_shared<verbs::LibibverbsApi>();
+  if (!deps_.clock) deps_.clock = std::make_shared<health::SteadyClock>();
+}
+
+RdmaSource::~RdmaSource() { poller_.Stop(); }
+
+void RdmaSource::ApplyConfigLocked(const config::RdmaConfig& config) {
+  const bool same_tree = collector_ && config.sysfs_root == config_.sysfs_root &&
+                         config.hw_counters == config_.hw_counters;
+  config_ = config;
+  sysfs::DiscoveryOptions options;
+  options.root = config.sysfs_root;
+  options.hw_counters = config.hw_counters;
+  // A new collector re-probes files remembered as failing: a reload is the operator's way to ask.
+  collector_ = std::make_unique<sysfs::SysfsCollector>(
+      deps_.reader.get(),
+      sysfs::DeviceFilter(config.include_devices, config.exclude_devices,
+                          config.exclude_pci_addresses),
+      options);
+  specs_ = health::ThresholdSpecs(config.thresholds);
+  if (!same_tree) {
+    ports_.clear();
+    affinity_.clear();
+  }
+  for (auto& [key, port] : ports_) {
+    port.health.Reconfigure(&specs_, health::LinkParams(config.link));
+    port.bound_layout = nullptr;
+  }
+}
+
+void RdmaSource::Configure(const config::RdmaConfig& config) {
+  std::lock_guard<std::mutex> lock(poll_mutex_);
+  ApplyConfigLocked(config);
+}
+
+SourceStatus RdmaSource::Start(const config::Config& config) {
+  Configure(config.rdma);
+  poller_.Start(config.rdma.interval.value(), [this] {
+    PollOnce();
+    return std::chrono::nanoseconds(0);
+  });
+  return SourceStatus::Up();
+}
+
+SourceStatus RdmaSource::Reconfigure(const config::Config& config) {
+  poller_.Stop();
+  return Start(config);
+}
+
+void RdmaSource::Stop() { poller_.Stop(); }
+
+SourceStatus RdmaSource::Status() const {
+  std::lock_guard<std::mutex> lock(publish_mutex_);
+  return status_;
+}
+
+std::vector<prometheus::MetricFamily> RdmaSource::Collect() const {
+  std::shared_ptr<const std::vector<prometheus::MetricFamily>> published;
+  {
+    std::lock_guard<std::mutex> lock(publish_mutex_);
+    published = published_;
+  }
+  return published ? *published : std::vector<prometheus::MetricFamily>{};
+}
+
+void RdmaSource::Publish(std::vector<prometheus::MetricFamily> families, SourceStatus status) {
+  auto shared = std::make_shared<const std::vector<prometheus::MetricFamily>>(std::move(families));
+  std::lock_guard<std::mutex> lock(publish_mutex_);
+  published_ = std::move(shared);
+  status_ = std::move(status);
+}
+
+void RdmaSource::RefreshTopologyLocked(const sysfs::Snapshot& snapshot) {
+  affinity_.clear();
+  if (!config_.topology || !snapshot.layouts) return;
+  const std::vector<topology::PciNode> gpus = topology::FindGpus(config_.sysfs_root);
+  if (gpus.empty()) return;
+  for (const sysfs::DeviceLayout& device : *snapshot.layouts) {
+    topology::PciNode nic;
+    if (!topology::ResolvePci(device.path + "/device", &nic)) continue;
+    for (const topology::PciNode& gpu : gpus) {
+      const topology::Affinity affinity = topology::Relate(gpu, nic);
+      for (const sysfs::PortLayout& port : device.ports) {
+        affinity_.push_back({gpu.address, device.name, affinity.relation, port.number,
+                             nic.numa_node, gpu.numa_node, affinity.distance});
+      }
+    }
+  }
+}
+
+void RdmaSource::PollOnce() {
+  std::lock_guard<std::mutex> lock(poll_mutex_);
+  if (!collector_) return;
+  const auto wall_start = std::chrono::steady_clock::now();
+  const health::TimePoint now = deps_.clock->Now();
+  sysfs::Snapshot snapshot = collector_->Poll(now);
+  ++polls_;
+  files_read_ += snapshot.problems.files_read;
+  if (snapshot.problems.read_errors > 0) errors().Add("read", snapshot.problems.read_errors);
+  if (snapshot.problems.parse_errors > 0) errors().Add("parse", snapshot.problems.parse_errors);
+  for (const std::string& name : snapshot.vanished) {
+    errors().Add("vanished");
+    NCCLSCOPE_LOG(kWarn, "rdma") << "device " << name << " vanished while being read";
+  }
+  if (snapshot.rediscovered) {
+    RefreshTopologyLocked(snapshot);
+    if (config_.verbs) verbs_.Refresh(*deps_.verbs);
+  }
+
+  // Verbs fill in what sysfs could not read; refreshed at most once per poll, only when needed.
+  bool verbs_fresh = snapshot.rediscovered;
+  for (const sysfs::DeviceReading& device : snapshot.devices) {
+    for (std::size_t p = 0; p < device.ports.size(); ++p) {
+      if (config_.verbs && !verbs_fresh && NeedsVerbs(device.layout->ports[p], device.ports[p])) {
+        verbs_.Refresh(*deps_.verbs);
+        verbs_fresh = true;
+      }
+    }
+  }
+
+  for (auto& [key, port] : ports_) port.present = false;
+  for (const sysfs::DeviceReading& device : snapshot.devices) {
+    for (std::size_t p = 0; p < device.ports.size(); ++p) {
+      const sysfs::PortLayout& layout = device.layout->ports[p];
+      const sysfs::PortReading& reading = device.ports[p];
+      auto [it, inserted] = ports_.try_emplace({device.layout->name, layout.number}, &specs_,
+                                               health::LinkParams(config_.link));
+      PortState& port = it->second;
+      if (port.bound_layout != &layout) {
+        port.bound.assign(layout.files.size(), nullptr);
+        for (std::size_t f = 0; f < layout.files.size(); ++f) {
+          port.bound[f] = counters::Lookup(layout.files[f].group, layout.files[f].name);
+        }
+        port.bound_layout = &layout;
+      }
+      for (std::size_t f = 0; f < layout.files.size(); ++f) {
+        if (!reading.values[f]) continue;
+        const CounterInfo* info = port.bound[f];
+        if (info == nullptr && !(config_.unknown_hw_counters &&
+                                 layout.files[f].group == sysfs::CounterGroup::kHwCounters)) {
+          continue;
+        }
+        counters::CounterState& state = port.counters[layout.files[f].key];
+        state.Update(*reading.values[f], info ? info->behavior : Behavior::kPlain64,
+                     info ? info->width_bits : 64);
+      }
+      const PortAttributes attrs =
+          Attributes(layout, reading,
+                     config_.verbs ? verbs_.Find(device.layout->name, layout.number) : nullptr);
+      port.health.Observe(now, {true, attrs.state, attrs.phys_state}, port.counters);
+      port.present = true;
+      port.last_present = now;
+    }
+  }
+  // Ports that were not read: vanished devices count as down for a while (a NIC falling off the
+  // bus is exactly a link going down); excluded ones are forgotten at once.
+  for (auto it = ports_.begin(); it != ports_.end();) {
+    PortState& port = it->second;
+    const bool excluded = std::find(snapshot.excluded.begin(), snapshot.excluded.end(),
+                                    it->first.first) != snapshot.excluded.end();
+    if (!port.present) {
+      if (excluded || now - port.last_present > config_.link.flap_window.value()) {
+        it = ports_.erase(it);
+        continue;
+      }
+      port.health.Observe(now, {false, -1, -1}, port.counters);
+    }
+    ++it;
+  }
+
+  const double poll_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  std::vector<prometheus::MetricFamily> families = RenderLocked(snapshot, now, poll_seconds);
+  SourceStatus status =
+      snapshot.class_dir_present
+          ? SourceStatus::Up()
+          : SourceStatus::Down(
+                "no RDMA devices: " + sysfs::ClassDir(config_.sysfs_root) + ": " +
+                std::strerror(snapshot.list_error));  // NOLINT(concurrency-mt-unsafe)
+  Publish(std::move(families), std::move(status));
+}
+
+std::vector<prometheus::MetricFamily> RdmaSource::RenderLocked(const sysfs::Snapshot& snapshot,
+                                                               health::TimePoint now,
+                                                               double poll_seconds) {
+  FamilySet out;
+  const std::string ib = "ncclscope_infiniband_";
+
+  // Expected ports (gpud ExpectedPortStates): which ports count, and how many are fine.
+  const config::RdmaExpectedConfig& expected = config_.expected;
+  struct Judged {
+    const sysfs::DeviceLayout* device;
+    std::size_t port_index;
+    const sysfs::PortReading* reading;
+    PortAttributes attrs;
+    bool eligible;
+  };
+  std::vector<Judged> judged;
+  std::uint32_t good = 0;
+  for (const sysfs::DeviceReading& device : snapshot.devices) {
+    for (std::size_t p = 0; p < device.ports.size(); ++p) {
+      const sysfs::PortLayout& layout = device.layout->ports[p];
+      Judged j{
+          device.layout, p, &device.ports[p],
+          Attributes(layout, device.ports[p],
+                     config_.verbs ? verbs_.Find(device.layout->name, layout.number) : nullptr),
+          false};
+      j.eligible = expected.link_layer == "any" || j.attrs.link_layer == expected.link_layer;
+      if (j.eligible && j.attrs.state == sysfs::kStateActive &&
+          j.attrs.phys_state == sysfs::kPhysStateLinkUp &&
+          (expected.rate_gbps == 0 || j.attrs.gbps >= expected.rate_gbps)) {
+        ++good;
+      }
+      judged.push_back(std::move(j));
+    }
+  }
+  const bool below_expected = expected.ports > 0 && good < expected.ports;
+
+  // Devices.
+  for (const sysfs::DeviceReading& device : snapshot.devices) {
+    const sysfs::DeviceLayout& d = *device.layout;
+    out.AddGauge(ib + "info",
+                 "Constant 1 per RDMA device, labeled with its firmware, board, HCA type, node "
+                 "GUID and PCI address.",
+                 {{"device", d.name},
+                  {"board_id", d.board_id},
+                  {"firmware_version", d.firmware_version},
+                  {"hca_type", d.hca_type},
+                  {"node_guid", d.node_guid},
+                  {"pci_address", d.pci_address}},
+                 1);
+  }
+
+  std::vector<health::Finding> findings;
+  for (const Judged& j : judged) {
+    const sysfs::DeviceLayout& d = *j.device;
+    const sysfs::PortLayout& layout = d.ports[j.port_index];
+    const sysfs::PortReading& reading = *j.reading;
+    const std::string port_label = PortLabel(layout.number);
+    const metrics::Labels labels = {{"device", d.name}, {"port", port_label}};
+    PortState& port = ports_.at({d.name, layout.number});
+
+    out.AddGauge(ib + "port_info",
+                 "Constant 1 per port, labeled with link layer, active width and speed, and the "
+                 "network interface (RoCE, IPoIB).",
+                 {{"device", d.name},
+                  {"port", port_label},
+                  {"link_layer", j.attrs.link_layer},
+                  {"width", j.attrs.width},
+                  {"speed", j.attrs.speed},
+                  {"netdev", layout.netdev}},
+                 1);
+    if (j.attrs.state >= 0) {
+      out.AddGauge(ib + "state_id",
+                   "Port state (1: down, 2: init, 3: armed, 4: active, 5: active defer).", labels,
+                   j.attrs.state);
+    }
+    if (j.attrs.phys_state >= 0) {
+      out.AddGauge(ib + "physical_state_id",
+                   "Physical port state (1: sleep, 2: polling, 3: disabled, 4: port configuration "
+                   "training, 5: link up, 6: link error recovery, 7: phy test).",
+                   labels, j.attrs.phys_state);
+    }
+    if (j.attrs.gbps >= 0) {
+      out.AddGauge(ib + "rate_bytes_per_second",
+                   "Nominal signalling rate of the port (lanes x lane speed), in bytes per second.",
+                   labels, j.attrs.gbps * 125'000'000.0);
+    }
+
+    // Counters, in catalogue order within the port's files.
+    std::uint32_t saturated = 0;
+    for (std::size_t f = 0; f < layout.files.size(); ++f) {
+      const sysfs::CounterFile& file = layout.files[f];
+      if (!reading.values[f]) continue;
+      auto state_it = port.counters.find(file.key);
+      if (state_it == port.counters.end()) continue;
+      const counters::CounterState& state = state_it->second;
+      const CounterInfo* info = port.bound[f];
+      if (info == nullptr) {
+        out.AddCounter(std::string(counters::kUnknownHwCounterMetric),
+                       "hw_counters files not in the catalogue (rdma.unknown_hw_counters).",
+                       {{"device", d.name}, {"port", port_label}, {"counter", file.name}},
+                       state.extended());
+        continue;
+      }
+      const std::string metric(info->metric);
+      const std::string help(info->help);
+      if (info->behavior == Behavior::kGauge) {
+        out.AddGauge(metric, help, labels, static_cast<double>(state.raw()) * info->scale);
+        continue;
+      }
+      out.AddCounter(metric, help, labels, state.extended() * info->scale);
+      if (state.saturated()) {
+        ++saturated;
+        out.AddGauge(ib + "port_saturated",
+                     "1 while a counter sits at its maximum (2^width-1): it no longer counts, so "
+                     "its rate reads 0 whatever happens. Absent while not saturated.",
+                     {{"device", d.name}, {"port", port_label}, {"counter", file.name}}, 1);
+      }
+      if (state.resets() > 0) {
+        out.AddCounter(ib + "port_clears_total",
+                       "Times a counter went down other than by a 32-bit wrap (perfquery -R, "
+                       "driver reload). Present once a reset was seen.",
+                       {{"device", d.name}, {"port", port_label}, {"counter", file.name}},
+                       static_cast<double>(state.resets()));
+      }
+    }
+    out.AddGauge(ib + "port_saturated_counters",
+                 "Number of the port's counters sitting at their maximum.", labels, saturated);
+    for (const auto& [reason, count] : reading.unreadable) {
+      out.AddGauge(ib + "port_unreadable_files",
+                   "Port files that gave no value this poll, by reason (errno name, no_pma, "
+                   "malformed, restricted). Failing files are not read again.",
+                   {{"device", d.name}, {"port", port_label}, {"reason", reason}}, count);
+    }
+    out.AddGauge(ib + "port_restricted",
+                 "1 when the port's PMA counters fail with EINVAL (restricted PF): they are no "
+                 "longer read.",
+                 labels, reading.restricted ? 1 : 0);
+
+    for (const auto& [transition, count] : port.health.transitions()) {
+      out.AddCounter(ib + "port_state_transitions_total",
+                     "Port state changes seen between polls, by from and to state.",
+                     {{"device", d.name},
+                      {"port", port_label},
+                      {"from", transition.first},
+                      {"to", transition.second}},
+                     static_cast<double>(count));
+    }
+    out.AddGauge(ib + "port_flap_episodes",
+                 "Link-down-then-ACTIVE episodes within rdma.link.flap_window.", labels,
+                 static_cast<double>(port.health.history().Episodes(now)));
+
+    findings.clear();
+    port.health.Findings(now, below_expected && j.eligible, &findings);
+    if (expected.rate_gbps > 0 && j.eligible) {
+      findings.push_back({"rate_degraded", "warning",
+                          j.attrs.state == sysfs::kStateActive && j.attrs.gbps >= 0 &&
+                              j.attrs.gbps < expected.rate_gbps});
+    }
+    for (const health::Finding& finding : findings) {
+      out.AddGauge(ib + "finding",
+                   "1 while a health finding holds for the port (or node), 0 otherwise; severity "
+                   "critical, warning or info.",
+                   {{"device", d.name},
+                    {"port", port_label},
+                    {"finding", finding.name},
+                    {"severity", finding.severity}},
+                   finding.active ? 1 : 0);
+    }
+  }
+
+  // Ports of devices that vanished keep their link findings for a while.
+  for (auto& [key, port] : ports_) {
+    if (port.present) continue;
+    findings.clear();
+    port.health.Findings(now, false, &findings);
+    for (const health::Finding& finding : findings) {
+      if (finding.name != "link_down" && finding.name != "link_flapping") continue;
+      out.AddGauge(ib + "finding",
+                   "1 while a health finding holds for the port (or node), 0 otherwise; severity "
+                   "critical, warning or info.",
+                   {{"device", key.first},
+                    {"port", PortLabel(key.second)},
+                    {"finding", finding.name},
+                    {"severity", finding.severity}},
+                   finding.active ? 1 : 0);
+    }
+  }
+
+  // Node level.
+  out.AddGauge(ib + "active_ports",
+               "Ports of rdma.expected.link_layer that are ACTIVE, LinkUp and at least "
+               "rdma.expected.rate_gbps.",
+               {}, good);
+  if (expected.ports > 0) {
+    out.AddGauge(ib + "expected_active_ports", "rdma.expected.ports: ports the node should have.",
+                 {}, expected.ports);
+    out.AddGauge(ib + "finding",
+                 "1 while a health finding holds for the port (or node), 0 otherwise; severity "
+                 "critical, warning or info.",
+                 {{"finding", "ports_below_expected"}, {"severity", "critical"}},
+                 below_expected ? 1 : 0);
+  }
+  if (expected.rate_gbps > 0) {
+    out.AddGauge(ib + "expected_rate_bytes_per_second",
+                 "rdma.expected.rate_gbps in bytes per second.", {},
+                 expected.rate_gbps * 125'000'000.0);
+  }
+
+  for (const AffinityRow& row : affinity_) {
+    out.AddGauge("ncclscope_gpu_nic_affinity_info",
+                 "Constant 1 per GPU and RDMA port: how they are connected in the PCIe tree "
+                 "(relation PIX, PXB, PHB, NODE, SYS as nvidia-smi topo) and the hop count.",
+                 {{"gpu_bus_id", row.gpu_bus_id},
+                  {"device", row.device},
+                  {"port", PortLabel(row.port)},
+                  {"numa_node", std::to_string(row.numa_node)},
+                  {"gpu_numa_node", std::to_string(row.gpu_numa_node)},
+                  {"relation", row.relation},
+                  {"pci_distance", std::to_string(row.distance)}},
+                 1);
+  }
+
+  // The source itself.
+  std::size_t vanished_devices = 0;
+  {
+    std::vector<std::string> names;
+    for (const auto& [key, port] : ports_) {
+      if (!port.present && std::find(names.begin(), names.end(), key.first) == names.end()) {
+        names.push_back(key.first);
+      }
+    }
+    vanished_devices = names.size();
+  }
+  const std::string devices_help =
+      "RDMA devices by state: monitored, excluded by the filters (never read), vanished (gone, "
+      "findings kept for rdma.link.flap_window).";
+  out.AddGauge("ncclscope_rdma_devices", devices_help, {{"state", "monitored"}},
+               static_cast<double>(snapshot.devices.size()));
+  out.AddGauge("ncclscope_rdma_devices", devices_help, {{"state", "excluded"}},
+               static_cast<double>(snapshot.excluded.size()));
+  out.AddGauge("ncclscope_rdma_devices", devices_help, {{"state", "vanished"}},
+               static_cast<double>(vanished_devices));
+  if (config_.verbs) {
+    out.AddGauge("ncclscope_rdma_verbs_devices",
+                 "RDMA devices libibverbs could open (0 without /dev/infiniband or a provider).",
+                 {}, static_cast<double>(verbs_.device_count()));
+  }
+  out.AddCounter("ncclscope_rdma_polls_total", "Polls of the RDMA ports.", {},
+                 static_cast<double>(polls_));
+  out.AddCounter("ncclscope_rdma_file_reads_total",
+                 "sysfs attribute and counter files opened (each counters/ read is a firmware "
+                 "command on the HCA).",
+                 {}, static_cast<double>(files_read_));
+  out.AddGauge("ncclscope_rdma_poll_duration_seconds", "Wall time of the latest poll.", {},
+               poll_seconds);
+  out.AddGauge("ncclscope_rdma_last_poll_timestamp_seconds", "Unix time of the latest poll.", {},
+               UnixNow());
+  return out.Take();
+}
+
+}  // namespace ncclscope::rdma

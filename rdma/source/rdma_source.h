@@ -1,0 +1,98 @@
+#pragma once
+
+// The `rdma` source: InfiniBand/RoCE ports from sysfs (plus libibverbs), normalized counters,
+// health findings and GPU<->NIC affinity. A background Poller reads the ports every
+// rdma.interval; each poll renders the metric families once and publishes them, and Collect()
+// hands out the last published set, so a scrape never causes a firmware read.
+
+#include <prometheus/metric_family.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "agent/config/config.h"
+#include "agent/core/source.h"
+#include "rdma/counters/catalogue.h"
+#include "rdma/health/clock.h"
+#include "rdma/health/port_health.h"
+#include "rdma/source/poller.h"
+#include "rdma/sysfs/collector.h"
+#include "rdma/sysfs/file_reader.h"
+#include "rdma/verbs/verbs_inventory.h"
+
+namespace ncclscope::rdma {
+
+class RdmaSource : public Source {
+ public:
+  // Seams for tests; null means the real thing (POSIX files, libibverbs, the steady clock).
+  struct Deps {
+    std::shared_ptr<sysfs::FileReader> reader;
+    std::shared_ptr<verbs::VerbsApi> verbs;
+    std::shared_ptr<health::Clock> clock;
+  };
+
+  RdmaSource();
+  explicit RdmaSource(Deps deps);
+  ~RdmaSource() override;
+
+  bool Enabled(const config::Config& config) const override { return config.rdma.enabled; }
+  SourceStatus Start(const config::Config& config) override;
+  SourceStatus Reconfigure(const config::Config& config) override;
+  void Stop() override;
+  SourceStatus Status() const override;
+  std::vector<prometheus::MetricFamily> Collect() const override;
+
+  // One poll, synchronously (the poller thread calls this; tests call it directly after
+  // Configure() to step through scenarios with a ManualClock).
+  void PollOnce();
+  // Applies a config without starting the poller thread.
+  void Configure(const config::RdmaConfig& config);
+
+ private:
+  struct PortState {
+    health::PortCounters counters;
+    health::PortHealth health;
+    const sysfs::PortLayout* bound_layout = nullptr;
+    std::vector<const counters::CounterInfo*> bound;  // per layout file
+    bool present = false;
+    health::TimePoint last_present{};
+    PortState(const std::vector<health::ThresholdSpec>* specs, health::LinkHistoryParams link)
+        : health(specs, link) {}
+  };
+  using PortKey = std::pair<std::string, std::uint32_t>;
+  struct AffinityRow {
+    std::string gpu_bus_id, device, relation;
+    std::uint32_t port;
+    int numa_node, gpu_numa_node, distance;
+  };
+
+  void ApplyConfigLocked(const config::RdmaConfig& config);
+  void RefreshTopologyLocked(const sysfs::Snapshot& snapshot);
+  std::vector<prometheus::MetricFamily> RenderLocked(const sysfs::Snapshot& snapshot,
+                                                     health::TimePoint now, double poll_seconds);
+  void Publish(std::vector<prometheus::MetricFamily> families, SourceStatus status);
+
+  Deps deps_;
+  Poller poller_;
+
+  std::mutex poll_mutex_;  // the poll state below: poller thread vs. lifecycle calls
+  config::RdmaConfig config_;
+  std::unique_ptr<sysfs::SysfsCollector> collector_;
+  verbs::VerbsInventory verbs_;
+  std::vector<health::ThresholdSpec> specs_;
+  std::map<PortKey, PortState> ports_;
+  std::vector<AffinityRow> affinity_;
+  std::uint64_t polls_ = 0;
+  std::uint64_t files_read_ = 0;
+
+  mutable std::mutex publish_mutex_;  // what scrapes see
+  std::shared_ptr<const std::vector<prometheus::MetricFamily>> published_;
+  SourceStatus status_ = SourceStatus::Down("not polled yet");
+};
+
+}  // namespace ncclscope::rdma
