@@ -8,9 +8,6 @@
 namespace ncclscope::rdma {
 namespace {
 
-using nvml::field::kCountEffectiveBer;
-using nvml::field::kCountSymbolBer;
-
 struct CounterName {
   const char* metric;
   const char* help;

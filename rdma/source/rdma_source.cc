@@ -100,6 +100,9 @@ void RdmaSource::Configure(const config::RdmaConfig& config) {
 }
 
 SourceStatus RdmaSource::Start(const config::Config& config) {
+  // Counter files are kept open between polls (one pread per counter); make room for them.
+  const std::size_t limit = sysfs::RaiseOpenFileLimit();
+  NCCLSCOPE_LOG(kDebug, "rdma") << "open file limit " << limit;
   Configure(config.rdma);
   poller_.Start(config.rdma.interval.value(), [this] {
     PollOnce();
@@ -169,6 +172,8 @@ void RdmaSource::PollOnce() {
     NCCLSCOPE_LOG(kWarn, "rdma") << "device " << name << " vanished while being read";
   }
   if (snapshot.rediscovered) {
+    // New layouts: bindings to the old ones are void (an address may even be reused).
+    for (auto& [key, port] : ports_) port.bound_layout = nullptr;
     RefreshTopologyLocked(snapshot);
     if (config_.verbs) verbs_.Refresh(*deps_.verbs);
   }
@@ -192,23 +197,26 @@ void RdmaSource::PollOnce() {
       auto [it, inserted] = ports_.try_emplace({device.layout->name, layout.number}, &specs_,
                                                health::LinkParams(config_.link));
       PortState& port = it->second;
-      if (port.bound_layout != &layout) {
+      if (port.bound_layout != &layout || port.bound.size() != layout.files.size()) {
+        // Once per discovery: what each file is, and where its state lives (map nodes are
+        // stable), so a poll does no lookups.
         port.bound.assign(layout.files.size(), nullptr);
+        port.states.assign(layout.files.size(), nullptr);
         for (std::size_t f = 0; f < layout.files.size(); ++f) {
-          port.bound[f] = counters::Lookup(layout.files[f].group, layout.files[f].name);
+          const sysfs::CounterFile& file = layout.files[f];
+          port.bound[f] = counters::Lookup(file.group, file.name);
+          const bool tracked =
+              port.bound[f] != nullptr ||
+              (config_.unknown_hw_counters && file.group == sysfs::CounterGroup::kHwCounters);
+          if (tracked) port.states[f] = &port.counters[file.key];
         }
         port.bound_layout = &layout;
       }
       for (std::size_t f = 0; f < layout.files.size(); ++f) {
-        if (!reading.values[f]) continue;
+        if (!reading.values[f] || port.states[f] == nullptr) continue;
         const CounterInfo* info = port.bound[f];
-        if (info == nullptr && !(config_.unknown_hw_counters &&
-                                 layout.files[f].group == sysfs::CounterGroup::kHwCounters)) {
-          continue;
-        }
-        counters::CounterState& state = port.counters[layout.files[f].key];
-        state.Update(*reading.values[f], info ? info->behavior : Behavior::kPlain64,
-                     info ? info->width_bits : 64);
+        port.states[f]->Update(*reading.values[f], info ? info->behavior : Behavior::kPlain64,
+                               info ? info->width_bits : 64);
       }
       const PortAttributes attrs =
           Attributes(layout, reading,
@@ -337,10 +345,8 @@ std::vector<prometheus::MetricFamily> RdmaSource::RenderLocked(const sysfs::Snap
     std::uint32_t saturated = 0;
     for (std::size_t f = 0; f < layout.files.size(); ++f) {
       const sysfs::CounterFile& file = layout.files[f];
-      if (!reading.values[f]) continue;
-      auto state_it = port.counters.find(file.key);
-      if (state_it == port.counters.end()) continue;
-      const counters::CounterState& state = state_it->second;
+      if (!reading.values[f] || port.states[f] == nullptr) continue;
+      const counters::CounterState& state = *port.states[f];
       const CounterInfo* info = port.bound[f];
       if (info == nullptr) {
         out.AddCounter(std::string(counters::kUnknownHwCounterMetric),

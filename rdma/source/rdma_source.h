@@ -59,6 +59,7 @@ class RdmaSource : public Source {
     health::PortHealth health;
     const sysfs::PortLayout* bound_layout = nullptr;
     std::vector<const counters::CounterInfo*> bound;  // per layout file
+    std::vector<counters::CounterState*> states;      // per layout file; null: not tracked
     bool present = false;
     health::TimePoint last_present{};
     PortState(const std::vector<health::ThresholdSpec>* specs, health::LinkHistoryParams link)

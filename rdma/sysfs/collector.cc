@@ -27,6 +27,7 @@ void SysfsCollector::Rediscover(Clock::time_point now) {
       }
     }
   }
+  reader_->Forget();
   discovery_ = Discover(*reader_, filter_, options_);
   auto layouts = std::make_shared<std::vector<DeviceLayout>>(discovery_.devices);
   readers_.assign(layouts->size(), {});

@@ -39,8 +39,12 @@ void ListGroup(FileReader& reader, const std::string& port_path, CounterGroup gr
   for (std::string& name : names) {
     CounterFile file;
     file.group = group;
-    file.path = dir + "/" + name;
-    file.key = std::string(GroupDir(group)) + "/" + name;
+    file.path = dir;
+    file.path += '/';
+    file.path += name;
+    file.key = GroupDir(group);
+    file.key += '/';
+    file.key += name;
     file.name = std::move(name);
     files->push_back(std::move(file));
   }
@@ -50,7 +54,7 @@ void ListGroup(FileReader& reader, const std::string& port_path, CounterGroup gr
 // the PCI function's netdev whose dev_port matches the port (IPoIB, multi-port functions).
 std::string FindNetdev(FileReader& reader, const DeviceLayout& device, const PortLayout& port) {
   if (port.link_layer == "Ethernet") {
-    const std::string ndev = ReadText(reader, port.path + "/gid_attrs/ndevs/0");
+    std::string ndev = ReadText(reader, port.path + "/gid_attrs/ndevs/0");
     if (!ndev.empty()) return ndev;
   }
   std::vector<std::string> netdevs;

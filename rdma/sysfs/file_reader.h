@@ -10,7 +10,10 @@
 // (EINVAL from a failed firmware command), and record which files were touched.
 
 #include <cstddef>
+#include <functional>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace ncclscope::rdma::sysfs {
@@ -34,16 +37,56 @@ class FileReader {
 
   // Whether `path` exists (used to tell "file failed" from "device vanished").
   virtual bool Exists(const std::string& path) = 0;
+
+  // Drops whatever the reader caches about directories (called at each rediscovery, when devices
+  // may have been removed and re-created under the same paths).
+  virtual void Forget() {}
 };
 
-// The real thing: open(O_RDONLY|O_NONBLOCK|O_CLOEXEC|O_NOCTTY) + one read() + close().
+// The real thing. The first read of a file opens it (O_RDONLY|O_NONBLOCK|O_CLOEXEC|O_NOCTTY,
+// relative to a cached O_PATH descriptor of its directory, so no path walk through
+// class/infiniband's symlinks) and keeps it open; later reads are one pread() at offset 0, which
+// makes sysfs (kernfs seq_file) generate the attribute afresh. One syscall per counter instead of
+// three: on a 16-port node that is ~1800 syscalls per poll saved. A kept file whose pread fails
+// with ENODEV/ENOENT/ESTALE (its device was removed) is closed and opened again by path, which
+// then fails as it should. At most kMaxOpenFiles files (and half the RLIMIT_NOFILE soft limit)
+// stay open, about 4 KiB of kernel memory each; beyond that files are opened per read. Only
+// regular files are kept. Forget() closes everything. Not thread-safe: one poller owns it.
 class PosixFileReader : public FileReader {
  public:
+  PosixFileReader() = default;
+  ~PosixFileReader() override;
+  PosixFileReader(const PosixFileReader&) = delete;
+  PosixFileReader& operator=(const PosixFileReader&) = delete;
+
   int Read(const std::string& path, std::string* out) override;
   int List(const std::string& path, std::vector<std::string>* names) override;
   int ReadLink(const std::string& path, std::string* target) override;
   bool Exists(const std::string& path) override;
+  void Forget() override;
+
+  static constexpr std::size_t kMaxOpenFiles = 2048;
+  std::size_t open_files() const { return files_.size(); }
+
+ private:
+  struct Hash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  // Cached O_PATH descriptor of directory `dir`, or -1.
+  int DirectoryFd(std::string_view dir);
+  void Drop(std::string_view dir);
+  // Opens `path` for reading (through its directory's descriptor when possible); -1 and errno.
+  int OpenFresh(const std::string& path);
+
+  std::unordered_map<std::string, int, Hash, std::equal_to<>> directories_;
+  std::unordered_map<std::string, int, Hash, std::equal_to<>> files_;
+  std::size_t file_budget_ = 0;  // computed at the first read
 };
+
+// Raises this process's RLIMIT_NOFILE soft limit towards the hard limit (at most 65536), so the
+// kept-open counter files fit next to everything else; returns the soft limit in force.
+std::size_t RaiseOpenFileLimit();
 
 // Short name of an errno for labels and logs: "einval", "enoent", "eperm", ...
 std::string ErrnoName(int error);

@@ -40,12 +40,10 @@ int LibibverbsApi::ListDevices(std::vector<DeviceAttr>* devices) {
     if (context == nullptr) continue;  // no uverbs node in this container, or no provider
     DeviceAttr device;
     device.name = ibv_get_device_name(list[i]);
-    ibv_device_attr device_attr;
-    std::memset(&device_attr, 0, sizeof(device_attr));
+    ibv_device_attr device_attr{};
     if (ibv_query_device(context, &device_attr) == 0) {
       for (std::uint32_t port = 1; port <= device_attr.phys_port_cnt; ++port) {
-        ibv_port_attr attr;
-        std::memset(&attr, 0, sizeof(attr));  // the verbs.h macro expects a zeroed struct
+        ibv_port_attr attr{};  // zeroed, as the verbs.h ibv_query_port macro expects
         if (ibv_query_port(context, static_cast<std::uint8_t>(port), &attr) != 0) continue;
         PortAttr out;
         out.port = port;

@@ -1,18 +1,19 @@
 #include "tests/support/sysfs_tree.h"
 
 #include <filesystem>
+#include <fstream>
 #include <stdexcept>
 
 namespace ncclscope::testing {
 namespace fs = std::filesystem;
 
 std::string SysfsTree::Write(const std::string& relative, const std::string& content) const {
-  // Atomic replace: a poller reading concurrently sees the old or the new text, never half.
+  // In place, keeping the inode, as a sysfs attribute changes its value: the agent keeps counter
+  // files open and preads them, so a replaced file (rename) would never be seen.
   const fs::path full = fs::path(root()) / relative;
   fs::create_directories(full.parent_path());
-  const std::string temp = full.string() + ".tmp";
-  dir_.WriteFile(fs::relative(temp, root()).string(), content);
-  fs::rename(temp, full);
+  std::ofstream out(full, std::ios::binary | std::ios::trunc);
+  out << content;
   return full.string();
 }
 

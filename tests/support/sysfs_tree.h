@@ -48,7 +48,8 @@ class SysfsTree {
 
   void AddDevice(const Hca& hca);
   void AddPort(const std::string& device, const Port& port);
-  // Writes (or rewrites) files of a port's group ("counters", "hw_counters", "counters_ext").
+  // Writes (or rewrites, in place) files of a port's group ("counters", "hw_counters",
+  // "counters_ext").
   void SetCounters(const std::string& device, std::uint32_t port, const std::string& group,
                    const Counters& counters);
   void SetCounter(const std::string& device, std::uint32_t port, const std::string& group,

@@ -21,8 +21,8 @@
 namespace ncclscope::rdma {
 namespace {
 
-const std::string kFixtures =
-    std::string(NCCLSCOPE_SOURCE_DIR) + "/../shared/fixtures/sysfs-infiniband";
+// Outside the repository, next to it (fixtures are read in place, never copied in).
+constexpr const char* kFixtures = NCCLSCOPE_SOURCE_DIR "/../shared/fixtures/sysfs-infiniband";
 
 struct Series {
   std::string name;
@@ -81,11 +81,11 @@ bool Subset(const std::map<std::string, std::string>& small,
 }
 
 TEST(ConformanceTest, MatchesNodeExporterOnItsOwnFixture) {
-  const std::string expected_path = kFixtures + "/node_exporter/expected-metrics.prom";
+  const std::string expected_path = std::string(kFixtures) + "/node_exporter/expected-metrics.prom";
   if (!std::filesystem::exists(expected_path)) GTEST_SKIP() << "no fixtures at " << kFixtures;
   const std::vector<Series> expected = Parse(ncclscope::testing::ReadFile(expected_path));
   ASSERT_GT(expected.size(), 50u);
-  const std::vector<Series> ours = Parse(Scrape(kFixtures + "/node_exporter/sys"));
+  const std::vector<Series> ours = Parse(Scrape(std::string(kFixtures) + "/node_exporter/sys"));
 
   std::map<std::string, int> families;
   for (const Series& want : expected) {
@@ -114,7 +114,7 @@ TEST(ConformanceTest, MatchesNodeExporterOnItsOwnFixture) {
 }
 
 TEST(ConformanceTest, ReadsTheProcfsFixtureTrees) {
-  const std::string root = kFixtures + "/procfs/sys";
+  const std::string root = std::string(kFixtures) + "/procfs/sys";
   if (!std::filesystem::exists(root)) GTEST_SKIP() << "no fixtures at " << kFixtures;
   const std::string text = Scrape(root);
   using rdma::testing::Sample;

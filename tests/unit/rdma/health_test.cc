@@ -20,7 +20,7 @@ using std::chrono::hours;
 using std::chrono::minutes;
 using std::chrono::seconds;
 
-const TimePoint kT0 = TimePoint{} + hours(100);
+constexpr TimePoint kT0 = TimePoint{} + hours(100);
 
 // Observes the link every `step` from `from` for `duration`, up or down.
 TimePoint Hold(LinkHistory& link, TimePoint from, Duration duration, bool up,
@@ -234,6 +234,7 @@ TEST(PortHealthTest, ThresholdsOfCountersThePortLacksAreNotReported) {
   std::vector<Finding> findings;
   port.health.Findings(kT0, false, &findings);
   std::vector<std::string> names;
+  names.reserve(findings.size());
   for (const Finding& f : findings) names.push_back(f.name);
   EXPECT_EQ(names, (std::vector<std::string>{"link_down", "link_flapping", "counter_saturated",
                                              "symbol_error_burst", "symbol_error_ber"}));

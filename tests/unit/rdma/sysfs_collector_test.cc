@@ -22,7 +22,7 @@ using ncclscope::testing::SysfsTree;
 using rdma::testing::FaultReader;
 using Clock = SysfsCollector::Clock;
 
-const Clock::time_point kT0 = Clock::time_point{} + std::chrono::hours(1);
+constexpr Clock::time_point kT0 = Clock::time_point{} + std::chrono::hours(1);
 
 std::optional<std::uint64_t> Value(const Snapshot& snapshot, const std::string& device,
                                    std::uint32_t port, const std::string& key) {
@@ -270,11 +270,14 @@ TEST(SysfsCollectorTest, DeviceVanishingMidReadIsSurvived) {
   ASSERT_EQ(collector.Poll(kT0).devices.size(), 2u);
   const std::size_t port2_reads = reader.ReadsOf("mlx5_0/ports/2");
 
-  // mlx5_0 disappears while its first port's counters are being read.
+  // mlx5_0 disappears while its first port's counters are being read. Its files are open in
+  // the reader: kernfs then fails their reads with ENODEV, which a plain tree cannot, so the
+  // reader is told to.
   bool removed = false;
   reader.before_read = [&](const std::string& path) {
     if (!removed && path.find("mlx5_0/ports/1/counters/port_xmit_data") != std::string::npos) {
       tree.RemoveDevice("mlx5_0");
+      reader.Fail("/mlx5_0/", ENODEV);
       removed = true;
     }
   };
@@ -286,6 +289,7 @@ TEST(SysfsCollectorTest, DeviceVanishingMidReadIsSurvived) {
   EXPECT_EQ(reader.ReadsOf("mlx5_0/ports/2"), port2_reads) << "reading went on after the vanish";
   EXPECT_EQ(during.problems.read_errors, 0u);
 
+  reader.ClearFaults();
   const Snapshot after = collector.Poll(kT0 + std::chrono::seconds(20));
   ASSERT_EQ(after.devices.size(), 1u);
   EXPECT_TRUE(after.vanished.empty());
