@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include "tests/support/temp_dir.h"
 
 namespace ncclscope::config {
@@ -125,21 +127,25 @@ TEST(ConfigTest, ShippedDefaultConfigEqualsBuiltInDefaults) {
   LoadResult shipped = LoadFile(std::string(NCCLSCOPE_SOURCE_DIR) + "/config/ncclscope.yaml");
   ASSERT_TRUE(shipped.ok()) << shipped.errors.front().ToString();
   EXPECT_EQ(ToYaml(shipped.config), ToYaml(Config{}));
-  // And it mentions every key, not only the ones whose defaults happen to match.
+  // And it mentions every key, at every depth (rdma.thresholds.*), not only the ones whose
+  // defaults happen to match.
   const std::string text =
       testing::ReadFile(std::string(NCCLSCOPE_SOURCE_DIR) + "/config/ncclscope.yaml");
   const YAML::Node full = YAML::Load(text);
   Encoder encoder;
   Config defaults;
   defaults.Visit(encoder);
-  for (auto section = encoder.node().begin(); section != encoder.node().end(); ++section) {
-    const std::string name = section->first.Scalar();
-    ASSERT_TRUE(full[name]) << "section " << name << " missing from config/ncclscope.yaml";
-    for (auto key = section->second.begin(); key != section->second.end(); ++key) {
-      EXPECT_TRUE(full[name][key->first.Scalar()])
-          << name << "." << key->first.Scalar() << " missing from config/ncclscope.yaml";
-    }
-  }
+  std::function<void(const YAML::Node&, const YAML::Node&, const std::string&)> check =
+      [&](const YAML::Node& schema, const YAML::Node& file, const std::string& path) {
+        for (auto it = schema.begin(); it != schema.end(); ++it) {
+          const std::string key = it->first.Scalar();
+          const std::string name = path.empty() ? key : path + "." + key;
+          const YAML::Node child = file[key];
+          EXPECT_TRUE(child.IsDefined()) << name << " missing from config/ncclscope.yaml";
+          if (child.IsDefined() && it->second.IsMap()) check(it->second, child, name);
+        }
+      };
+  check(encoder.node(), full, "");
 }
 
 // docs/configuration.md embeds the generated reference between markers; regenerate with
