@@ -16,6 +16,8 @@ namespace {
 using counters::Behavior;
 using counters::CounterInfo;
 
+constexpr std::chrono::seconds kVerbsRefreshEvery{60};
+
 double UnixNow() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
@@ -175,17 +177,24 @@ void RdmaSource::PollOnce() {
     // New layouts: bindings to the old ones are void (an address may even be reused).
     for (auto& [key, port] : ports_) port.bound_layout = nullptr;
     RefreshTopologyLocked(snapshot);
-    if (config_.verbs) verbs_.Refresh(*deps_.verbs);
+    if (config_.verbs) {
+      verbs_.Refresh(*deps_.verbs);
+      last_verbs_refresh_ = now;
+    }
   }
 
-  // Verbs fill in what sysfs could not read; refreshed at most once per poll, only when needed.
-  bool verbs_fresh = snapshot.rediscovered;
-  for (const sysfs::DeviceReading& device : snapshot.devices) {
-    for (std::size_t p = 0; p < device.ports.size(); ++p) {
-      if (config_.verbs && !verbs_fresh && NeedsVerbs(device.layout->ports[p], device.ports[p])) {
-        verbs_.Refresh(*deps_.verbs);
-        verbs_fresh = true;
+  // Verbs fill in what sysfs could not read: refreshed when such a port exists, at most once a
+  // minute (each refresh opens every device and queries every port).
+  if (config_.verbs && now - last_verbs_refresh_ >= kVerbsRefreshEvery) {
+    bool needed = false;
+    for (const sysfs::DeviceReading& device : snapshot.devices) {
+      for (std::size_t p = 0; p < device.ports.size(); ++p) {
+        needed = needed || NeedsVerbs(device.layout->ports[p], device.ports[p]);
       }
+    }
+    if (needed) {
+      verbs_.Refresh(*deps_.verbs);
+      last_verbs_refresh_ = now;
     }
   }
 

@@ -90,6 +90,7 @@ class RdmaSource : public Source {
   std::vector<AffinityRow> affinity_;
   std::uint64_t polls_ = 0;
   std::uint64_t files_read_ = 0;
+  health::TimePoint last_verbs_refresh_{};
 
   mutable std::mutex publish_mutex_;  // what scrapes see
   std::shared_ptr<const std::vector<prometheus::MetricFamily>> published_;
