@@ -13,6 +13,7 @@
 // Names use '_' for spaces. fakeNvmlCalls(name) counts calls per entry point and
 // fakeNvmlFieldRequests() the field values requested, so tests can check what is not re-asked.
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -132,6 +133,40 @@ static void underscores_to_spaces(char* s) {
   }
 }
 
+// Splits `line` into at most `max` whitespace-separated tokens, in place.
+static int tokenize(char* line, char** tokens, int max) {
+  int n = 0;
+  char* save = NULL;
+  for (char* token = strtok_r(line, " \t\r\n", &save); token != NULL && n < max;
+       token = strtok_r(NULL, " \t\r\n", &save)) {
+    tokens[n++] = token;
+  }
+  return n;
+}
+
+// Whole-token number parsing: 0 on anything that is not entirely a number.
+static int parse_u64_base(const char* text, int base, unsigned long long* out) {
+  char* end = NULL;
+  errno = 0;
+  const unsigned long long value = strtoull(text, &end, base);
+  if (errno != 0 || end == text || *end != '\0') return 0;
+  *out = value;
+  return 1;
+}
+
+static int parse_u64(const char* text, unsigned long long* out) {
+  return parse_u64_base(text, 10, out);
+}
+
+static int parse_i64(const char* text, long long* out) {
+  char* end = NULL;
+  errno = 0;
+  const long long value = strtoll(text, &end, 10);
+  if (errno != 0 || end == text || *end != '\0') return 0;
+  *out = value;
+  return 1;
+}
+
 // Re-reads the state file if it changed (a new inode after rename, or new size/mtime).
 static void load_locked(void) {
   if (g_path[0] == '\0') {
@@ -154,57 +189,47 @@ static void load_locked(void) {
   reset_state();
   char line[512];
   while (fgets(line, sizeof(line), file) != NULL) {
-    char kind[16] = {0};
-    if (sscanf(line, "%15s", kind) != 1 || kind[0] == '#') continue;
-    if (strcmp(kind, "init") == 0) {
-      sscanf(line, "%*s %d", &g_init_code);
-    } else if (strcmp(kind, "gpu") == 0) {
-      unsigned index = 0, links = 0;
-      char uuid[80] = {0}, bus[32] = {0}, name[96] = {0}, f1[16] = {0}, f2[16] = {0}, f3[16] = {0};
-      if (sscanf(line, "%*s %u %79s %31s %95s %u %15s %15s %15s", &index, uuid, bus, name, &links,
-                 f1, f2, f3) < 5 ||
-          index >= FAKE_MAX_GPUS) {
-        continue;
-      }
-      struct nvmlDevice_st* gpu = &g_gpus[index];
+    char* t[12];
+    const int n = tokenize(line, t, 12);
+    if (n == 0 || t[0][0] == '#') continue;
+    unsigned long long a = 0, b = 0, c = 0, value = 0;
+    if (strcmp(t[0], "init") == 0 && n >= 2) {
+      long long code = 0;
+      if (parse_i64(t[1], &code)) g_init_code = (int)code;
+    } else if (strcmp(t[0], "gpu") == 0 && n >= 6) {
+      if (!parse_u64(t[1], &a) || a >= FAKE_MAX_GPUS || !parse_u64(t[5], &b)) continue;
+      struct nvmlDevice_st* gpu = &g_gpus[a];
       gpu->present = 1;
-      snprintf(gpu->uuid, sizeof(gpu->uuid), "%s", uuid);
-      snprintf(gpu->bus_id, sizeof(gpu->bus_id), "%s", bus);
-      snprintf(gpu->name, sizeof(gpu->name), "%s", name);
+      snprintf(gpu->uuid, sizeof(gpu->uuid), "%s", t[2]);
+      snprintf(gpu->bus_id, sizeof(gpu->bus_id), "%s", t[3]);
+      snprintf(gpu->name, sizeof(gpu->name), "%s", t[4]);
       underscores_to_spaces(gpu->name);
-      gpu->links = links > FAKE_MAX_LINKS ? FAKE_MAX_LINKS : links;
-      const char* flags[3] = {f1, f2, f3};
-      for (int i = 0; i < 3; ++i) {
-        if (strcmp(flags[i], "lost") == 0) gpu->lost = 1;
-        if (strcmp(flags[i], "blackwell") == 0) gpu->blackwell = 1;
-        if (strcmp(flags[i], "nolinkcount") == 0) gpu->no_link_count = 1;
+      gpu->links = b > FAKE_MAX_LINKS ? FAKE_MAX_LINKS : (unsigned)b;
+      for (int i = 6; i < n; ++i) {
+        if (strcmp(t[i], "lost") == 0) gpu->lost = 1;
+        if (strcmp(t[i], "blackwell") == 0) gpu->blackwell = 1;
+        if (strcmp(t[i], "nolinkcount") == 0) gpu->no_link_count = 1;
       }
       for (unsigned l = 0; l < FAKE_MAX_LINKS; ++l) gpu->state[l] = 1;
-      if (index + 1 > g_gpu_count) g_gpu_count = index + 1;
-    } else if (strcmp(kind, "state") == 0) {
-      unsigned gpu = 0, link = 0;
-      int value = 0;
-      if (sscanf(line, "%*s %u %u %d", &gpu, &link, &value) == 3 && gpu < FAKE_MAX_GPUS &&
-          link < FAKE_MAX_LINKS) {
-        g_gpus[gpu].state[link] = value;
+      if (a + 1 > g_gpu_count) g_gpu_count = (unsigned)a + 1;
+    } else if (strcmp(t[0], "state") == 0 && n >= 4) {
+      if (parse_u64(t[1], &a) && parse_u64(t[2], &b) && parse_u64(t[3], &value) &&
+          a < FAKE_MAX_GPUS && b < FAKE_MAX_LINKS) {
+        g_gpus[a].state[b] = value != 0;
       }
-    } else if (strcmp(kind, "error") == 0) {
-      unsigned gpu = 0, link = 0, counter = 0;
-      unsigned long long value = 0;
-      if (sscanf(line, "%*s %u %u %u %llu", &gpu, &link, &counter, &value) == 4 &&
-          gpu < FAKE_MAX_GPUS && link < FAKE_MAX_LINKS && counter < 5) {
-        g_gpus[gpu].errors[link][counter] = value;
+    } else if (strcmp(t[0], "error") == 0 && n >= 5) {
+      if (parse_u64(t[1], &a) && parse_u64(t[2], &b) && parse_u64(t[3], &c) &&
+          parse_u64(t[4], &value) && a < FAKE_MAX_GPUS && b < FAKE_MAX_LINKS && c < 5) {
+        g_gpus[a].errors[b][c] = value;
       }
-    } else if (strcmp(kind, "field") == 0) {
-      unsigned gpu = 0, field = 0;
-      char scope[16] = {0};
-      unsigned long long value = 0;
-      if (sscanf(line, "%*s %u %15s %u %llu", &gpu, scope, &field, &value) == 4 &&
-          g_field_count < FAKE_MAX_FIELDS) {
+    } else if (strcmp(t[0], "field") == 0 && n >= 5 && g_field_count < FAKE_MAX_FIELDS) {
+      const int all = strcmp(t[2], "all") == 0;
+      if (parse_u64(t[1], &a) && (all || parse_u64(t[2], &b)) && parse_u64(t[3], &c) &&
+          parse_u64(t[4], &value)) {
         struct field_entry* entry = &g_fields[g_field_count++];
-        entry->gpu = gpu;
-        entry->scope = strcmp(scope, "all") == 0 ? FAKE_SCOPE_ALL : (unsigned)atoi(scope);
-        entry->field = field;
+        entry->gpu = (unsigned)a;
+        entry->scope = all ? FAKE_SCOPE_ALL : (unsigned)b;
+        entry->field = (unsigned)c;
         entry->value = value;
       }
     }
@@ -364,11 +389,22 @@ nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t* pci) {
     } else {
       memset(pci, 0, sizeof(*pci));
       snprintf(pci->busId, sizeof(pci->busId), "%s", g_gpus[index].bus_id);
-      unsigned domain = 0, bus = 0, dev = 0;
-      sscanf(g_gpus[index].bus_id, "%x:%x:%x", &domain, &bus, &dev);
-      pci->domain = domain;
-      pci->bus = bus;
-      pci->device = dev;
+      // "00000000:18:00.0" -> domain, bus, device.
+      char parts[32];
+      snprintf(parts, sizeof(parts), "%s", g_gpus[index].bus_id);
+      unsigned long long domain = 0, bus = 0, dev = 0;
+      char* save = NULL;
+      const char* d = strtok_r(parts, ":", &save);
+      const char* b = strtok_r(NULL, ":", &save);
+      const char* v = strtok_r(NULL, ".", &save);
+      if (d != NULL && b != NULL && v != NULL) {
+        parse_u64_base(d, 16, &domain);
+        parse_u64_base(b, 16, &bus);
+        parse_u64_base(v, 16, &dev);
+      }
+      pci->domain = (unsigned)domain;
+      pci->bus = (unsigned)bus;
+      pci->device = (unsigned)dev;
       snprintf(pci->busIdLegacy, sizeof(pci->busIdLegacy), "%04X:%02X:%02X.0", domain & 0xffff, bus,
                dev);
       pci->pciDeviceId = 0x233010de;

@@ -139,7 +139,9 @@ TEST(ConfigTest, ShippedDefaultConfigEqualsBuiltInDefaults) {
       [&](const YAML::Node& schema, const YAML::Node& file, const std::string& path) {
         for (auto it = schema.begin(); it != schema.end(); ++it) {
           const std::string key = it->first.Scalar();
-          const std::string name = path.empty() ? key : path + "." + key;
+          std::string name = path;
+          if (!name.empty()) name += '.';
+          name += key;
           const YAML::Node child = file[key];
           EXPECT_TRUE(child.IsDefined()) << name << " missing from config/ncclscope.yaml";
           if (child.IsDefined() && it->second.IsMap()) check(it->second, child, name);
