@@ -34,14 +34,14 @@
 #include "agent/profiler/ring_directory.h"
 #include "plugin/abi/nccl_profiler_abi.h"
 #include "plugin/ring/ncclscope_ring.h"
-#include "tests/support/nccl_replay.h"
+#include "tools/replay/nccl_replay.h"
 #include "tests/support/ring_records.h"
 
 namespace ncclscope::bench {
 namespace {
 
-using testing::ProfilerPlugin;
-using testing::ReplayProcess;
+using replay::ProfilerPlugin;
+using replay::ReplayProcess;
 
 constexpr int kVersion = 6;
 constexpr int kChannels = 8;

@@ -8,7 +8,8 @@ if(CLANG_FORMAT)
     ${CMAKE_SOURCE_DIR}/rdma/*.cc ${CMAKE_SOURCE_DIR}/rdma/*.h
     ${CMAKE_SOURCE_DIR}/bpf/*.h
     ${CMAKE_SOURCE_DIR}/tests/*.cc ${CMAKE_SOURCE_DIR}/tests/*.h ${CMAKE_SOURCE_DIR}/tests/*.c
-    ${CMAKE_SOURCE_DIR}/bench/*.cc ${CMAKE_SOURCE_DIR}/bench/*.h)
+    ${CMAKE_SOURCE_DIR}/bench/*.cc ${CMAKE_SOURCE_DIR}/bench/*.h
+    ${CMAKE_SOURCE_DIR}/tools/*.cc ${CMAKE_SOURCE_DIR}/tools/*.h)
   add_custom_target(format-check
     COMMAND ${CLANG_FORMAT} --dry-run -Werror ${NCCLSCOPE_FORMAT_SOURCES}
     COMMENT "Checking formatting" VERBATIM)
@@ -22,6 +23,6 @@ find_program(RUN_CLANG_TIDY NAMES run-clang-tidy run-clang-tidy-14)
 if(RUN_CLANG_TIDY)
   add_custom_target(tidy
     COMMAND ${RUN_CLANG_TIDY} -quiet -j 2 -p ${CMAKE_BINARY_DIR}
-            "^${CMAKE_SOURCE_DIR}/(agent|plugin|rdma|tests|bench)/.*\\.(cc|c)$"
+            "^${CMAKE_SOURCE_DIR}/(agent|plugin|rdma|tests|bench|tools)/.*\\.(cc|c)$"
     COMMENT "Running clang-tidy" VERBATIM)
 endif()

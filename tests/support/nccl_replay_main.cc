@@ -32,10 +32,18 @@
 
 #include "agent/profiler/op_metrics.h"
 #include "plugin/ring/ncclscope_ring.h"
-#include "tests/support/nccl_replay.h"
+#include "tools/replay/nccl_replay.h"
 
 namespace ncclscope::testing {
 namespace {
+
+using replay::CollSpec;
+using replay::GpuTimes;
+using replay::ProfilerPlugin;
+using replay::ProxyPlan;
+using replay::ProxyThread;
+using replay::ReplayComm;
+using replay::ReplayProcess;
 
 struct Options {
   std::string plugin;

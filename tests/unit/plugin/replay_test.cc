@@ -16,12 +16,22 @@
 #include "agent/profiler/ring_file.h"
 #include "plugin/abi/nccl_profiler_abi.h"
 #include "plugin/ring/ncclscope_ring.h"
-#include "tests/support/nccl_replay.h"
+#include "tools/replay/nccl_replay.h"
 #include "tests/support/ring_records.h"
 #include "tests/support/temp_dir.h"
 
 namespace ncclscope::testing {
 namespace {
+
+using replay::CollSpec;
+using replay::EnqueuedOp;
+using replay::GpuTimes;
+using replay::ProfilerPlugin;
+using replay::ProxyPlan;
+using replay::ProxyThread;
+using replay::RealtimeNs;
+using replay::ReplayComm;
+using replay::ReplayProcess;
 
 using std::chrono::milliseconds;
 

@@ -16,12 +16,20 @@
 
 #include "agent/profiler/ring_file.h"
 #include "plugin/abi/nccl_profiler_abi.h"
-#include "tests/support/nccl_replay.h"
+#include "tools/replay/nccl_replay.h"
 #include "tests/support/ring_records.h"
 #include "tests/support/temp_dir.h"
 
 namespace ncclscope::testing {
 namespace {
+
+using replay::CollSpec;
+using replay::GpuTimes;
+using replay::ProfilerPlugin;
+using replay::ProxyPlan;
+using replay::ProxyThread;
+using replay::ReplayComm;
+using replay::ReplayProcess;
 
 TempDir& RingDir() {
   static TempDir dir;

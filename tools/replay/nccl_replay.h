@@ -9,7 +9,12 @@
 // the mask snapshot taken at the API call, as NCCL does, so runtime mask changes by the plugin
 // (duty cycles, agent controls) are exercised for real.
 //
-// GPU timestamps are synthetic but deterministic (see GpuTimes) so tests can check durations.
+// GPU timestamps are synthetic but deterministic (see GpuTimes) so tests can check durations. The
+// proxy-side pieces are also callable one by one (KernelChannelStart/Stop, ProxyOpStart, ProxyStep*)
+// for callers that decide when each event happens: the workload simulator (tools/sim) emits them
+// at the times its job model says, so the plugin's own clock measures the modeled step states.
+//
+// Used by the plugin's tests, its benchmark, tests/support/nccl-replay and ncclscope-sim.
 
 #include <sys/types.h>
 
@@ -26,7 +31,7 @@
 
 #include "plugin/abi/nccl_profiler_abi.h"
 
-namespace ncclscope::testing {
+namespace ncclscope::replay {
 
 // The plugin library and the vtable NCCL would use for one ABI version.
 class ProfilerPlugin {
@@ -145,6 +150,26 @@ struct EnqueuedOp {
   std::uint8_t channels = 0;
 };
 
+// The user-thread side of one collective between BeginCollective and EndCollective: the API and
+// group events NCCL opened around the task.
+struct CollectiveEnqueue {
+  EnqueuedOp op;
+  void* group = nullptr;
+  void* group_api = nullptr;
+};
+
+// One network operation (one channel, one peer, one direction) as NCCL's proxy raises it.
+struct ProxyOpSpec {
+  int channel = 0;
+  int peer = 0;
+  bool send = true;
+  int steps = 1;
+  std::size_t chunk_bytes = 65536;
+  pid_t pid = 0;                   // proxyOp.pid: 0 = this process (getpid)
+  void* foreign_parent = nullptr;  // PXN: parent and context values of another process
+  void* foreign_context = nullptr;
+};
+
 // One rank of one communicator, with the proxy thread that serves it.
 class ReplayComm {
  public:
@@ -174,11 +199,30 @@ class ReplayComm {
   // A copy-engine collective (v6 only; NCCL emits CeColl start/stop).
   void CeCollective(const char* func, std::size_t count, const char* datatype, std::uint64_t seq);
 
+  // The user-thread side of Collective() in two halves: NCCL's API/group events and the Coll
+  // start (BeginCollective), then the Coll and group stops (EndCollective). Proxy-side events for
+  // the returned op may come from any thread in between or after.
+  CollectiveEnqueue BeginCollective(const CollSpec& spec, std::uint64_t seq);
+  void EndCollective(const CollectiveEnqueue& enqueue);
+
   // Lower-level pieces for abnormal sequences.
   EnqueuedOp StartColl(const CollSpec& spec, std::uint64_t seq);
   void StopTask(const EnqueuedOp& op);
   void KernelChannels(const EnqueuedOp& op, int channels, const GpuTimes& gpu);
   void ProxyWork(const EnqueuedOp& op, int channels, const ProxyPlan& proxy);
+
+  // Proxy-thread events one at a time, each only when the op's mask snapshot makes NCCL emit it
+  // (else the returned handle is nullptr and the matching stop does nothing).
+  // KernelCh start with the channel's GPU start time, then KernelChStop state + stop at its end.
+  void* KernelChannelStart(const EnqueuedOp& op, int channel, std::uint64_t gpu_start_ns);
+  void KernelChannelStop(void* handle, std::uint64_t gpu_stop_ns);
+  // ProxyOp start (and its "in progress" state), then ProxySteps: start, states (NCCL's
+  // abi::kProxyStep* values, each closing the previous one in the plugin's clock), stop.
+  void* ProxyOpStart(const EnqueuedOp& op, const ProxyOpSpec& spec);
+  void ProxyOpStop(void* handle);
+  void* ProxyStepStart(const EnqueuedOp& op, void* proxy_op, const ProxyOpSpec& spec, int step);
+  void ProxyStepState(void* step, int state, std::size_t trans_bytes);
+  void ProxyStepStop(void* step);
 
   ReplayProcess& process() { return process_; }
   ProxyThread* proxy() { return proxy_; }
@@ -209,4 +253,4 @@ bool EmitsProxyStep(int snapshot);
 // Host CLOCK_REALTIME in ns.
 std::uint64_t RealtimeNs();
 
-}  // namespace ncclscope::testing
+}  // namespace ncclscope::replay

@@ -1,4 +1,4 @@
-#include "tests/support/nccl_replay.h"
+#include "tools/replay/nccl_replay.h"
 
 #include <dlfcn.h>
 #include <time.h>
@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <cstring>
 
-namespace ncclscope::testing {
+namespace ncclscope::replay {
 namespace {
 
 constexpr int kGroupApiMask = abi::kGroupApi | abi::kP2pApi | abi::kCollApi | abi::kKernelLaunch |
@@ -324,93 +324,132 @@ void ReplayComm::KernelChannels(const EnqueuedOp& op, int channels, const GpuTim
   if (times.base == 0) times.base = RealtimeNs();
   std::vector<void*> handles(static_cast<std::size_t>(channels), nullptr);
   for (int c = 0; c < channels; ++c) {
-    abi::EventDescrV6 d{};
-    std::memset(&d, 0, sizeof(d));
-    d.type = abi::kKernelCh;
-    d.parentObj = op.handle;
-    d.kernelCh.channelId = static_cast<std::uint8_t>(c);
-    d.kernelCh.pTimer = times.Start(c);
-    Start(&handles[static_cast<std::size_t>(c)], d);
+    handles[static_cast<std::size_t>(c)] = KernelChannelStart(op, c, times.Start(c));
   }
   for (int c = 0; c < channels; ++c) {
-    void* h = handles[static_cast<std::size_t>(c)];
-    if (h == nullptr) continue;
-    abi::StateArgsV6 args;
-    args.kernelCh.pTimer = times.Stop(c);
-    process_.plugin().Record(process_.version(), h, abi::kKernelChStop, &args);
-    process_.plugin().Stop(process_.version(), h);
+    KernelChannelStop(handles[static_cast<std::size_t>(c)], times.Stop(c));
   }
+}
+
+void* ReplayComm::KernelChannelStart(const EnqueuedOp& op, int channel,
+                                     std::uint64_t gpu_start_ns) {
+  if (!EmitsKernelCh(op.mask)) return nullptr;
+  abi::EventDescrV6 d{};
+  std::memset(&d, 0, sizeof(d));
+  d.type = abi::kKernelCh;
+  d.parentObj = op.handle;
+  d.kernelCh.channelId = static_cast<std::uint8_t>(channel);
+  d.kernelCh.pTimer = gpu_start_ns;
+  void* handle = nullptr;
+  Start(&handle, d);
+  return handle;
+}
+
+void ReplayComm::KernelChannelStop(void* handle, std::uint64_t gpu_stop_ns) {
+  if (handle == nullptr) return;
+  abi::StateArgsV6 args;
+  args.kernelCh.pTimer = gpu_stop_ns;
+  process_.plugin().Record(process_.version(), handle, abi::kKernelChStop, &args);
+  process_.plugin().Stop(process_.version(), handle);
+}
+
+void* ReplayComm::ProxyOpStart(const EnqueuedOp& op, const ProxyOpSpec& spec) {
+  if (!EmitsProxyOp(op.mask)) return nullptr;
+  abi::EventDescrV6 d{};
+  std::memset(&d, 0, sizeof(d));
+  d.type = abi::kProxyOp;
+  d.parentObj = spec.foreign_parent != nullptr ? spec.foreign_parent : op.handle;
+  d.rank = rank_;
+  d.proxyOp.pid = spec.pid != 0 ? spec.pid : ::getpid();
+  d.proxyOp.channelId = static_cast<std::uint8_t>(spec.channel);
+  d.proxyOp.peer = spec.peer;
+  d.proxyOp.nSteps = spec.steps;
+  d.proxyOp.chunkSize = static_cast<int>(spec.chunk_bytes);
+  d.proxyOp.isSend = spec.send ? 1 : 0;
+  void* context = spec.foreign_context != nullptr ? spec.foreign_context : context_;
+  void* handle = nullptr;
+  process_.plugin().Start(process_.version(), context, &handle, d);
+  if (handle != nullptr) {
+    process_.plugin().Record(process_.version(), handle, abi::kProxyOpInProgress, nullptr);
+  }
+  return handle;
+}
+
+void ReplayComm::ProxyOpStop(void* handle) {
+  if (handle != nullptr) process_.plugin().Stop(process_.version(), handle);
+}
+
+void* ReplayComm::ProxyStepStart(const EnqueuedOp& op, void* proxy_op, const ProxyOpSpec& spec,
+                                 int step) {
+  // NCCL checks sub->opEventHandle: no ProxyOp handle, no steps.
+  if (proxy_op == nullptr || !EmitsProxyStep(op.mask)) return nullptr;
+  abi::EventDescrV6 d{};
+  std::memset(&d, 0, sizeof(d));
+  d.type = abi::kProxyStep;
+  d.parentObj = proxy_op;
+  d.rank = rank_;
+  d.proxyStep.step = step;
+  void* context = spec.foreign_context != nullptr ? spec.foreign_context : context_;
+  void* handle = nullptr;
+  process_.plugin().Start(process_.version(), context, &handle, d);
+  return handle;
+}
+
+void ReplayComm::ProxyStepState(void* step, int state, std::size_t trans_bytes) {
+  if (step == nullptr) return;
+  abi::StateArgsV6 args;
+  args.proxyStep.transSize = trans_bytes;
+  process_.plugin().Record(process_.version(), step, state, &args);
+}
+
+void ReplayComm::ProxyStepStop(void* step) {
+  if (step != nullptr) process_.plugin().Stop(process_.version(), step);
 }
 
 void ReplayComm::ProxyWork(const EnqueuedOp& op, int channels, const ProxyPlan& proxy) {
   if (!proxy.enabled || !EmitsProxyOp(op.mask)) return;
-  const pid_t pid = proxy.pid != 0 ? proxy.pid : ::getpid();
-  void* context = proxy.foreign_context != nullptr ? proxy.foreign_context : context_;
-  void* parent = proxy.foreign_parent != nullptr ? proxy.foreign_parent : op.handle;
   struct Sub {
     void* handle = nullptr;
-    bool send = false;
+    ProxyOpSpec spec;
   };
   std::vector<Sub> subs;
   for (int c = 0; c < channels; ++c) {
     for (int dir = 0; dir < 2; ++dir) {
-      abi::EventDescrV6 d{};
-      std::memset(&d, 0, sizeof(d));
-      d.type = abi::kProxyOp;
-      d.parentObj = parent;
-      d.rank = rank_;
-      d.proxyOp.pid = pid;
-      d.proxyOp.channelId = static_cast<std::uint8_t>(c);
-      d.proxyOp.peer = dir == 1 ? (rank_ + 1) % nranks_ : (rank_ + nranks_ - 1) % nranks_;
-      d.proxyOp.nSteps = proxy.steps;
-      d.proxyOp.chunkSize = static_cast<int>(proxy.step_bytes);
-      d.proxyOp.isSend = dir;
       Sub sub;
-      sub.send = dir == 1;
-      process_.plugin().Start(process_.version(), context, &sub.handle, d);
-      if (sub.handle != nullptr) {
-        process_.plugin().Record(process_.version(), sub.handle, abi::kProxyOpInProgress, nullptr);
-      }
+      sub.spec.channel = c;
+      sub.spec.send = dir == 1;
+      sub.spec.peer = dir == 1 ? (rank_ + 1) % nranks_ : (rank_ + nranks_ - 1) % nranks_;
+      sub.spec.steps = proxy.steps;
+      sub.spec.chunk_bytes = proxy.step_bytes;
+      sub.spec.pid = proxy.pid;
+      sub.spec.foreign_parent = proxy.foreign_parent;
+      sub.spec.foreign_context = proxy.foreign_context;
+      sub.handle = ProxyOpStart(op, sub.spec);
       subs.push_back(sub);
     }
   }
-  if (EmitsProxyStep(op.mask)) {
-    for (int step = 0; step < proxy.steps; ++step) {
-      for (const Sub& sub : subs) {
-        if (sub.handle == nullptr) continue;  // NCCL checks sub->opEventHandle
-        abi::EventDescrV6 d{};
-        std::memset(&d, 0, sizeof(d));
-        d.type = abi::kProxyStep;
-        d.parentObj = sub.handle;
-        d.rank = rank_;
-        d.proxyStep.step = step;
-        void* h = nullptr;
-        process_.plugin().Start(process_.version(), context, &h, d);
-        if (h == nullptr) continue;
-        abi::StateArgsV6 args;
-        args.proxyStep.transSize = proxy.step_bytes;
-        const int states_send[] = {abi::kProxyStepSendGpuWait, abi::kProxyStepSendPeerWait,
-                                   abi::kProxyStepSendWait};
-        const int states_recv[] = {abi::kProxyStepRecvWait, abi::kProxyStepRecvFlushWait,
-                                   abi::kProxyStepRecvGpuWait};
-        for (int state : sub.send ? states_send : states_recv) {
-          process_.plugin().Record(process_.version(), h, state, &args);
-        }
-        process_.plugin().Stop(process_.version(), h);
+  for (int step = 0; step < proxy.steps; ++step) {
+    for (const Sub& sub : subs) {
+      void* h = ProxyStepStart(op, sub.handle, sub.spec, step);
+      if (h == nullptr) continue;
+      const int states_send[] = {abi::kProxyStepSendGpuWait, abi::kProxyStepSendPeerWait,
+                                 abi::kProxyStepSendWait};
+      const int states_recv[] = {abi::kProxyStepRecvWait, abi::kProxyStepRecvFlushWait,
+                                 abi::kProxyStepRecvGpuWait};
+      for (int state : sub.spec.send ? states_send : states_recv) {
+        ProxyStepState(h, state, proxy.step_bytes);
       }
+      ProxyStepStop(h);
     }
   }
-  for (const Sub& sub : subs) {
-    if (sub.handle != nullptr) process_.plugin().Stop(process_.version(), sub.handle);
-  }
+  for (const Sub& sub : subs) ProxyOpStop(sub.handle);
 }
 
-void ReplayComm::Collective(const CollSpec& spec, std::uint64_t seq, const GpuTimes& gpu,
-                            const ProxyPlan& proxy) {
+CollectiveEnqueue ReplayComm::BeginCollective(const CollSpec& spec, std::uint64_t seq) {
   const int version = process_.version();
   const int snapshot = process_.MaskSnapshot();
+  CollectiveEnqueue e;
   // ncclAllReduce(...): an implicit group around one CollApi (v5+).
-  void* group_api = nullptr;
   void* coll_api = nullptr;
   abi::EventDescrV6 d{};
   if (version >= 5 && (snapshot & kGroupApiMask) != 0) {
@@ -418,12 +457,12 @@ void ReplayComm::Collective(const CollSpec& spec, std::uint64_t seq, const GpuTi
     d.type = abi::kGroupApi;
     d.rank = rank_;
     d.groupApi.groupDepth = 1;
-    Start(&group_api, d);
+    Start(&e.group_api, d);
   }
   if (version >= 5 && (snapshot & kCollApiMask) != 0) {
     std::memset(&d, 0, sizeof(d));
     d.type = abi::kCollApi;
-    d.parentObj = group_api;
+    d.parentObj = e.group_api;
     d.rank = rank_;
     d.collApi.func = spec.func;
     d.collApi.count = spec.count;
@@ -433,19 +472,17 @@ void ReplayComm::Collective(const CollSpec& spec, std::uint64_t seq, const GpuTi
   }
   StopIf(coll_api);
   // Plan launch: legacy Group, then the task events around the proxy upload.
-  void* group = nullptr;
   if ((snapshot & kGroupMask) != 0) {
     std::memset(&d, 0, sizeof(d));
     d.type = abi::kGroup;
-    Start(&group, d);
+    Start(&e.group, d);
   }
-  EnqueuedOp op;
-  op.mask = snapshot;
-  op.channels = spec.channels;
+  e.op.mask = snapshot;
+  e.op.channels = spec.channels;
   if (EmitsTask(snapshot, false)) {
     std::memset(&d, 0, sizeof(d));
     d.type = abi::kColl;
-    d.parentObj = version >= 5 ? coll_api : group;
+    d.parentObj = version >= 5 ? coll_api : e.group;
     d.rank = rank_;
     d.coll.seqNumber = seq;
     d.coll.func = spec.func;
@@ -456,21 +493,31 @@ void ReplayComm::Collective(const CollSpec& spec, std::uint64_t seq, const GpuTi
     d.coll.nWarps = spec.warps;
     d.coll.algo = spec.algo;
     d.coll.proto = spec.proto;
-    d.coll.parentGroup = group;
-    Start(&op.handle, d);
+    d.coll.parentGroup = e.group;
+    Start(&e.op.handle, d);
   }
+  return e;
+}
+
+void ReplayComm::EndCollective(const CollectiveEnqueue& enqueue) {
+  StopIf(enqueue.op.handle);
+  StopIf(enqueue.group);
+  StopIf(enqueue.group_api);
+}
+
+void ReplayComm::Collective(const CollSpec& spec, std::uint64_t seq, const GpuTimes& gpu,
+                            const ProxyPlan& proxy) {
+  const CollectiveEnqueue enqueue = BeginCollective(spec, seq);
   const int kernel_channels = spec.kernel_channels >= 0 ? spec.kernel_channels : spec.channels;
   const bool kernel = spec.kernel_events;
-  auto work = [this, op, kernel_channels, kernel, gpu, proxy, channels = spec.channels] {
+  auto work = [this, op = enqueue.op, kernel_channels, kernel, gpu, proxy,
+               channels = spec.channels] {
     ProxyWork(op, channels, proxy);
     if (kernel) KernelChannels(op, kernel_channels, gpu);
   };
-  if (proxy_ != nullptr) {
-    proxy_->Post(work);
-  }
-  StopIf(op.handle);
-  StopIf(group);
-  StopIf(group_api);
+  // The proxy side runs concurrently with the Coll stop, as in NCCL.
+  if (proxy_ != nullptr) proxy_->Post(work);
+  EndCollective(enqueue);
   if (proxy_ == nullptr) work();
 }
 
@@ -580,4 +627,4 @@ void ReplayComm::CeCollective(const char* func, std::size_t count, const char* d
   StopIf(h);
 }
 
-}  // namespace ncclscope::testing
+}  // namespace ncclscope::replay
