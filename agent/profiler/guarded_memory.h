@@ -12,6 +12,11 @@
 
 namespace ncclscope::profiler {
 
+// Runs access(arg) under the recovery point: false when it faulted. For loops over many fields of
+// a mapping in one guarded region; `access` must not allocate or own anything with a destructor
+// (a fault leaves it by a long jump).
+bool GuardedCall(void (*access)(void*), void* arg);
+
 // Copies `n` bytes from mapped memory. False when the mapping faulted.
 bool GuardedCopy(void* dst, const void* src, std::size_t n);
 

@@ -213,7 +213,8 @@ bool RingFile::DrainLane(std::uint32_t index, RecordSink& sink, std::uint32_t ma
     return false;
   }
   // Validate; find where to cut so that groups stay whole.
-  std::vector<CorruptReason> verdict(copy);
+  std::vector<CorruptReason>& verdict = verdict_;
+  verdict.resize(copy);
   for (std::uint64_t i = 0; i < copy; ++i) {
     verdict[i] = ValidateRecord(scratch_.data() + i * NCCLSCOPE_RECORD_SIZE, tail + i);
   }
@@ -242,10 +243,13 @@ bool RingFile::DrainLane(std::uint32_t index, RecordSink& sink, std::uint32_t ma
     std::memcpy(&h, record, sizeof(h));
     switch (h.type) {
       case NCCLSCOPE_REC_OP: {
-        OpView view;
+        OpView& view = view_;  // reused: only its first n_channels entries are meaningful
         std::uint32_t consumed = 1;
-        std::uint32_t valid_after = 0;  // continuations must themselves be valid records
-        for (std::uint64_t k = i + 1; k < take && verdict[k] == CorruptReason::kNone; ++k) {
+        // Continuations must themselves be valid records. Only the next kMaxContinuations can
+        // belong to this op: looking further made each drain quadratic in the batch size.
+        std::uint32_t valid_after = 0;
+        for (std::uint64_t k = i + 1;
+             k < take && k <= i + kMaxContinuations && verdict[k] == CorruptReason::kNone; ++k) {
           ++valid_after;
         }
         if (!BuildOpView(record, valid_after + 1, &view, &consumed)) {
@@ -327,30 +331,60 @@ bool RingFile::ReadHeader(RingHeaderSnapshot* out) {
   return true;
 }
 
+namespace {
+
+// Copies the slots in use out of the mapping in one guarded pass (no allocation inside: the
+// destination is sized beforehand). A slot whose version changed while it was copied, or was odd,
+// is skipped by the caller (being rewritten).
+struct TableCopy {
+  const unsigned char* table = nullptr;
+  std::uint32_t slots = 0;
+  ncclscope_comm_slot* out = nullptr;  // capacity `slots`
+  std::uint32_t* version_after = nullptr;
+  std::uint32_t* index = nullptr;
+  std::uint32_t copied = 0;
+};
+
+void CopyTable(void* arg) {
+  auto* t = static_cast<TableCopy*>(arg);
+  for (std::uint32_t i = 0; i < t->slots; ++i) {
+    const auto* shared = reinterpret_cast<const ncclscope_comm_slot*>(
+        t->table + static_cast<std::size_t>(i) * NCCLSCOPE_COMM_SLOT_SIZE);
+    const std::uint32_t state = __atomic_load_n(&shared->state, __ATOMIC_ACQUIRE);
+    if (state != NCCLSCOPE_COMM_LIVE && state != NCCLSCOPE_COMM_FINALIZED) continue;
+    std::memcpy(&t->out[t->copied], shared, sizeof(ncclscope_comm_slot));
+    OrderLoads();
+    t->version_after[t->copied] = __atomic_load_n(&shared->version, __ATOMIC_ACQUIRE);
+    t->index[t->copied] = i;
+    ++t->copied;
+  }
+}
+
+}  // namespace
+
 std::vector<CommSlotSnapshot> RingFile::ReadCommTable() {
   std::vector<CommSlotSnapshot> slots;
-  if (!healthy_) return slots;
-  for (std::uint32_t i = 0; i < comm_slots_; ++i) {
-    auto* shared = reinterpret_cast<ncclscope_comm_slot*>(
-        map_ + comm_table_offset_ + static_cast<std::size_t>(i) * NCCLSCOPE_COMM_SLOT_SIZE);
-    std::uint32_t state = 0;
-    if (!GuardedLoad(&shared->state, &state)) {
-      healthy_ = false;
-      break;
-    }
-    if (state != NCCLSCOPE_COMM_LIVE && state != NCCLSCOPE_COMM_FINALIZED) continue;
-    ncclscope_comm_slot copy{};
-    std::uint32_t version_after = 0;
-    bool copied = GuardedCopy(&copy, shared, sizeof(copy));
-    OrderLoads();
-    if (!copied || !GuardedLoad(&shared->version, &version_after)) {
-      healthy_ = false;
-      break;
-    }
-    if ((copy.version & 1) != 0 || copy.version != version_after) continue;  // being rewritten
+  if (!healthy_ || comm_slots_ == 0) return slots;
+  table_copy_.resize(comm_slots_);
+  table_versions_.resize(comm_slots_);
+  table_index_.resize(comm_slots_);
+  TableCopy t;
+  t.table = map_ + comm_table_offset_;
+  t.slots = comm_slots_;
+  t.out = table_copy_.data();
+  t.version_after = table_versions_.data();
+  t.index = table_index_.data();
+  if (!GuardedCall(&CopyTable, &t)) {
+    healthy_ = false;
+    return slots;
+  }
+  for (std::uint32_t k = 0; k < t.copied; ++k) {
+    const ncclscope_comm_slot& copy = table_copy_[k];
+    if ((copy.version & 1) != 0 || copy.version != table_versions_[k]) continue;  // rewritten
+    if (copy.state != NCCLSCOPE_COMM_LIVE && copy.state != NCCLSCOPE_COMM_FINALIZED) continue;
     if (copy.nranks <= 0 || copy.rank < 0 || copy.rank >= copy.nranks || copy.nnodes <= 0) continue;
     CommSlotSnapshot s;
-    s.index = i;
+    s.index = table_index_[k];
     s.state = copy.state;
     s.comm_id = copy.comm_id;
     s.context = copy.context;
@@ -364,10 +398,12 @@ std::vector<CommSlotSnapshot> RingFile::ReadCommTable() {
     s.ops_enqueued = copy.ops_enqueued;
     s.ops_completed = copy.ops_completed;
     s.last_enqueue_ns = copy.last_enqueue_ns;
+    s.last_enqueue_seq = copy.last_enqueue_seq;
+    s.last_enqueue_func = copy.last_enqueue_func;
     s.last_complete_ns = copy.last_complete_ns;
     s.last_complete_seq = copy.last_complete_seq;
     s.last_complete_func = copy.last_complete_func;
-    for (std::size_t k = 0; k < s.recent.size(); ++k) s.recent[k] = copy.recent[k];
+    for (std::size_t r = 0; r < s.recent.size(); ++r) s.recent[r] = copy.recent[r];
     slots.push_back(std::move(s));
   }
   return slots;

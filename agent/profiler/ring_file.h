@@ -48,6 +48,8 @@ struct CommSlotSnapshot {
   std::uint64_t ops_enqueued = 0;
   std::uint64_t ops_completed = 0;
   std::uint64_t last_enqueue_ns = 0;
+  std::uint64_t last_enqueue_seq = 0;
+  std::uint32_t last_enqueue_func = 0;
   std::uint64_t last_complete_ns = 0;
   std::uint64_t last_complete_seq = 0;
   std::uint32_t last_complete_func = 0;
@@ -114,7 +116,13 @@ class RingFile {
   std::uint64_t lanes_offset_ = 0;
   std::uint64_t data_offset_ = 0;
   std::vector<std::uint64_t> local_tails_;  // used when the ring is read-only
+  // Scratch reused across drains and table reads (no allocation per pass once warm).
   std::vector<unsigned char> scratch_;
+  std::vector<CorruptReason> verdict_;
+  OpView view_;
+  std::vector<ncclscope_comm_slot> table_copy_;
+  std::vector<std::uint32_t> table_versions_;
+  std::vector<std::uint32_t> table_index_;
 };
 
 }  // namespace ncclscope::profiler
