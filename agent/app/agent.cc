@@ -72,7 +72,8 @@ int Agent::Run(SignalWaiter& signals) {
   collector_ = std::make_shared<ScrapeCollector>(&sources_, &reload_);
   std::string error;
   server_ = HttpServer::Start(
-      config_.server.listen_address, config_.server.metrics_path, collector_,
+      config_.server.listen_address, config_.server.metrics_path,
+      [collector = collector_] { return collector->RenderText(); },
       [this] { return HealthText(); }, &error);
   if (!server_) {
     NCCLSCOPE_LOG(kError, "exporter") << error;

@@ -9,6 +9,9 @@
 //    privilege, no NVML, no sysfs tree) returns Down(reason) and the rest of the agent runs on.
 //  - Collect() may run on the HTTP server's threads concurrently with itself and with
 //    Reconfigure(); it must be cheap (render state, do no I/O that can block for long).
+//  - CollectText() is Collect()'s fast lane for sources with many series: it writes families
+//    straight into the scrape's text (agent/core/text_exposition.h). Same rules; a family comes
+//    from one of the two, never both.
 //  - Errors are counted by kind in errors(), rendered as ncclscope_source_errors_total.
 
 #include <prometheus/collectable.h>
@@ -25,6 +28,9 @@ namespace ncclscope {
 
 namespace config {
 struct Config;
+}
+namespace metrics {
+class TextWriter;
 }
 
 struct SourceStatus {
@@ -64,6 +70,9 @@ class Source : public prometheus::Collectable {
     return Start(config);
   }
   virtual void Stop() = 0;
+
+  // Families written directly as Prometheus text (see the contract above). Default: none.
+  virtual void CollectText(metrics::TextWriter& /*out*/) const {}
 
   // Current health. Sources whose health changes while running override this.
   virtual SourceStatus Status() const { return SourceStatus::Up(); }

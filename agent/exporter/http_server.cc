@@ -2,7 +2,6 @@
 
 #include <CivetServer.h>
 #include <civetweb.h>
-#include <prometheus/exposer.h>
 
 #include <cstring>
 #include <exception>
@@ -18,6 +17,7 @@ namespace {
 struct HookState {
   std::mutex mutex;
   HttpServer::HealthText health;          // guarded by mutex
+  HttpServer::MetricsText metrics;        // guarded by mutex
   std::string metrics_path = "/metrics";  // guarded by mutex
 };
 
@@ -42,10 +42,29 @@ void Respond(mg_connection* conn, int code, const char* reason, const char* type
   mg_write(conn, body.data(), body.size());
 }
 
-// Handles / and /healthz; everything else falls through to the Exposer's handlers.
+// Handles the metrics path, / and /healthz; anything else gets civetweb's 404.
 int BeginRequest(mg_connection* conn) {
   const mg_request_info* info = mg_get_request_info(conn);
   if (info == nullptr || info->local_uri == nullptr) return 0;
+  HttpServer::MetricsText metrics;
+  bool is_metrics = false;
+  {
+    std::lock_guard<std::mutex> lock(Hook().mutex);
+    is_metrics = Hook().metrics_path == info->local_uri;
+    if (is_metrics) metrics = Hook().metrics;  // rendered outside the lock: scrapes run in parallel
+  }
+  if (is_metrics) {
+    std::string body;
+    try {
+      if (metrics) body = metrics();
+    } catch (const std::exception& e) {
+      Respond(conn, 500, "Internal Server Error", "text/plain; charset=utf-8",
+              std::string("rendering metrics failed: ") + e.what() + "\n");
+      return 500;
+    }
+    Respond(conn, 200, "OK", "text/plain; version=0.0.4; charset=utf-8", body);
+    return 200;
+  }
   if (std::strcmp(info->local_uri, "/healthz") == 0) {
     std::string body = "ok\n";
     {
@@ -86,20 +105,20 @@ std::string ToCivetListeningPort(const std::string& listen_address) {
   return listen_address;
 }
 
-std::unique_ptr<HttpServer> HttpServer::Start(
-    const std::string& listen_address, const std::string& metrics_path,
-    const std::weak_ptr<prometheus::Collectable>& collectable, HealthText health,
-    std::string* error) {
+std::unique_ptr<HttpServer> HttpServer::Start(const std::string& listen_address,
+                                              const std::string& metrics_path, MetricsText metrics,
+                                              HealthText health, std::string* error) {
   {
     std::lock_guard<std::mutex> lock(Hook().mutex);
     Hook().health = std::move(health);
+    Hook().metrics = std::move(metrics);
     Hook().metrics_path = metrics_path;
   }
   CivetCallbacks callbacks{};
   callbacks.begin_request = &BeginRequest;
   std::unique_ptr<HttpServer> server(new HttpServer());
   try {
-    server->exposer_ = std::make_unique<prometheus::Exposer>(
+    server->server_ = std::make_unique<CivetServer>(
         std::vector<std::string>{"listening_ports", ToCivetListeningPort(listen_address),
                                  "num_threads", "4", "request_timeout_ms", "10000"},
         &callbacks);
@@ -107,17 +126,17 @@ std::unique_ptr<HttpServer> HttpServer::Start(
     *error = "cannot listen on " + listen_address + ": " + e.what();
     return nullptr;
   }
-  server->exposer_->RegisterCollectable(collectable, metrics_path);
-  const std::vector<int> ports = server->exposer_->GetListeningPorts();
+  const std::vector<int> ports = server->server_->getListeningPorts();
   const int port = ports.empty() ? 0 : ports.front();
   server->bound_address_ = HostOf(listen_address) + ":" + std::to_string(port);
   return server;
 }
 
 HttpServer::~HttpServer() {
-  exposer_.reset();
+  server_.reset();
   std::lock_guard<std::mutex> lock(Hook().mutex);
   Hook().health = nullptr;
+  Hook().metrics = nullptr;
 }
 
 }  // namespace ncclscope

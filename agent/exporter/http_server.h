@@ -4,27 +4,26 @@
 #include <memory>
 #include <string>
 
-namespace prometheus {
-class Collectable;
-class Exposer;
-}  // namespace prometheus
+class CivetServer;
 
 namespace ncclscope {
 
-// The agent's HTTP endpoint: prometheus-cpp's Exposer serving `metrics_path`, plus /healthz
-// (liveness: 200 "ok" while the agent runs, with one line per source) and a small landing page at
-// /.
+// The agent's HTTP endpoint (civetweb): `metrics_path` serves the Prometheus text the agent
+// renders itself (ScrapeCollector::RenderText, agent/core/text_exposition.h: several times faster
+// than prometheus-cpp's Exposer and serializer at tens of thousands of series), /healthz is
+// liveness (200 "ok" while the agent runs, with one line per source), / a small landing page.
 class HttpServer {
  public:
   // Text of /healthz after its first line; called per request.
   using HealthText = std::function<std::string()>;
+  // The metrics page, in the Prometheus text format; called per scrape, possibly concurrently.
+  using MetricsText = std::function<std::string()>;
 
   // Binds `listen_address` (HOST:PORT, :PORT or [IPv6]:PORT; port 0 picks a free port). Returns
   // null and sets *error when the address cannot be bound.
-  static std::unique_ptr<HttpServer> Start(
-      const std::string& listen_address, const std::string& metrics_path,
-      const std::weak_ptr<prometheus::Collectable>& collectable, HealthText health,
-      std::string* error);
+  static std::unique_ptr<HttpServer> Start(const std::string& listen_address,
+                                           const std::string& metrics_path, MetricsText metrics,
+                                           HealthText health, std::string* error);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
@@ -35,7 +34,7 @@ class HttpServer {
  private:
   HttpServer() = default;
 
-  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::unique_ptr<CivetServer> server_;
   std::string bound_address_;
 };
 

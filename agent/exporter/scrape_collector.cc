@@ -5,6 +5,7 @@
 
 #include "agent/core/log.h"
 #include "agent/core/metric_family.h"
+#include "agent/core/text_exposition.h"
 #include "agent/exporter/build_info.h"
 #include "agent/exporter/process_metrics.h"
 
@@ -72,23 +73,35 @@ void AppendSelfMetrics(const SourceSet& sources, const ReloadStats& reload,
 ScrapeCollector::ScrapeCollector(const SourceSet* sources, const ReloadStats* reload)
     : sources_(sources), reload_(reload) {}
 
+void ScrapeCollector::CollectSource(SourceSet::Entry& entry,
+                                    std::vector<MetricFamily>& out, std::string* text) const {
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    std::vector<MetricFamily> families = entry.source->Collect();
+    if (text != nullptr) {
+      metrics::AppendFamilies(*text, families);
+      // A source that fails half-way leaves what it wrote: the format allows any family order,
+      // and each family it completed is whole.
+      metrics::TextWriter writer(*text);
+      entry.source->CollectText(writer);
+    } else {
+      for (MetricFamily& family : families) out.push_back(std::move(family));
+    }
+  } catch (const std::exception& e) {
+    entry.source->errors().Add("collect");
+    NCCLSCOPE_LOG(kWarn, "exporter")
+        << "source " << entry.source->name() << " failed to render metrics: " << e.what();
+  } catch (...) {
+    entry.source->errors().Add("collect");
+  }
+  entry.last_collect_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
 std::vector<MetricFamily> ScrapeCollector::Collect() const {
   std::vector<MetricFamily> out;
   for (const auto& entry : sources_->entries()) {
-    if (!entry->running.load()) continue;
-    const auto start = std::chrono::steady_clock::now();
-    try {
-      std::vector<MetricFamily> families = entry->source->Collect();
-      for (MetricFamily& family : families) out.push_back(std::move(family));
-    } catch (const std::exception& e) {
-      entry->source->errors().Add("collect");
-      NCCLSCOPE_LOG(kWarn, "exporter")
-          << "source " << entry->source->name() << " failed to render metrics: " << e.what();
-    } catch (...) {
-      entry->source->errors().Add("collect");
-    }
-    entry->last_collect_seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (entry->running.load()) CollectSource(*entry, out, nullptr);
   }
   try {
     AppendSelfMetrics(*sources_, *reload_, out);
@@ -97,6 +110,39 @@ std::vector<MetricFamily> ScrapeCollector::Collect() const {
     NCCLSCOPE_LOG(kWarn, "exporter") << "self-metrics failed: " << e.what();
   }
   return out;
+}
+
+std::string ScrapeCollector::RenderText() const {
+  const auto start = std::chrono::steady_clock::now();
+  std::string text;
+  text.reserve(static_cast<std::size_t>(last_bytes_.load()) + 4096);
+  std::vector<MetricFamily> self;
+  for (const auto& entry : sources_->entries()) {
+    if (entry->running.load()) CollectSource(*entry, self, &text);
+  }
+  try {
+    AppendSelfMetrics(*sources_, *reload_, self);
+    auto scrapes = metrics::Counter(
+        "ncclscope_scrapes_total", "Scrapes of the metrics path served, this one included.");
+    metrics::Add(scrapes, {}, static_cast<double>(scrapes_.fetch_add(1) + 1));
+    self.push_back(std::move(scrapes));
+    auto duration = metrics::Gauge(
+        "ncclscope_scrape_duration_seconds",
+        "Time the previous scrape took to render every family into the response text.");
+    metrics::Add(duration, {}, last_duration_seconds_.load());
+    self.push_back(std::move(duration));
+    auto bytes = metrics::Gauge("ncclscope_scrape_bytes", "Size of the previous scrape's text.");
+    metrics::Add(bytes, {}, static_cast<double>(last_bytes_.load()));
+    self.push_back(std::move(bytes));
+    for (MetricFamily& family : CollectProcessMetrics()) self.push_back(std::move(family));
+    metrics::AppendFamilies(text, self);
+  } catch (const std::exception& e) {
+    NCCLSCOPE_LOG(kWarn, "exporter") << "self-metrics failed: " << e.what();
+  }
+  last_duration_seconds_ =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  last_bytes_ = text.size();
+  return text;
 }
 
 }  // namespace ncclscope

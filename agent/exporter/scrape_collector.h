@@ -2,25 +2,41 @@
 
 #include <prometheus/collectable.h>
 
+#include <atomic>
+#include <cstdint>
+#include <string>
+
 #include "agent/core/source_set.h"
 #include "agent/exporter/agent_state.h"
 
 namespace ncclscope {
 
-// The one Collectable registered with the HTTP server. On each scrape it asks every running
-// source for its families (timing each, and turning a throwing source into an error count rather
-// than a failed scrape), then appends the agent's self-metrics:
+// What the HTTP server's metrics path serves. On each scrape it asks every running source for its
+// families (timing each, and turning a throwing source into an error count rather than a failed
+// scrape), then appends the agent's self-metrics:
 //   ncclscope_build_info, ncclscope_source_{up,enabled}, ncclscope_source_errors_total,
-//   ncclscope_source_collection_duration_seconds, ncclscope_config_*, process_*.
+//   ncclscope_source_collection_duration_seconds, ncclscope_config_*, ncclscope_scrape*,
+//   process_*.
+// RenderText() is the scrape: families from Source::Collect() and Source::CollectText(), in the
+// text format, without prometheus-cpp's serializer (see agent/core/text_exposition.h). Collect()
+// (the prometheus::Collectable side) returns only the Collect() families, for library users.
 class ScrapeCollector : public prometheus::Collectable {
  public:
   ScrapeCollector(const SourceSet* sources, const ReloadStats* reload);
 
   std::vector<prometheus::MetricFamily> Collect() const override;
+  std::string RenderText() const;
 
  private:
+  void CollectSource(SourceSet::Entry& entry, std::vector<prometheus::MetricFamily>& out,
+                     std::string* text) const;
+
   const SourceSet* sources_;
   const ReloadStats* reload_;
+  // The previous scrape, for ncclscope_scrape_duration_seconds / ncclscope_scrape_bytes.
+  mutable std::atomic<std::uint64_t> scrapes_{0};
+  mutable std::atomic<double> last_duration_seconds_{0};
+  mutable std::atomic<std::uint64_t> last_bytes_{0};
 };
 
 }  // namespace ncclscope

@@ -6,6 +6,7 @@
 #include "agent/config/config.h"
 #include "agent/core/metric_family.h"
 #include "agent/core/source.h"
+#include "agent/core/text_exposition.h"
 
 namespace ncclscope::testing {
 
@@ -32,6 +33,10 @@ class FakeSource : public Source {
     auto family = metrics::Gauge("fake_" + name() + "_value", "A fake value.");
     metrics::Add(family, {{"k", "v"}}, 42);
     return {family};
+  }
+  void CollectText(metrics::TextWriter& out) const override {
+    out.Header("fake_" + name() + "_text_total", "A fake counter rendered as text.", "counter");
+    out.Sample("fake_" + name() + "_text_total", "k=\"t\"", std::uint64_t{7});
   }
 
   bool enabled_;

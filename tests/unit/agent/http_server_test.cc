@@ -16,8 +16,8 @@ TEST(HttpServerTest, ServesMetricsHealthzAndLandingPage) {
   auto collector = std::make_shared<ScrapeCollector>(&sources, &reload);
   std::string error;
   auto server = HttpServer::Start(
-      "127.0.0.1:0", "/metrics", collector, [] { return std::string("source fake: up\n"); },
-      &error);
+      "127.0.0.1:0", "/metrics", [collector] { return collector->RenderText(); },
+      [] { return std::string("source fake: up\n"); }, &error);
   ASSERT_TRUE(server) << error;
   const std::string base = "http://" + server->bound_address();
   ASSERT_NE(server->bound_address(), "127.0.0.1:0");
@@ -25,6 +25,7 @@ TEST(HttpServerTest, ServesMetricsHealthzAndLandingPage) {
   const auto metrics = testing::HttpGet(base + "/metrics");
   EXPECT_EQ(metrics.status, 200) << metrics.error;
   EXPECT_NE(metrics.body.find("fake_fake_value{k=\"v\"} 42"), std::string::npos);
+  EXPECT_EQ(metrics.content_type, "text/plain; version=0.0.4; charset=utf-8");
 
   const auto health = testing::HttpGet(base + "/healthz");
   EXPECT_EQ(health.status, 200);
@@ -42,9 +43,10 @@ TEST(HttpServerTest, BindFailureIsAnErrorNotACrash) {
   ReloadStats reload;
   auto collector = std::make_shared<ScrapeCollector>(&sources, &reload);
   std::string error;
-  auto first = HttpServer::Start("127.0.0.1:0", "/metrics", collector, nullptr, &error);
+  auto render = [collector] { return collector->RenderText(); };
+  auto first = HttpServer::Start("127.0.0.1:0", "/metrics", render, nullptr, &error);
   ASSERT_TRUE(first);
-  auto second = HttpServer::Start(first->bound_address(), "/metrics", collector, nullptr, &error);
+  auto second = HttpServer::Start(first->bound_address(), "/metrics", render, nullptr, &error);
   EXPECT_FALSE(second);
   EXPECT_NE(error.find("cannot listen on"), std::string::npos) << error;
 }

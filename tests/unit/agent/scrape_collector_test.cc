@@ -73,6 +73,23 @@ TEST(SourceSetTest, ApplyStartsReconfiguresAndStops) {
   EXPECT_EQ(source->stops, 1) << "a stopped source is not stopped twice";
 }
 
+TEST(ScrapeCollectorTest, TextScrapeHasBothKindsOfFamiliesAndCountsItself) {
+  SourceSet sources({std::make_shared<FakeSource>("good")});
+  sources.Apply(config::Config{});
+  ReloadStats reload;
+  ScrapeCollector collector(&sources, &reload);
+  collector.RenderText();
+  const std::string text = collector.RenderText();
+  EXPECT_NE(text.find("fake_good_value{k=\"v\"} 42\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("# TYPE fake_good_text_total counter\nfake_good_text_total{k=\"t\"} 7\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("ncclscope_scrapes_total 2\n"), std::string::npos);
+  EXPECT_NE(text.find("ncclscope_scrape_bytes "), std::string::npos);
+  EXPECT_NE(text.find("process_resident_memory_bytes "), std::string::npos);
+  // The Collectable side has only Collect()'s families.
+  EXPECT_EQ(Render(collector).find("fake_good_text_total"), std::string::npos);
+}
+
 TEST(ScrapeCollectorTest, ReloadFailureIsVisible) {
   SourceSet sources({});
   ReloadStats reload;

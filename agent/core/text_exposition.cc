@@ -1,0 +1,205 @@
+#include "agent/core/text_exposition.h"
+
+#include <charconv>
+#include <cmath>
+#include <limits>
+
+namespace ncclscope::metrics {
+namespace {
+
+void AppendEscaped(std::string& out, std::string_view text, bool quote) {
+  for (const char c : text) {
+    switch (c) {
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '"':
+        out += quote ? "\\\"" : "\"";
+        break;
+      default:
+        out += c;
+    }
+  }
+}
+
+std::string_view TypeName(prometheus::MetricType type) {
+  switch (type) {
+    case prometheus::MetricType::Counter:
+      return "counter";
+    case prometheus::MetricType::Gauge:
+      return "gauge";
+    case prometheus::MetricType::Summary:
+      return "summary";
+    case prometheus::MetricType::Histogram:
+      return "histogram";
+    default:
+      return "untyped";
+  }
+}
+
+// `a="b",c="d"` from a ClientMetric's labels, plus an optional extra one (le, quantile).
+std::string Labels(const prometheus::ClientMetric& metric) {
+  std::string text;
+  for (const auto& label : metric.label) {
+    if (!text.empty()) text += ',';
+    AppendLabel(text, label.name, label.value);
+  }
+  return text;
+}
+
+std::string WithExtra(const std::string& labels, std::string_view name, double value) {
+  std::string text = labels;
+  if (!text.empty()) text += ',';
+  text += name;
+  text += "=\"";
+  AppendNumber(text, value);
+  text += '"';
+  return text;
+}
+
+}  // namespace
+
+void AppendLabel(std::string& out, std::string_view name, std::string_view value) {
+  out += name;
+  out += "=\"";
+  AppendEscaped(out, value, true);
+  out += '"';
+}
+
+void AppendNumber(std::string& out, double value) {
+  if (std::isnan(value)) {
+    out += "NaN";
+    return;
+  }
+  if (std::isinf(value)) {
+    out += value > 0 ? "+Inf" : "-Inf";
+    return;
+  }
+  char buffer[32];
+  const auto result = std::to_chars(buffer, buffer + sizeof(buffer), value);
+  out.append(buffer, result.ptr);
+}
+
+void AppendNumber(std::string& out, std::uint64_t value) {
+  char buffer[24];
+  const auto result = std::to_chars(buffer, buffer + sizeof(buffer), value);
+  out.append(buffer, result.ptr);
+}
+
+HistogramBounds::HistogramBounds(std::vector<double> bounds) : bounds_(std::move(bounds)) {
+  for (const double bound : bounds_) {
+    std::string le = "le=\"";
+    AppendNumber(le, bound);
+    le += '"';
+    le_.push_back(std::move(le));
+  }
+  le_.emplace_back("le=\"+Inf\"");
+}
+
+void TextWriter::Header(std::string_view name, std::string_view help, std::string_view type) {
+  out_ += "# HELP ";
+  out_ += name;
+  out_ += ' ';
+  AppendEscaped(out_, help, false);
+  out_ += "\n# TYPE ";
+  out_ += name;
+  out_ += ' ';
+  out_ += type;
+  out_ += '\n';
+}
+
+void TextWriter::Start(std::string_view name, std::string_view suffix, std::string_view labels) {
+  out_ += name;
+  out_ += suffix;
+  if (!labels.empty()) {
+    out_ += '{';
+    out_ += labels;
+    out_ += '}';
+  }
+  out_ += ' ';
+}
+
+void TextWriter::Sample(std::string_view name, std::string_view labels, double value) {
+  Start(name, "", labels);
+  AppendNumber(out_, value);
+  out_ += '\n';
+}
+
+void TextWriter::Sample(std::string_view name, std::string_view labels, std::uint64_t value) {
+  Start(name, "", labels);
+  AppendNumber(out_, value);
+  out_ += '\n';
+}
+
+void TextWriter::Histogram(std::string_view name, std::string_view labels,
+                           const HistogramBounds& bounds, const std::uint64_t* counts, double sum) {
+  std::uint64_t cumulative = 0;
+  for (std::size_t i = 0; i < bounds.buckets(); ++i) {
+    cumulative += counts[i];
+    out_ += name;
+    out_ += "_bucket{";
+    if (!labels.empty()) {
+      out_ += labels;
+      out_ += ',';
+    }
+    out_ += bounds.le(i);
+    out_ += "} ";
+    AppendNumber(out_, cumulative);
+    out_ += '\n';
+  }
+  Start(name, "_sum", labels);
+  AppendNumber(out_, sum);
+  out_ += '\n';
+  Start(name, "_count", labels);
+  AppendNumber(out_, cumulative);
+  out_ += '\n';
+}
+
+void AppendFamilies(std::string& out, const std::vector<prometheus::MetricFamily>& families) {
+  TextWriter writer(out);
+  for (const prometheus::MetricFamily& family : families) {
+    if (family.metric.empty()) continue;
+    writer.Header(family.name, family.help, TypeName(family.type));
+    for (const prometheus::ClientMetric& metric : family.metric) {
+      const std::string labels = Labels(metric);
+      switch (family.type) {
+        case prometheus::MetricType::Counter:
+          writer.Sample(family.name, labels, metric.counter.value);
+          break;
+        case prometheus::MetricType::Gauge:
+          writer.Sample(family.name, labels, metric.gauge.value);
+          break;
+        case prometheus::MetricType::Summary:
+          for (const auto& q : metric.summary.quantile) {
+            writer.Sample(family.name, WithExtra(labels, "quantile", q.quantile), q.value);
+          }
+          writer.Sample(family.name + "_sum", labels, metric.summary.sample_sum);
+          writer.Sample(family.name + "_count", labels, metric.summary.sample_count);
+          break;
+        case prometheus::MetricType::Histogram: {
+          bool has_inf = false;
+          for (const auto& b : metric.histogram.bucket) {
+            has_inf = has_inf || b.upper_bound == std::numeric_limits<double>::infinity();
+            writer.Sample(family.name + "_bucket", WithExtra(labels, "le", b.upper_bound),
+                          b.cumulative_count);
+          }
+          if (!has_inf) {
+            writer.Sample(family.name + "_bucket", WithExtra(labels, "le", HUGE_VAL),
+                          metric.histogram.sample_count);
+          }
+          writer.Sample(family.name + "_sum", labels, metric.histogram.sample_sum);
+          writer.Sample(family.name + "_count", labels, metric.histogram.sample_count);
+          break;
+        }
+        default:
+          writer.Sample(family.name, labels, metric.untyped.value);
+          break;
+      }
+    }
+  }
+}
+
+}  // namespace ncclscope::metrics

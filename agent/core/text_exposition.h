@@ -1,0 +1,65 @@
+#pragma once
+
+// The Prometheus text exposition format (0.0.4), written straight into a string: no iostreams,
+// numbers through std::to_chars, label sets that sources keep pre-formatted per series. This is
+// what /metrics serves (agent/exporter/scrape_collector.h). Sources with many series render them
+// here directly (Source::CollectText); everything else is a prometheus::MetricFamily, serialized by
+// AppendFamilies below. Measured against prometheus-cpp's TextSerializer in docs/benchmarks.md.
+
+#include <prometheus/metric_family.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ncclscope::metrics {
+
+// Appends `name="value"` with the value escaped as the format requires (\\, \", \n).
+void AppendLabel(std::string& out, std::string_view name, std::string_view value);
+
+// Appends a number as the format spells it: shortest round-trip decimal, +Inf, -Inf, NaN.
+void AppendNumber(std::string& out, double value);
+void AppendNumber(std::string& out, std::uint64_t value);
+
+// Histogram bucket bounds with their `le` label text computed once.
+class HistogramBounds {
+ public:
+  explicit HistogramBounds(std::vector<double> bounds);
+  const std::vector<double>& bounds() const { return bounds_; }
+  std::size_t buckets() const { return bounds_.size() + 1; }  // with +Inf
+  // `le="..."` for bucket i (i == bounds().size(): "+Inf").
+  std::string_view le(std::size_t i) const { return le_[i]; }
+
+ private:
+  std::vector<double> bounds_;
+  std::vector<std::string> le_;
+};
+
+class TextWriter {
+ public:
+  explicit TextWriter(std::string& out) : out_(out) {}
+
+  // "# HELP name help" and "# TYPE name type" (type: counter, gauge, histogram, untyped).
+  void Header(std::string_view name, std::string_view help, std::string_view type);
+
+  // `name{labels} value`, where `labels` is the inside of the braces, already formatted with
+  // AppendLabel and separated by commas (empty: no braces).
+  void Sample(std::string_view name, std::string_view labels, double value);
+  void Sample(std::string_view name, std::string_view labels, std::uint64_t value);
+
+  // One histogram: `counts` holds bounds.buckets() per-bucket (not cumulative) counts.
+  void Histogram(std::string_view name, std::string_view labels, const HistogramBounds& bounds,
+                 const std::uint64_t* counts, double sum);
+
+  std::string& out() { return out_; }
+
+ private:
+  void Start(std::string_view name, std::string_view suffix, std::string_view labels);
+  std::string& out_;
+};
+
+// Serializes families the way prometheus-cpp's TextSerializer does (same lines, same order).
+void AppendFamilies(std::string& out, const std::vector<prometheus::MetricFamily>& families);
+
+}  // namespace ncclscope::metrics
