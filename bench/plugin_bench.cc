@@ -30,7 +30,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/profiler/op_metrics.h"
+#include "agent/analytics/nccl_analytics.h"
 #include "agent/profiler/ring_directory.h"
 #include "plugin/abi/nccl_profiler_abi.h"
 #include "plugin/ring/ncclscope_ring.h"
@@ -293,7 +293,7 @@ void BM_AgentReadsOpRecords(benchmark::State& state) {
     return static_cast<const abi::ProfilerV6*>(dlsym(lib, "ncclProfiler_v6"));
   }();
   profiler::RingDirectory directory(world.dir);
-  profiler::OpMetrics metrics(64, std::chrono::minutes(10));
+  analytics::NcclAnalytics metrics;
   world.Consume();
   std::uint64_t seq = 0;
   std::int64_t records = 0;

@@ -4,6 +4,7 @@ find_package(Threads REQUIRED)
 find_package(yaml-cpp REQUIRED)
 find_package(prometheus-cpp REQUIRED COMPONENTS core pull)
 find_package(CURL REQUIRED)
+find_package(absl REQUIRED)  # flat hash maps on the analytics' hot path
 pkg_check_modules(LIBBPF REQUIRED IMPORTED_TARGET libbpf)
 pkg_check_modules(LIBELF REQUIRED IMPORTED_TARGET libelf)
 pkg_check_modules(IBVERBS REQUIRED IMPORTED_TARGET libibverbs)

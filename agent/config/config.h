@@ -49,6 +49,8 @@ struct PluginConfig {
   std::string ring_dir = "/run/ncclscope";
   Duration poll_interval = Millis(100);
   std::uint32_t max_comms = 64;
+  std::uint32_t max_peers = 16;
+  bool channel_metrics = true;
   Duration series_retention = Seconds(600);
   std::vector<std::string> events = {"coll",     "p2p",        "kernel_ch",
                                      "proxy_op", "proxy_step", "ce_coll"};
@@ -73,6 +75,13 @@ struct PluginConfig {
             "Communicators that get their own comm label; records of further ones are "
             "aggregated under comm=\"other\".",
             checks::InRange<std::uint32_t>{1, 10000});
+    v.Field("max_peers", max_peers,
+            "Network peers per communicator rank that get their own peer label in the "
+            "per-channel metrics; further ones are aggregated under peer=\"other\".",
+            checks::InRange<std::uint32_t>{1, 4096});
+    v.Field("channel_metrics", channel_metrics,
+            "Export per-channel series (bytes and busy time by transport, network wait "
+            "decomposition per channel and peer). Off: per-rank totals only.");
     v.Field("series_retention", series_retention,
             "How long a communicator's series stay after its last record once no running job "
             "has it.",
@@ -411,12 +420,22 @@ struct NvlinkConfig {
 // Slow-rank, hang and degradation detection in the agent.
 struct DetectionConfig {
   Duration hang_timeout = Seconds(60);
+  std::uint32_t match_window = 4096;
+  Duration match_timeout = Seconds(10);
 
   template <typename V>
   void Visit(V& v) {
     v.Field("hang_timeout", hang_timeout,
             "An op in flight longer than this counts as hung in the agent's findings.",
             checks::InRange{Seconds(1), Seconds(86400)});
+    v.Field("match_window", match_window,
+            "Collectives that may wait at once for the records of the node's other ranks "
+            "(slow-rank matching); beyond, the oldest is evicted and counted.",
+            checks::InRange<std::uint32_t>{16, 1u << 20});
+    v.Field("match_timeout", match_timeout,
+            "How long a collective waits for the records of the node's other ranks before it is "
+            "evicted as incomplete.",
+            checks::InRange{Seconds(1), Seconds(600)});
   }
 };
 

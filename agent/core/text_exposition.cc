@@ -111,12 +111,15 @@ void TextWriter::Header(std::string_view name, std::string_view help, std::strin
   out_ += '\n';
 }
 
-void TextWriter::Start(std::string_view name, std::string_view suffix, std::string_view labels) {
+void TextWriter::Start(std::string_view name, std::string_view suffix, std::string_view labels,
+                       std::string_view extra) {
   out_ += name;
   out_ += suffix;
-  if (!labels.empty()) {
+  if (!labels.empty() || !extra.empty()) {
     out_ += '{';
     out_ += labels;
+    if (!labels.empty() && !extra.empty()) out_ += ',';
+    out_ += extra;
     out_ += '}';
   }
   out_ += ' ';
@@ -130,6 +133,13 @@ void TextWriter::Sample(std::string_view name, std::string_view labels, double v
 
 void TextWriter::Sample(std::string_view name, std::string_view labels, std::uint64_t value) {
   Start(name, "", labels);
+  AppendNumber(out_, value);
+  out_ += '\n';
+}
+
+void TextWriter::Sample(std::string_view name, std::string_view labels, std::string_view extra,
+                        double value) {
+  Start(name, "", labels, extra);
   AppendNumber(out_, value);
   out_ += '\n';
 }

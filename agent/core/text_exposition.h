@@ -47,6 +47,9 @@ class TextWriter {
   // AppendLabel and separated by commas (empty: no braces).
   void Sample(std::string_view name, std::string_view labels, double value);
   void Sample(std::string_view name, std::string_view labels, std::uint64_t value);
+  // Same, with one more pre-formatted label (`state="send_wait"`) after `labels`.
+  void Sample(std::string_view name, std::string_view labels, std::string_view extra,
+              double value);
 
   // One histogram: `counts` holds bounds.buckets() per-bucket (not cumulative) counts.
   void Histogram(std::string_view name, std::string_view labels, const HistogramBounds& bounds,
@@ -55,7 +58,8 @@ class TextWriter {
   std::string& out() { return out_; }
 
  private:
-  void Start(std::string_view name, std::string_view suffix, std::string_view labels);
+  void Start(std::string_view name, std::string_view suffix, std::string_view labels,
+             std::string_view extra = {});
   std::string& out_;
 };
 

@@ -6,11 +6,12 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
-#include <set>
+#include <time.h>
 #include <sstream>
 
 #include "agent/core/log.h"
 #include "agent/core/metric_family.h"
+#include "agent/core/text_exposition.h"
 
 namespace ncclscope::profiler {
 namespace {
@@ -113,7 +114,20 @@ std::string ControlsFileText(const config::PluginConfig& plugin) {
   return text.str();
 }
 
-// Hands each record to the built-in metrics, then to the extra sinks.
+analytics::AnalyticsSettings AnalyticsFromConfig(const config::Config& config) {
+  analytics::AnalyticsSettings s;
+  s.max_comms = config.plugin.max_comms;
+  s.max_peers = config.plugin.max_peers;
+  s.retention = config.plugin.series_retention.value();
+  s.channel_metrics = config.plugin.channel_metrics;
+  s.match_window = config.detection.match_window;
+  s.match_timeout = config.detection.match_timeout.value();
+  s.hang_timeout = config.detection.hang_timeout.value();
+  s.sysfs_root = config.rdma.sysfs_root;
+  return s;
+}
+
+// Hands each record to the analytics, then to the extra sinks.
 class ProfilerSource::Fanout : public RecordSink {
  public:
   explicit Fanout(std::vector<std::shared_ptr<RecordSink>> sinks) : sinks_(std::move(sinks)) {}
@@ -135,7 +149,7 @@ class ProfilerSource::Fanout : public RecordSink {
 };
 
 ProfilerSource::ProfilerSource()
-    : Source("profiler"), metrics_(std::make_shared<OpMetrics>(64, std::chrono::minutes(10))) {}
+    : Source("profiler"), analytics_(std::make_shared<analytics::NcclAnalytics>()) {}
 
 ProfilerSource::~ProfilerSource() { Stop(); }
 
@@ -172,10 +186,14 @@ SourceStatus ProfilerSource::Start(const config::Config& config) {
     down_reason_ = status.up ? "" : status.reason;
   }
   if (!status.up) return status;
-  metrics_->SetLimits(plugin.max_comms, plugin.series_retention.value());
-  std::vector<std::shared_ptr<RecordSink>> sinks = {metrics_};
+  {
+    std::lock_guard<std::mutex> lock(analytics_mutex_);
+    analytics_->Configure(AnalyticsFromConfig(config));
+  }
+  std::vector<std::shared_ptr<RecordSink>> sinks = {analytics_};
   sinks.insert(sinks.end(), extra_sinks_.begin(), extra_sinks_.end());
   fanout_ = std::make_unique<Fanout>(std::move(sinks));
+  sink_ = extra_sinks_.empty() ? static_cast<RecordSink*>(analytics_.get()) : fanout_.get();
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stop_ = false;
@@ -199,7 +217,10 @@ SourceStatus ProfilerSource::Reconfigure(const config::Config& config) {
   if (restart) return Start(config);
   SourceStatus status = PrepareDirectory(plugin);
   if (!status.up) return status;
-  metrics_->SetLimits(plugin.max_comms, plugin.series_retention.value());
+  {
+    std::lock_guard<std::mutex> lock(analytics_mutex_);
+    analytics_->Configure(AnalyticsFromConfig(config));
+  }
   {
     std::lock_guard<std::mutex> lock(mutex_);
     plugin_ = plugin;
@@ -228,7 +249,6 @@ SourceStatus ProfilerSource::Status() const {
 
 void ProfilerSource::Run() {
   std::unique_lock<std::mutex> lock(mutex_);
-  auto last_expiry = std::chrono::steady_clock::now();
   while (!stop_) {
     if (controls_dirty_) {
       directory_->SetControls(ControlsFromConfig(plugin_));
@@ -239,16 +259,24 @@ void ProfilerSource::Run() {
     lock.unlock();
     bool more = false;
     try {
-      more = directory.Poll(*fanout_);
-      std::set<std::uint64_t> live;
-      for (const LiveComm& comm : directory.snapshot().comms) live.insert(comm.slot.comm_id);
-      const auto now = std::chrono::steady_clock::now();
-      if (now - last_expiry > std::chrono::seconds(1)) {
-        metrics_->Expire(live, now);
-        last_expiry = now;
+      {
+        std::lock_guard<std::mutex> pass(analytics_mutex_);
+        more = directory.Poll(*sink_);
+        analytics_->EndPass(directory.snapshot().comms, std::chrono::steady_clock::now());
       }
+      // The data-path counters for scrapes; the communicators live in the analytics.
+      const DirectorySnapshot& latest = directory.snapshot();
       std::lock_guard<std::mutex> snap(snapshot_mutex_);
-      snapshot_ = directory.snapshot();
+      snapshot_.rings_live = latest.rings_live;
+      snapshot_.rings_closed = latest.rings_closed;
+      snapshot_.rings_reclaimed = latest.rings_reclaimed;
+      snapshot_.rings_rejected = latest.rings_rejected;
+      snapshot_.ring_faults = latest.ring_faults;
+      snapshot_.records = latest.records;
+      snapshot_.corrupt = latest.corrupt;
+      snapshot_.lane_resyncs = latest.lane_resyncs;
+      snapshot_.plugin_counters = latest.plugin_counters;
+      snapshot_.dropped_ring_full = latest.dropped_ring_full;
     } catch (const std::exception& e) {
       errors().Add("poll");
       NCCLSCOPE_LOG(kWarn, "profiler") << "reading rings failed: " << e.what();
@@ -258,51 +286,22 @@ void ProfilerSource::Run() {
   }
 }
 
+void ProfilerSource::CollectText(metrics::TextWriter& out) const {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  const std::uint64_t now_ns =
+      static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<std::uint64_t>(ts.tv_nsec);
+  std::lock_guard<std::mutex> lock(analytics_mutex_);
+  analytics_->Render(out, now_ns);
+}
+
 std::vector<prometheus::MetricFamily> ProfilerSource::Collect() const {
   std::vector<prometheus::MetricFamily> out;
-  metrics_->Render(out);
   DirectorySnapshot s;
   {
     std::lock_guard<std::mutex> lock(snapshot_mutex_);
     s = snapshot_;
   }
-
-  auto info = metrics::Gauge(
-      "ncclscope_nccl_comm_info",
-      "Constant 1 for each live communicator rank in a job on this node, labeled with its name, "
-      "size and GPU.");
-  auto in_flight =
-      metrics::Gauge("ncclscope_nccl_ops_in_flight",
-                     "Operations enqueued on the communicator rank and not yet completed.");
-  auto last_completion =
-      metrics::Gauge("ncclscope_nccl_last_op_completion_timestamp_seconds",
-                     "Host time the communicator rank last completed an operation (0: none yet).");
-  for (const LiveComm& comm : s.comms) {
-    const CommSlotSnapshot& slot = comm.slot;
-    const std::string label = metrics_->LabelFor(slot.comm_id);
-    const std::string rank = std::to_string(slot.rank);
-    metrics::Add(info,
-                 {{"comm", label},
-                  {"rank", rank},
-                  {"comm_name", slot.name},
-                  {"nranks", std::to_string(slot.nranks)},
-                  {"nnodes", std::to_string(slot.nnodes)},
-                  {"cuda_device", slot.cuda_device >= 0 ? std::to_string(slot.cuda_device) : ""},
-                  {"UUID", slot.gpu_uuid},
-                  {"pci_bus_id", slot.pci_bus_id},
-                  {"hostname", comm.hostname},
-                  {"pid", std::to_string(comm.pid)}},
-                 1);
-    const double pending = slot.ops_enqueued >= slot.ops_completed
-                               ? static_cast<double>(slot.ops_enqueued - slot.ops_completed)
-                               : 0;
-    metrics::Add(in_flight, {{"comm", label}, {"rank", rank}}, pending);
-    metrics::Add(last_completion, {{"comm", label}, {"rank", rank}},
-                 static_cast<double>(slot.last_complete_ns) * 1e-9);
-  }
-  out.push_back(std::move(info));
-  out.push_back(std::move(in_flight));
-  out.push_back(std::move(last_completion));
 
   auto rings = metrics::Gauge(
       "ncclscope_nccl_rings",

@@ -1,9 +1,10 @@
 #pragma once
 
 // The `profiler` source: reads the NCCL profiler plugin's rings in plugin.ring_dir on a background
-// thread (every plugin.poll_interval), feeds the records to its sinks (the metrics in
-// op_metrics.h, plus any added with AddSink, e.g. the NCCL analytics), passes the plugin controls
-// from the config to every job, and renders everything at scrape time.
+// thread (every plugin.poll_interval), feeds the records to the NCCL analytics
+// (agent/analytics/nccl_analytics.h; plus any sink added with AddSink), passes the plugin controls
+// from the config to every job, and renders everything at scrape time: the analytics' many series
+// as text (CollectText), the data-path health (rings, records, drops) as families (Collect).
 
 #include <atomic>
 #include <condition_variable>
@@ -13,9 +14,9 @@
 #include <thread>
 #include <vector>
 
+#include "agent/analytics/nccl_analytics.h"
 #include "agent/config/config.h"
 #include "agent/core/source.h"
-#include "agent/profiler/op_metrics.h"
 #include "agent/profiler/ring_directory.h"
 
 namespace ncclscope::profiler {
@@ -23,13 +24,15 @@ namespace ncclscope::profiler {
 // The plugin controls a config asks for, as ring-header controls and as controls-file text.
 ncclscope_controls ControlsFromConfig(const config::PluginConfig& plugin);
 std::string ControlsFileText(const config::PluginConfig& plugin);
+// The analytics' limits and settings from the config.
+analytics::AnalyticsSettings AnalyticsFromConfig(const config::Config& config);
 
 class ProfilerSource : public Source {
  public:
   ProfilerSource();
   ~ProfilerSource() override;
 
-  // Adds a sink that sees every record after the built-in metrics. Call before Start().
+  // Adds a sink that sees every record after the analytics. Call before Start().
   void AddSink(std::shared_ptr<RecordSink> sink);
 
   bool Enabled(const config::Config& config) const override;
@@ -38,15 +41,19 @@ class ProfilerSource : public Source {
   void Stop() override;
   SourceStatus Status() const override;
   std::vector<prometheus::MetricFamily> Collect() const override;
+  void CollectText(metrics::TextWriter& out) const override;
 
  private:
   class Fanout;
   void Run();
   SourceStatus PrepareDirectory(const config::PluginConfig& plugin);
 
-  std::shared_ptr<OpMetrics> metrics_;
+  // The reader thread holds analytics_mutex_ for a whole pass; a scrape holds it to render.
+  mutable std::mutex analytics_mutex_;
+  std::shared_ptr<analytics::NcclAnalytics> analytics_;
   std::vector<std::shared_ptr<RecordSink>> extra_sinks_;
   std::unique_ptr<Fanout> fanout_;
+  RecordSink* sink_ = nullptr;  // analytics_ alone, or fanout_ when there are extra sinks
 
   std::mutex mutex_;  // guards the fields below and wakes the reader thread
   std::condition_variable wake_;

@@ -1,9 +1,8 @@
 #pragma once
 
 // What the ring reader hands on: validated records, grouped (an op with all its channel times),
-// tagged with the process they came from. The metrics in op_metrics.h are one sink; the NCCL
-// analytics (per-rank bandwidth, slow-rank and hang detection) plug in as further sinks without
-// touching the reader.
+// tagged with the process they came from. The NCCL analytics (agent/analytics) are the profiler
+// source's sink; further sinks plug in with ProfilerSource::AddSink without touching the reader.
 
 #include <cstdint>
 #include <string>

@@ -324,6 +324,8 @@ enum ncclscope_op_flag {
   NCCLSCOPE_OP_TIME_SATURATED = 1u << 5,       /* a channel offset did not fit in 32 bits */
   NCCLSCOPE_OP_KERNEL_NOT_REQUESTED = 1u << 6, /* KernelCh was off (mask or duty cycle) */
   NCCLSCOPE_OP_P2P_SEQ_PER_PEER = 1u << 7,     /* seq counts ops per (comm, func, peer) */
+  NCCLSCOPE_OP_PROXY_REQUESTED = 1u << 8,      /* ProxyOp/ProxyStep were on at enqueue: the op's
+                                                  network activity has PROXY_OP records */
 };
 
 /* One channel's GPU time, relative to the op's gpu_start_ns. */

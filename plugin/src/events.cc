@@ -256,12 +256,15 @@ void StartOp(void* context, void** handle, const OpArgs& args) {
   Store(comm->ops_enqueued, op_index + 1);
 
   std::uint8_t expected = 0;
-  if (args.kind != NCCLSCOPE_KIND_CE &&
-      (r.current_mask.load(std::memory_order_relaxed) & kEventKernelCh) != 0 &&
+  const std::uint32_t mask = r.current_mask.load(std::memory_order_relaxed);
+  if (args.kind != NCCLSCOPE_KIND_CE && (mask & kEventKernelCh) != 0 &&
       Load(comm->no_kernel) == 0) {
     expected = args.n_channels;
   }
   if (expected == 0) flags |= NCCLSCOPE_OP_KERNEL_NOT_REQUESTED;
+  // Tells the agent whether the op's network steps were recorded (proxy duty cycle), so that it
+  // can split the op's traffic into network and intra-node bytes (agent/analytics).
+  if ((mask & kProxyEvents) != 0) flags |= NCCLSCOPE_OP_PROXY_REQUESTED;
   const std::uint32_t comm_slot = Load(comm->comm_slot);
 
   Store(op->comm_index, comm_index);

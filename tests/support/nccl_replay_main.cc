@@ -30,7 +30,8 @@
 #include <tuple>
 #include <vector>
 
-#include "agent/profiler/op_metrics.h"
+#include "agent/analytics/comm_registry.h"
+#include "agent/analytics/size_bucket.h"
 #include "plugin/ring/ncclscope_ring.h"
 #include "tools/replay/nccl_replay.h"
 
@@ -128,8 +129,8 @@ int Run(const Options& o) {
   auto expect = [&](int phase, std::uint64_t comm_id, int rank, const std::string& func,
                     const std::string& algo, const std::string& proto, std::uint64_t bytes) {
     std::lock_guard<std::mutex> lock(expected_mutex);
-    Series& s = expected[{phase, profiler::CommLabel(comm_id), rank, func, algo, proto,
-                          profiler::SizeBucket(bytes)}];
+    Series& s = expected[{phase, analytics::CommLabel(comm_id), rank, func, algo, proto,
+                          std::string(analytics::SizeBucketLabel(analytics::SizeBucketIndex(bytes)))}];
     ++s.ops;
     s.bytes += bytes;
   };

@@ -1,0 +1,188 @@
+#include "agent/analytics/arrival_matcher.h"
+
+#include <algorithm>
+
+namespace ncclscope::analytics {
+namespace {
+
+std::uint64_t RankKey(std::uint32_t comm_label, std::int32_t rank) {
+  return KeyPacker().Add(comm_label, 16).Add(static_cast<std::uint32_t>(rank), 32).key();
+}
+
+std::uint32_t Participants(const Comm& comm) {
+  std::uint32_t n = 0;
+  for (const LocalRank& r : comm.ranks) n += r.finalized ? 0 : 1;
+  return n;
+}
+
+}  // namespace
+
+void ArrivalMatcher::OnOp(const CommRegistry& registry, const Comm& comm,
+                          const ncclscope_op_record& op, Clock::time_point now) {
+  const std::uint32_t expected = Participants(comm);
+  if (expected < 2) return;  // nothing to compare on this node
+  const Key key{op.comm_id, op.func, op.seq};
+  auto [it, inserted] = pending_.try_emplace(key);
+  if (inserted) {
+    if (pending_.size() > limits_.window) {
+      // Make room: the oldest instance still waiting goes.
+      while (!order_.empty()) {
+        auto [old_key, generation] = order_.front();
+        order_.pop_front();
+        auto old = pending_.find(old_key);
+        if (old != pending_.end() && old->second.generation == generation && old_key != key) {
+          ++evictions_[kCapacity];
+          pending_.erase(old);
+          break;
+        }
+      }
+    }
+    Pending& fresh = it->second;
+    fresh.generation = next_generation_++;
+    fresh.first_seen = now;
+    fresh.expected = expected;
+    fresh.comm_label = comm.label;
+    order_.emplace_back(key, fresh.generation);
+  }
+  Pending& instance = it->second;
+  for (const Arrival& a : instance.arrivals) {
+    if (a.rank == op.rank) return;  // a duplicate (e.g. re-read after a lane resync)
+  }
+  const bool timed = (op.flags & NCCLSCOPE_OP_GPU_TIMING) != 0;
+  instance.arrivals.push_back({op.rank, timed ? op.gpu_start_ns : 0, op.enqueue_ns});
+  instance.expected = std::max(instance.expected, expected);
+  if (instance.arrivals.size() >= instance.expected) {
+    Complete(registry, instance);
+    pending_.erase(it);
+  }
+}
+
+void ArrivalMatcher::Complete(const CommRegistry& registry, const Pending& instance) {
+  bool gpu = true;
+  for (const Arrival& a : instance.arrivals) gpu = gpu && a.gpu_ns != 0;
+  auto time_of = [gpu](const Arrival& a) { return gpu ? a.gpu_ns : a.enqueue_ns; };
+  std::uint64_t earliest = UINT64_MAX;
+  std::uint64_t latest = 0;
+  std::uint64_t second = 0;
+  std::int32_t last_rank = -1;
+  for (const Arrival& a : instance.arrivals) {
+    const std::uint64_t t = time_of(a);
+    earliest = std::min(earliest, t);
+    if (last_rank < 0 || t > latest) {
+      second = last_rank < 0 ? t : latest;
+      latest = t;
+      last_rank = a.rank;
+    } else {
+      second = std::max(second, t);
+    }
+  }
+  const std::uint32_t label = instance.comm_label;
+  auto rank_labels = [&](std::int32_t rank) {
+    return [&registry, label, rank] {
+      std::string labels;
+      metrics::AppendLabel(labels, "comm", registry.Label(label));
+      labels += ',';
+      metrics::AppendLabel(labels, "rank", std::to_string(rank));
+      return labels;
+    };
+  };
+  for (const Arrival& a : instance.arrivals) {
+    RankStats& s = ranks_.Get(RankKey(label, a.rank), label, rank_labels(a.rank));
+    s.lag.Observe(time_of(a) - earliest);
+    s.wait_ns += latest - time_of(a);
+  }
+  RankStats& last = ranks_.Get(RankKey(label, last_rank), label, rank_labels(last_rank));
+  ++last.last_arrivals;
+  last.last_delay_ns += latest - second;
+  ++matched_.Get(label, label, [&] {
+    std::string labels;
+    metrics::AppendLabel(labels, "comm", registry.Label(label));
+    return labels;
+  });
+}
+
+void ArrivalMatcher::EndPass(Clock::time_point now) {
+  while (!order_.empty()) {
+    auto [key, generation] = order_.front();
+    auto it = pending_.find(key);
+    if (it == pending_.end() || it->second.generation != generation) {
+      order_.pop_front();  // completed or replaced
+      continue;
+    }
+    if (now - it->second.first_seen < limits_.timeout) break;
+    ++evictions_[kIncomplete];
+    pending_.erase(it);
+    order_.pop_front();
+  }
+}
+
+void ArrivalMatcher::DropLabels(const absl::flat_hash_set<std::uint32_t>& labels) {
+  ranks_.DropLabels(labels);
+  matched_.DropLabels(labels);
+}
+
+std::uint64_t ArrivalMatcher::matched(std::uint32_t comm_label) const {
+  const std::uint64_t* n = matched_.Find(comm_label);
+  return n != nullptr ? *n : 0;
+}
+
+const ArrivalMatcher::RankStats* ArrivalMatcher::Find(std::uint32_t comm_label,
+                                                      std::int32_t rank) const {
+  return ranks_.Find(RankKey(comm_label, rank));
+}
+
+void ArrivalMatcher::Render(metrics::TextWriter& out) const {
+  out.Header("ncclscope_nccl_coll_matched_total",
+             "Collectives matched across every local rank of the communicator on this node "
+             "(by comm, func and seq), the denominator of the last-arriver fraction.",
+             "counter");
+  for (const auto& row : matched_.rows()) {
+    out.Sample("ncclscope_nccl_coll_matched_total", row.labels, row.stats);
+  }
+  const auto& rows = ranks_.rows();
+  out.Header("ncclscope_nccl_coll_last_arrivals_total",
+             "Matched collectives this rank arrived at last among the node's ranks: the others "
+             "waited inside the collective for it.",
+             "counter");
+  for (const auto& row : rows) {
+    out.Sample("ncclscope_nccl_coll_last_arrivals_total", row.labels, row.stats.last_arrivals);
+  }
+  out.Header("ncclscope_nccl_coll_last_arrival_delay_seconds_total",
+             "For the collectives this rank arrived at last: how much later than the second-last "
+             "local rank, summed.",
+             "counter");
+  for (const auto& row : rows) {
+    out.Sample("ncclscope_nccl_coll_last_arrival_delay_seconds_total", row.labels,
+               static_cast<double>(row.stats.last_delay_ns) * 1e-9);
+  }
+  out.Header("ncclscope_nccl_coll_arrival_lag_seconds",
+             "Per matched collective, how long after the node's first rank this rank arrived "
+             "(kernel start on the GPU, one clock for the node).",
+             "histogram");
+  for (const auto& row : rows) {
+    out.Histogram("ncclscope_nccl_coll_arrival_lag_seconds", row.labels, LatencyBounds(),
+                  row.stats.lag.counts, static_cast<double>(row.stats.lag.sum_ns) * 1e-9);
+  }
+  out.Header("ncclscope_nccl_coll_wait_seconds_total",
+             "Time this rank waited inside matched collectives for the node's last arriver "
+             "(latest local arrival minus its own), summed.",
+             "counter");
+  for (const auto& row : rows) {
+    out.Sample("ncclscope_nccl_coll_wait_seconds_total", row.labels,
+               static_cast<double>(row.stats.wait_ns) * 1e-9);
+  }
+  out.Header("ncclscope_nccl_coll_match_evictions_total",
+             "Collectives given up before every local rank's record arrived: incomplete (waited "
+             "detection.match_timeout: a record dropped, or the collective hangs) or capacity "
+             "(detection.match_window instances were waiting).",
+             "counter");
+  out.Sample("ncclscope_nccl_coll_match_evictions_total", "reason=\"incomplete\"",
+             evictions_[kIncomplete]);
+  out.Sample("ncclscope_nccl_coll_match_evictions_total", "reason=\"capacity\"",
+             evictions_[kCapacity]);
+  out.Header("ncclscope_nccl_coll_match_pending",
+             "Collectives waiting for the rest of the node's ranks.", "gauge");
+  out.Sample("ncclscope_nccl_coll_match_pending", "", static_cast<std::uint64_t>(pending_.size()));
+}
+
+}  // namespace ncclscope::analytics

@@ -1,0 +1,87 @@
+#pragma once
+
+// Slow-rank detection on this node. The ranks of a node share one clock, so one collective's
+// records from every local rank (matched by comm id, func and NCCL's seqNumber, which are equal
+// across ranks) tell who arrived last and by how much: arrival = the op's earliest kernel-channel
+// start on the GPU (host enqueue time when some rank of the instance has no GPU timing). In a
+// synchronous collective the last arriver is the culprit: the others wait inside the collective
+// for it (shared/reference/straggler.md §1). Per instance:
+//   last arriver       -> ncclscope_nccl_coll_last_arrivals_total{comm,rank} += 1, and
+//                         ..._last_arrival_delay_seconds_total += latest - second latest
+//   every rank         -> arrival lag (own - earliest) into a histogram, and
+//                         wait (latest - own: time spent waiting inside) into a counter
+// Memory is bounded: at most `window` instances wait for the rest of their ranks; an instance
+// still incomplete after `timeout` (a rank's record was dropped, or the collective hangs) or
+// pushed out by the window is evicted and counted.
+
+#include <absl/container/flat_hash_map.h>
+#include <absl/container/inlined_vector.h>
+
+#include <cstdint>
+#include <deque>
+#include <tuple>
+
+#include "agent/analytics/comm_registry.h"
+#include "agent/analytics/latency_buckets.h"
+#include "agent/analytics/series_table.h"
+#include "agent/core/text_exposition.h"
+
+namespace ncclscope::analytics {
+
+class ArrivalMatcher {
+ public:
+  struct Limits {
+    std::size_t window = 4096;
+    Clock::duration timeout = std::chrono::seconds(10);
+  };
+  struct RankStats {
+    LatencyHistogram lag;
+    std::uint64_t wait_ns = 0;
+    std::uint64_t last_arrivals = 0;
+    std::uint64_t last_delay_ns = 0;
+  };
+  enum Eviction { kIncomplete = 0, kCapacity = 1 };
+
+  void SetLimits(const Limits& limits) { limits_ = limits; }
+  // A completed collective of a local rank (kind COLL).
+  void OnOp(const CommRegistry& registry, const Comm& comm, const ncclscope_op_record& op,
+            Clock::time_point now);
+  void EndPass(Clock::time_point now);
+
+  void DropLabels(const absl::flat_hash_set<std::uint32_t>& labels);
+  void Render(metrics::TextWriter& out) const;
+
+  std::size_t pending() const { return pending_.size(); }
+  std::uint64_t evictions(Eviction e) const { return evictions_[e]; }
+  std::uint64_t matched(std::uint32_t comm_label) const;
+  const RankStats* Find(std::uint32_t comm_label, std::int32_t rank) const;
+  std::size_t series() const { return ranks_.size() + matched_.size(); }
+
+ private:
+  using Key = std::tuple<std::uint64_t, std::uint8_t, std::uint64_t>;  // comm id, func, seq
+  struct Arrival {
+    std::int32_t rank;
+    std::uint64_t gpu_ns;  // 0: no GPU timing
+    std::uint64_t enqueue_ns;
+  };
+  struct Pending {
+    std::uint64_t generation = 0;
+    Clock::time_point first_seen;
+    std::uint32_t expected = 0;
+    std::uint32_t comm_label = 0;
+    absl::InlinedVector<Arrival, 8> arrivals;
+  };
+
+  void Complete(const CommRegistry& registry, const Pending& instance);
+  void Evict(const Key& key, Eviction reason);
+
+  Limits limits_;
+  absl::flat_hash_map<Key, Pending> pending_;
+  std::deque<std::pair<Key, std::uint64_t>> order_;  // creation order, with generation
+  std::uint64_t next_generation_ = 1;
+  SeriesTable<RankStats> ranks_;
+  SeriesTable<std::uint64_t> matched_;
+  std::uint64_t evictions_[2] = {};
+};
+
+}  // namespace ncclscope::analytics

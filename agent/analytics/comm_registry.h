@@ -1,0 +1,145 @@
+#pragma once
+
+// The communicators seen on this node and their local ranks: who they are (id, name, size, nodes),
+// where each local rank runs (process, ring, GPU) and how far it got (the ring's communicator
+// table). Fed by COMM_INIT/COMM_FINALIZE records and, every pass, by the communicator tables of the
+// live rings, which stay right when records are dropped or were consumed by an earlier agent.
+//
+// Every communicator gets a `comm` label value through a LabelCap (plugin.max_comms); the ones over
+// the cap share comm="other" but are still tracked by id (slow-rank matching, hangs). A
+// communicator no live ring lists any more is forgotten plugin.series_retention after its last
+// activity, and its label index is freed (the series keyed by it are dropped by their owners).
+
+#include <absl/container/flat_hash_map.h>
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agent/analytics/label_cap.h"
+#include "agent/profiler/record_sink.h"
+#include "agent/profiler/ring_directory.h"
+
+namespace ncclscope::analytics {
+
+using Clock = std::chrono::steady_clock;
+
+// Where a p2p peer is relative to the rank: the `peer_class` label.
+enum class PeerClass : std::uint8_t { kSelf = 0, kSameNode = 1, kOtherNode = 2, kUnknown = 3 };
+std::string_view PeerClassName(PeerClass c);
+
+// Functions whose seq is NCCL's seqNumber, equal across ranks (p2p seqs are per peer).
+inline bool IsCollectiveFunc(std::uint32_t func) {
+  return (func >= NCCLSCOPE_FUNC_ALL_REDUCE && func <= NCCLSCOPE_FUNC_REDUCE) ||
+         func == NCCLSCOPE_FUNC_ALL_GATHER_V;
+}
+
+// Last sequence numbers per collective function (hang and lag detection).
+struct SeqByFunc {
+  std::array<std::uint64_t, NCCLSCOPE_FUNC_COUNT> seq{};
+  std::uint32_t known = 0;  // bit per func
+  void Raise(std::uint32_t func, std::uint64_t value) {
+    if (func >= NCCLSCOPE_FUNC_COUNT) return;
+    const std::uint32_t bit = 1u << func;
+    if ((known & bit) == 0 || value > seq[func]) seq[func] = value;
+    known |= bit;
+  }
+};
+
+// One rank of a communicator that runs on this node.
+struct LocalRank {
+  std::int32_t rank = 0;
+  std::int32_t pid = 0;  // in the job's pid namespace
+  std::string ring;      // the process instance's ring file
+  std::string hostname;  // the pod name in Kubernetes
+  std::string job_id;
+  std::int32_t cuda_device = -1;
+  std::string gpu_uuid;
+  std::string pci_bus_id;
+  int gpu_index = -1;  // dcgm-exporter's `gpu` (gpu_index.h), -1 when unknown
+  bool finalized = false;
+  // The latest copy of its communicator-table slot (progress, recent ops), when listed.
+  std::optional<profiler::CommSlotSnapshot> table;
+  bool in_table = false;  // listed as live in the last pass
+  SeqByFunc enqueued;     // collectives only: the highest seq seen enqueued / completed
+  SeqByFunc completed;
+  LabelCap peers{0};      // network peers with their own `peer` label (plugin.max_peers)
+};
+
+struct Comm {
+  std::uint64_t id = 0;
+  std::uint32_t label = LabelCap::kOverflow;
+  std::string name;
+  std::int32_t nranks = 0;  // 0 until known
+  std::int32_t nnodes = 0;
+  std::vector<LocalRank> ranks;  // ascending rank
+  Clock::time_point last_activity{};
+  bool active = false;  // a record or a live table slot since the last pass
+  bool live = false;    // listed by a live ring in the last pass
+
+  // Index of `rank` among the local ranks, or -1.
+  int LocalIndex(std::int32_t rank) const;
+};
+
+class CommRegistry {
+ public:
+  CommRegistry(std::size_t max_comms, std::size_t max_peers);
+
+  void SetLimits(std::size_t max_comms, std::size_t max_peers);
+
+  // The communicator, created (and its label admitted) when new. Stable until Expire() drops it.
+  Comm& Get(std::uint64_t id);
+  Comm* Find(std::uint64_t id);
+  const Comm* Find(std::uint64_t id) const;
+  // The local rank, created when new.
+  LocalRank& RankOf(Comm& comm, std::int32_t rank);
+
+  void OnCommInit(const profiler::RingOrigin& origin, const ncclscope_comm_init_record& record);
+  void OnCommFinalize(const profiler::RingOrigin& origin,
+                      const ncclscope_comm_finalize_record& record);
+  // The communicator tables of the live rings after a pass.
+  void OnPass(const std::vector<profiler::LiveComm>& comms, Clock::time_point now);
+
+  // Forgets communicators that no live ring lists and that had no activity for `retention`.
+  // Returns the label indices that were freed.
+  std::vector<std::uint32_t> Expire(Clock::time_point now, Clock::duration retention);
+
+  // The `comm` label value of an index ("0x" + 16 hex digits, or "other").
+  const std::string& Label(std::uint32_t index) const;
+  PeerClass ClassOf(const Comm& comm, std::int32_t rank, std::int32_t peer) const;
+  // The `peer` label of a network peer of (comm, rank): the peer's rank while the rank has fewer
+  // than plugin.max_peers of them, else kOtherPeer ("other").
+  static constexpr std::int32_t kOtherPeer = -1;
+  std::int32_t PeerKey(LocalRank& local, std::int32_t peer);
+
+  std::size_t admitted() const { return labels_.admitted(); }
+  std::uint64_t overflowed() const { return labels_.overflowed(); }
+  std::uint64_t peers_overflowed() const { return peers_overflowed_; }
+  std::size_t max_peers() const { return max_peers_; }
+
+  template <typename F>
+  void ForEach(F&& f) const {
+    for (const auto& [id, comm] : comms_) f(*comm);
+  }
+  template <typename F>
+  void ForEachMutable(F&& f) {
+    for (auto& [id, comm] : comms_) f(*comm);
+  }
+
+ private:
+  LabelCap labels_;
+  std::size_t max_peers_;
+  std::uint64_t peers_overflowed_ = 0;
+  absl::flat_hash_map<std::uint64_t, std::unique_ptr<Comm>> comms_;
+  std::vector<std::string> label_text_;  // by label index; [0] = "other"
+  Comm* last_ = nullptr;                 // one-entry cache for Get()
+};
+
+// "0x" + 16 hex digits.
+std::string CommLabel(std::uint64_t comm_id);
+
+}  // namespace ncclscope::analytics

@@ -1,0 +1,118 @@
+#include "agent/analytics/hang_tracker.h"
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace ncclscope::analytics {
+
+RankProgress ProgressOf(const profiler::CommSlotSnapshot& slot, std::uint64_t now_ns,
+                        std::uint64_t hang_timeout_ns) {
+  RankProgress p;
+  p.last_completion_ns = slot.last_complete_ns;
+  if (slot.ops_enqueued <= slot.ops_completed) return p;
+  p.in_flight = slot.ops_enqueued - slot.ops_completed;
+  const std::uint64_t window = NCCLSCOPE_RECENT_OPS;
+  // In-flight ops whose enqueue time the table still has: [first_known, ops_enqueued).
+  const std::uint64_t first_known =
+      slot.ops_enqueued - std::min<std::uint64_t>(p.in_flight, window);
+  for (std::uint64_t k = first_known; k < slot.ops_enqueued; ++k) {
+    const std::uint64_t enqueued = slot.recent[k % window].enqueue_ns;
+    const std::uint64_t age = now_ns > enqueued && enqueued != 0 ? now_ns - enqueued : 0;
+    if (k == first_known) p.oldest_age_ns = age;
+    if (age > hang_timeout_ns) {
+      ++p.hung;
+      // Ops in flight before the ones the table keeps are older still.
+      if (k == first_known && p.in_flight > window) p.hung += p.in_flight - window;
+    }
+  }
+  return p;
+}
+
+void RenderProgress(const CommRegistry& registry, std::uint64_t now_ns,
+                    std::uint64_t hang_timeout_ns, metrics::TextWriter& out) {
+  struct Row {
+    std::string labels;
+    RankProgress p;
+    const LocalRank* rank = nullptr;  // null for aggregated "other" rows
+  };
+  std::vector<Row> rows;
+  std::map<std::int32_t, RankProgress> other;  // by rank
+  registry.ForEach([&](const Comm& comm) {
+    for (const LocalRank& r : comm.ranks) {
+      if (!r.in_table || !r.table) continue;
+      const RankProgress p = ProgressOf(*r.table, now_ns, hang_timeout_ns);
+      if (comm.label == LabelCap::kOverflow) {
+        RankProgress& o = other[r.rank];
+        o.in_flight += p.in_flight;
+        o.hung += p.hung;
+        o.oldest_age_ns = std::max(o.oldest_age_ns, p.oldest_age_ns);
+        o.last_completion_ns = std::max(o.last_completion_ns, p.last_completion_ns);
+        continue;
+      }
+      Row row;
+      metrics::AppendLabel(row.labels, "comm", registry.Label(comm.label));
+      row.labels += ',';
+      metrics::AppendLabel(row.labels, "rank", std::to_string(r.rank));
+      row.p = p;
+      row.rank = &r;
+      rows.push_back(std::move(row));
+    }
+  });
+  for (const auto& [rank, p] : other) {
+    Row row;
+    metrics::AppendLabel(row.labels, "comm", "other");
+    row.labels += ',';
+    metrics::AppendLabel(row.labels, "rank", std::to_string(rank));
+    row.p = p;
+    rows.push_back(std::move(row));
+  }
+
+  out.Header("ncclscope_nccl_ops_in_flight",
+             "Operations enqueued on the communicator rank and not yet completed.", "gauge");
+  for (const Row& row : rows) out.Sample("ncclscope_nccl_ops_in_flight", row.labels, row.p.in_flight);
+  out.Header("ncclscope_nccl_last_op_completion_timestamp_seconds",
+             "Host time the communicator rank last completed an operation (0: none yet): its "
+             "last progress.",
+             "gauge");
+  for (const Row& row : rows) {
+    out.Sample("ncclscope_nccl_last_op_completion_timestamp_seconds", row.labels,
+               static_cast<double>(row.p.last_completion_ns) * 1e-9);
+  }
+  out.Header("ncclscope_nccl_oldest_in_flight_op_age_seconds",
+             "How long the oldest operation in flight on the communicator rank has been enqueued "
+             "(0 when none), computed at scrape time.",
+             "gauge");
+  for (const Row& row : rows) {
+    out.Sample("ncclscope_nccl_oldest_in_flight_op_age_seconds", row.labels,
+               static_cast<double>(row.p.oldest_age_ns) * 1e-9);
+  }
+  out.Header("ncclscope_nccl_ops_hung",
+             "Operations in flight for longer than detection.hang_timeout on the communicator "
+             "rank.",
+             "gauge");
+  for (const Row& row : rows) out.Sample("ncclscope_nccl_ops_hung", row.labels, row.p.hung);
+
+  auto seq_family = [&](const char* name, const char* help, bool completed) {
+    out.Header(name, help, "gauge");
+    for (const Row& row : rows) {
+      if (row.rank == nullptr) continue;
+      const SeqByFunc& seqs = completed ? row.rank->completed : row.rank->enqueued;
+      for (std::uint32_t f = 0; f < NCCLSCOPE_FUNC_COUNT; ++f) {
+        if ((seqs.known & (1u << f)) == 0) continue;
+        std::string func;
+        metrics::AppendLabel(func, "func", ncclscope_func_name(f));
+        out.Sample(name, row.labels, func, static_cast<double>(seqs.seq[f]));
+      }
+    }
+  };
+  seq_family("ncclscope_nccl_last_enqueued_seq",
+             "Highest NCCL seqNumber the rank enqueued per collective function (equal across "
+             "the ranks of a communicator when they are in step).",
+             false);
+  seq_family("ncclscope_nccl_last_completed_seq",
+             "Highest NCCL seqNumber the rank completed per collective function.", true);
+}
+
+}  // namespace ncclscope::analytics

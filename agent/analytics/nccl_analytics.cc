@@ -1,0 +1,172 @@
+#include "agent/analytics/nccl_analytics.h"
+
+#include "agent/analytics/hang_tracker.h"
+
+namespace ncclscope::analytics {
+
+NcclAnalytics::NcclAnalytics(const AnalyticsSettings& settings)
+    : settings_(settings),
+      registry_(settings.max_comms, settings.max_peers),
+      gpus_(settings.sysfs_root),
+      now_(Clock::now()),
+      last_expiry_(Clock::now()) {
+  arrivals_.SetLimits({settings.match_window, settings.match_timeout});
+}
+
+void NcclAnalytics::Configure(const AnalyticsSettings& settings) {
+  settings_ = settings;
+  registry_.SetLimits(settings.max_comms, settings.max_peers);
+  arrivals_.SetLimits({settings.match_window, settings.match_timeout});
+  gpus_.SetRoot(settings.sysfs_root);
+}
+
+void NcclAnalytics::OnCommInit(const profiler::RingOrigin& origin,
+                               const ncclscope_comm_init_record& record) {
+  registry_.OnCommInit(origin, record);
+}
+
+void NcclAnalytics::OnCommFinalize(const profiler::RingOrigin& origin,
+                                   const ncclscope_comm_finalize_record& record) {
+  registry_.OnCommFinalize(origin, record);
+}
+
+void NcclAnalytics::OnOp(const profiler::RingOrigin& /*origin*/, const profiler::OpView& view) {
+  const ncclscope_op_record& op = view.op;
+  Comm& comm = registry_.Get(op.comm_id);
+  const BandwidthModel model = ModelFor(op.func, op.bytes, comm.nranks);
+  ops_.Observe(registry_, comm.label, op, model);
+  if (op.kind == NCCLSCOPE_KIND_P2P) p2p_.Observe(registry_, comm, op);
+  if (settings_.channel_metrics) channels_.OnOp(registry_, comm, view, model, pass_);
+  if (op.kind == NCCLSCOPE_KIND_COLL && IsCollectiveFunc(op.func)) {
+    LocalRank& rank = registry_.RankOf(comm, op.rank);
+    rank.completed.Raise(op.func, op.seq);
+    rank.enqueued.Raise(op.func, op.seq);
+    arrivals_.OnOp(registry_, comm, op, now_);
+  }
+}
+
+void NcclAnalytics::OnProxyOp(const profiler::RingOrigin& /*origin*/,
+                              const ncclscope_proxy_op_record& record) {
+  std::uint64_t comm_id = record.comm_id;
+  if (comm_id == 0 && (record.flags & NCCLSCOPE_PROXY_FOREIGN) != 0) {
+    comm_id = pxn_.Resolve(record.origin_pid, record.origin_context);
+  }
+  Comm* comm = nullptr;
+  if (comm_id != 0) {
+    comm = &registry_.Get(comm_id);
+  } else {
+    ++unknown_network_ops_;
+  }
+  network_.Observe(registry_, comm, record, settings_.channel_metrics);
+  if (settings_.channel_metrics) channels_.OnProxyOp(record, pass_);
+}
+
+void NcclAnalytics::EndPass(const std::vector<profiler::LiveComm>& comms, Clock::time_point now) {
+  registry_.OnPass(comms, now);
+  pxn_.Rebuild(comms);
+  channels_.EndPass(registry_, pass_);
+  arrivals_.EndPass(now);
+  registry_.ForEachMutable([&](Comm& comm) {
+    for (LocalRank& r : comm.ranks) {
+      if (r.gpu_index < 0 && !r.pci_bus_id.empty()) {
+        if (auto index = gpus_.Lookup(r.pci_bus_id)) r.gpu_index = *index;
+      }
+    }
+  });
+  if (now - last_expiry_ > std::chrono::seconds(1)) {
+    last_expiry_ = now;
+    const std::vector<std::uint32_t> freed = registry_.Expire(now, settings_.retention);
+    if (!freed.empty()) {
+      const absl::flat_hash_set<std::uint32_t> labels(freed.begin(), freed.end());
+      ops_.DropLabels(labels);
+      p2p_.DropLabels(labels);
+      network_.DropLabels(labels);
+      channels_.DropLabels(labels);
+      arrivals_.DropLabels(labels);
+    }
+  }
+  ++pass_;
+  now_ = now;
+}
+
+void NcclAnalytics::RenderInfo(metrics::TextWriter& out) const {
+  out.Header("ncclscope_nccl_comm_info",
+             "Constant 1 for each live communicator rank on this node: its name (the framework's "
+             "parallelism group), size, local rank, process and GPU, for joins with "
+             "dcgm-exporter (gpu, UUID) and grouping by parallelism group.",
+             "gauge");
+  registry_.ForEach([&](const Comm& comm) {
+    if (comm.label == LabelCap::kOverflow) return;
+    int local_rank = 0;
+    for (const LocalRank& r : comm.ranks) {
+      if (r.finalized) continue;
+      const int this_local = local_rank++;
+      if (!r.in_table) continue;
+      std::string labels;
+      auto add = [&labels](std::string_view name, std::string_view value) {
+        if (!labels.empty()) labels += ',';
+        metrics::AppendLabel(labels, name, value);
+      };
+      add("comm", registry_.Label(comm.label));
+      add("comm_name", comm.name);
+      add("rank", std::to_string(r.rank));
+      add("local_rank", std::to_string(this_local));
+      add("nranks", std::to_string(comm.nranks));
+      add("nnodes", std::to_string(comm.nnodes));
+      add("pid", std::to_string(r.pid));
+      add("hostname", r.hostname);
+      add("job_id", r.job_id);
+      add("cuda_device", r.cuda_device >= 0 ? std::to_string(r.cuda_device) : "");
+      add("gpu", r.gpu_index >= 0 ? std::to_string(r.gpu_index) : "");
+      add("UUID", r.gpu_uuid);
+      add("pci_bus_id", r.pci_bus_id);
+      out.Sample("ncclscope_nccl_comm_info", labels, std::uint64_t{1});
+    }
+  });
+}
+
+void NcclAnalytics::Render(metrics::TextWriter& out, std::uint64_t now_ns) const {
+  ops_.Render(out);
+  p2p_.Render(out);
+  network_.Render(out, settings_.channel_metrics);
+  if (settings_.channel_metrics) channels_.Render(out);
+  arrivals_.Render(out);
+  RenderInfo(out);
+  RenderProgress(registry_, now_ns, static_cast<std::uint64_t>(settings_.hang_timeout.count()),
+                 out);
+
+  out.Header("ncclscope_nccl_comms",
+             "Communicator ids that have their own comm label (at most plugin.max_comms).",
+             "gauge");
+  out.Sample("ncclscope_nccl_comms", "", static_cast<std::uint64_t>(registry_.admitted()));
+  out.Header("ncclscope_nccl_comms_over_limit_total",
+             "Communicators beyond plugin.max_comms, whose records are aggregated under "
+             "comm=\"other\".",
+             "counter");
+  out.Sample("ncclscope_nccl_comms_over_limit_total", "", registry_.overflowed());
+  out.Header("ncclscope_nccl_peers_over_limit_total",
+             "Network peers beyond plugin.max_peers of a communicator rank, whose per-channel "
+             "series are aggregated under peer=\"other\".",
+             "counter");
+  out.Sample("ncclscope_nccl_peers_over_limit_total", "", registry_.peers_overflowed());
+  out.Header("ncclscope_nccl_network_ops_unattributed_total",
+             "Network operations raised for another process (PXN) whose communicator no live "
+             "ring's table names; counted under comm=\"unknown\".",
+             "counter");
+  out.Sample("ncclscope_nccl_network_ops_unattributed_total", "", unknown_network_ops_);
+  out.Header("ncclscope_nccl_analytics_series",
+             "Label sets the NCCL analytics hold, by group (each renders into several series).",
+             "gauge");
+  out.Sample("ncclscope_nccl_analytics_series", "group=\"op\"",
+             static_cast<std::uint64_t>(ops_.series()));
+  out.Sample("ncclscope_nccl_analytics_series", "group=\"p2p\"",
+             static_cast<std::uint64_t>(p2p_.series()));
+  out.Sample("ncclscope_nccl_analytics_series", "group=\"network\"",
+             static_cast<std::uint64_t>(network_.series()));
+  out.Sample("ncclscope_nccl_analytics_series", "group=\"channel\"",
+             static_cast<std::uint64_t>(channels_.series()));
+  out.Sample("ncclscope_nccl_analytics_series", "group=\"arrival\"",
+             static_cast<std::uint64_t>(arrivals_.series()));
+}
+
+}  // namespace ncclscope::analytics

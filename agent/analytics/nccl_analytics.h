@@ -1,0 +1,91 @@
+#pragma once
+
+// The NCCL analytics: everything the agent derives from the profiler plugin's records, behind the
+// profiler source's RecordSink interface (agent/profiler/record_sink.h). The model and every
+// metric are in docs/analytics.md and docs/metrics.md. Pieces, one file each:
+//   comm_registry      communicators, their local ranks, processes and GPUs; the `comm` label cap
+//   op_series          ops, bytes, GPU-duration histogram, algorithm and bus bytes per op kind
+//   p2p_series         Send/Recv by peer class (same node / other node)
+//   network_waits      network bytes, busy time and step-state wait decomposition
+//   channel_transport  per-channel bytes and busy time, network vs NVLink
+//   arrival_matcher    last arriver and arrival lag across the node's ranks (slow ranks)
+//   hang_tracker       progress, in-flight ops and their age, hung ops, last seq per function
+//   gpu_index          dcgm-exporter's `gpu` index from the PCI bus id
+//
+// Not thread-safe: the profiler source calls it from its reader thread and renders it under its
+// own lock.
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "agent/analytics/arrival_matcher.h"
+#include "agent/analytics/channel_transport.h"
+#include "agent/analytics/comm_registry.h"
+#include "agent/analytics/gpu_index.h"
+#include "agent/analytics/network_waits.h"
+#include "agent/analytics/op_series.h"
+#include "agent/analytics/p2p_series.h"
+#include "agent/core/text_exposition.h"
+#include "agent/profiler/record_sink.h"
+#include "agent/profiler/ring_directory.h"
+
+namespace ncclscope::analytics {
+
+struct AnalyticsSettings {
+  std::size_t max_comms = 64;                               // plugin.max_comms
+  std::size_t max_peers = 16;                               // plugin.max_peers
+  Clock::duration retention = std::chrono::minutes(10);     // plugin.series_retention
+  bool channel_metrics = true;                              // plugin.channel_metrics
+  std::size_t match_window = 4096;                          // detection.match_window
+  Clock::duration match_timeout = std::chrono::seconds(10);  // detection.match_timeout
+  std::chrono::nanoseconds hang_timeout = std::chrono::seconds(60);  // detection.hang_timeout
+  std::string sysfs_root = "/sys";                                   // rdma.sysfs_root
+};
+
+class NcclAnalytics : public profiler::RecordSink {
+ public:
+  explicit NcclAnalytics(const AnalyticsSettings& settings = {});
+
+  void Configure(const AnalyticsSettings& settings);
+
+  void OnCommInit(const profiler::RingOrigin& origin,
+                  const ncclscope_comm_init_record& record) override;
+  void OnCommFinalize(const profiler::RingOrigin& origin,
+                      const ncclscope_comm_finalize_record& record) override;
+  void OnOp(const profiler::RingOrigin& origin, const profiler::OpView& view) override;
+  void OnProxyOp(const profiler::RingOrigin& origin,
+                 const ncclscope_proxy_op_record& record) override;
+
+  // After each pass of the reader over the rings: the live communicator tables, deferred joins,
+  // evictions, expiry of ended communicators.
+  void EndPass(const std::vector<profiler::LiveComm>& comms, Clock::time_point now);
+
+  // Every family, `now_ns` being the host's CLOCK_REALTIME (ages of in-flight ops).
+  void Render(metrics::TextWriter& out, std::uint64_t now_ns) const;
+
+  const CommRegistry& registry() const { return registry_; }
+  const OpSeries& ops() const { return ops_; }
+  const NetworkWaits& network() const { return network_; }
+  const ChannelTransport& channels() const { return channels_; }
+  const ArrivalMatcher& arrivals() const { return arrivals_; }
+
+ private:
+  void RenderInfo(metrics::TextWriter& out) const;
+
+  AnalyticsSettings settings_;
+  CommRegistry registry_;
+  OpSeries ops_;
+  P2pSeries p2p_;
+  NetworkWaits network_;
+  ChannelTransport channels_;
+  ArrivalMatcher arrivals_;
+  PxnResolver pxn_;
+  GpuIndex gpus_;
+  std::uint64_t pass_ = 1;
+  Clock::time_point now_{};  // of the current pass (the arrival matcher's clock)
+  Clock::time_point last_expiry_{};
+  std::uint64_t unknown_network_ops_ = 0;
+};
+
+}  // namespace ncclscope::analytics

@@ -1,0 +1,172 @@
+#include "agent/analytics/network_waits.h"
+
+namespace ncclscope::analytics {
+namespace {
+
+bool SendState(std::uint32_t state) { return state <= NCCLSCOPE_STEP_SEND_WAIT; }
+
+std::string_view Direction(bool send) { return send ? "send" : "recv"; }
+
+const std::string& StateLabel(std::uint32_t state) {
+  static const std::vector<std::string> labels = [] {
+    std::vector<std::string> l;
+    for (std::uint32_t i = 0; i < NCCLSCOPE_STEP_STATE_COUNT; ++i) {
+      std::string text;
+      metrics::AppendLabel(text, "state", ncclscope_step_state_name(i));
+      l.push_back(std::move(text));
+    }
+    return l;
+  }();
+  return labels[state];
+}
+
+std::string CommRankLabels(const CommRegistry& registry, std::uint32_t comm_label,
+                           std::int32_t rank) {
+  std::string labels;
+  metrics::AppendLabel(labels, "comm",
+                       comm_label == kUnknownCommLabel ? "unknown" : registry.Label(comm_label));
+  labels += ',';
+  metrics::AppendLabel(labels, "rank", std::to_string(rank));
+  return labels;
+}
+
+}  // namespace
+
+std::uint64_t NetworkWaits::ChannelKey(std::uint32_t comm_label, std::int32_t rank, int channel,
+                                       std::int32_t peer, bool send) {
+  return KeyPacker()
+      .Add(comm_label, 16)
+      .Add(static_cast<std::uint32_t>(rank), 20)
+      .Add(static_cast<std::uint32_t>(channel), 6)
+      .Add(static_cast<std::uint32_t>(peer + 1), 20)  // 0: "other"
+      .Add(send ? 1 : 0, 1)
+      .key();
+}
+
+void NetworkWaits::Observe(CommRegistry& registry, Comm* comm,
+                           const ncclscope_proxy_op_record& record, bool per_channel) {
+  const std::uint32_t label = comm != nullptr ? comm->label : kUnknownCommLabel;
+  const bool send = record.is_send != 0;
+  const std::uint64_t key = KeyPacker()
+                                .Add(label, 16)
+                                .Add(static_cast<std::uint32_t>(record.rank), 24)
+                                .Add(send ? 1 : 0, 1)
+                                .key();
+  Totals& t = totals_.Get(key, label, [&] {
+    std::string labels = CommRankLabels(registry, label, record.rank);
+    labels += ',';
+    metrics::AppendLabel(labels, "direction", Direction(send));
+    return labels;
+  });
+  ++t.ops;
+  t.bytes += record.bytes;
+  for (std::uint32_t i = 0; i < NCCLSCOPE_STEP_STATE_COUNT; ++i) t.state_ns[i] += record.state_ns[i];
+  if (!per_channel) return;
+
+  std::int32_t peer = CommRegistry::kOtherPeer;
+  if (comm != nullptr && record.peer >= 0) {
+    peer = registry.PeerKey(registry.RankOf(*comm, record.rank), record.peer);
+  }
+  ChannelPeer& c = channels_.Get(ChannelKey(label, record.rank, record.channel, peer, send), label,
+                                 [&] {
+                                   std::string labels = CommRankLabels(registry, label, record.rank);
+                                   labels += ',';
+                                   metrics::AppendLabel(labels, "channel",
+                                                        std::to_string(record.channel));
+                                   labels += ',';
+                                   metrics::AppendLabel(
+                                       labels, "peer",
+                                       peer == CommRegistry::kOtherPeer ? "other"
+                                                                        : std::to_string(peer));
+                                   labels += ',';
+                                   metrics::AppendLabel(labels, "direction", Direction(send));
+                                   return labels;
+                                 });
+  c.bytes += record.bytes;
+  c.busy_ns += record.end_ns - record.start_ns;
+  for (std::uint32_t i = 0; i < NCCLSCOPE_STEP_STATE_COUNT; ++i) c.state_ns[i] += record.state_ns[i];
+}
+
+void NetworkWaits::DropLabels(const absl::flat_hash_set<std::uint32_t>& labels) {
+  totals_.DropLabels(labels);
+  channels_.DropLabels(labels);
+}
+
+std::size_t NetworkWaits::series() const { return totals_.size() + channels_.size(); }
+
+const NetworkWaits::ChannelPeer* NetworkWaits::FindChannel(std::uint32_t comm_label,
+                                                           std::int32_t rank, int channel,
+                                                           std::int32_t peer, bool send) const {
+  return channels_.Find(ChannelKey(comm_label, rank, channel, peer, send));
+}
+
+void NetworkWaits::Render(metrics::TextWriter& out, bool per_channel) const {
+  const auto& totals = totals_.rows();
+  out.Header("ncclscope_nccl_network_ops_total",
+             "Network proxy operations (one channel, one peer, one direction) recorded while "
+             "ProxyOp events were on.",
+             "counter");
+  for (const auto& row : totals) {
+    out.Sample("ncclscope_nccl_network_ops_total", row.labels, row.stats.ops);
+  }
+  out.Header("ncclscope_nccl_network_bytes_total",
+             "Bytes the network proxy operations transferred.", "counter");
+  for (const auto& row : totals) {
+    out.Sample("ncclscope_nccl_network_bytes_total", row.labels, row.stats.bytes);
+  }
+  out.Header("ncclscope_nccl_network_step_state_seconds_total",
+             "Time network steps spent in each state (send_gpu_wait, send_peer_wait, send_wait, "
+             "recv_wait, recv_flush_wait, recv_gpu_wait), summed over steps.",
+             "counter");
+  for (const auto& row : totals) {
+    const bool send = (row.key & 1) != 0;
+    for (std::uint32_t i = 0; i < NCCLSCOPE_STEP_STATE_COUNT; ++i) {
+      if (SendState(i) != send) continue;  // a send step has no recv states and vice versa
+      out.Sample("ncclscope_nccl_network_step_state_seconds_total", row.labels, StateLabel(i),
+                 static_cast<double>(row.stats.state_ns[i]) * 1e-9);
+    }
+  }
+  if (!per_channel) return;
+
+  const auto& channels = channels_.rows();
+  out.Header("ncclscope_nccl_channel_network_bytes_total",
+             "Bytes of the network operations, per channel and peer rank.", "counter");
+  for (const auto& row : channels) {
+    out.Sample("ncclscope_nccl_channel_network_bytes_total", row.labels, row.stats.bytes);
+  }
+  out.Header("ncclscope_nccl_channel_network_busy_seconds_total",
+             "Time the network operations of a channel and peer were in progress (start to end, "
+             "summed): bytes over this is the channel's effective network bandwidth.",
+             "counter");
+  for (const auto& row : channels) {
+    out.Sample("ncclscope_nccl_channel_network_busy_seconds_total", row.labels,
+               static_cast<double>(row.stats.busy_ns) * 1e-9);
+  }
+  out.Header("ncclscope_nccl_channel_step_state_seconds_total",
+             "Wait decomposition of network steps per channel and peer: time in each step state "
+             "(GPU wait: send_gpu_wait, recv_flush_wait, recv_gpu_wait; peer credit wait: "
+             "send_peer_wait; network wait: send_wait, recv_wait), summed over steps.",
+             "counter");
+  for (const auto& row : channels) {
+    const bool send = (row.key & 1) != 0;
+    for (std::uint32_t i = 0; i < NCCLSCOPE_STEP_STATE_COUNT; ++i) {
+      if (SendState(i) != send) continue;
+      out.Sample("ncclscope_nccl_channel_step_state_seconds_total", row.labels, StateLabel(i),
+                 static_cast<double>(row.stats.state_ns[i]) * 1e-9);
+    }
+  }
+}
+
+void PxnResolver::Rebuild(const std::vector<profiler::LiveComm>& comms) {
+  by_origin_.clear();
+  for (const profiler::LiveComm& c : comms) {
+    by_origin_[{c.pid, c.slot.context}] = c.slot.comm_id;
+  }
+}
+
+std::uint64_t PxnResolver::Resolve(std::int32_t pid, std::uint64_t context) const {
+  auto it = by_origin_.find({pid, context});
+  return it == by_origin_.end() ? 0 : it->second;
+}
+
+}  // namespace ncclscope::analytics

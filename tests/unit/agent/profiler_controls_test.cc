@@ -1,0 +1,44 @@
+// The profiler source's controls, checked against the plugin's own parser so agent and plugin
+// agree on every control. (What the source derives from records: tests/unit/analytics.)
+
+#include <gtest/gtest.h>
+
+#include "agent/config/config.h"
+#include "agent/profiler/profiler_source.h"
+#include "plugin/src/settings.h"
+
+namespace ncclscope::profiler {
+namespace {
+
+TEST(ProfilerControlsTest, TheAgentsControlsAreWhatThePluginReads) {
+  config::PluginConfig plugin;
+  plugin.events = {"coll", "kernel_ch", "proxy_step"};
+  plugin.min_bytes = 12345;
+  plugin.duty_cycle_period = config::Seconds(30);
+  plugin.kernel_duty_cycle = 0.25;
+  plugin.proxy_duty_cycle = 0.05;
+  plugin.ring_size = 32u << 20;
+  const ncclscope_controls header = ControlsFromConfig(plugin);
+  EXPECT_EQ(header.event_mask, 0x2u | 0x40u | 0x18u);
+  EXPECT_EQ(header.kernel_duty_pm, 250u);
+  EXPECT_EQ(header.proxy_duty_pm, 50u);
+  EXPECT_EQ(header.duty_period_ns, 30'000'000'000u);
+
+  plugin::Settings settings;
+  plugin::ApplyControlsFile(ControlsFileText(plugin), settings);
+  EXPECT_TRUE(settings.warnings.empty()) << settings.warnings[0];
+  EXPECT_EQ(settings.event_mask, header.event_mask);
+  EXPECT_EQ(settings.min_bytes, header.min_bytes);
+  EXPECT_EQ(settings.duty_period_ns, header.duty_period_ns);
+  EXPECT_EQ(settings.kernel_duty_pm, header.kernel_duty_pm);
+  EXPECT_EQ(settings.proxy_duty_pm, header.proxy_duty_pm);
+  EXPECT_EQ(settings.ring_bytes, plugin.ring_size);
+
+  plugin.events.clear();
+  plugin::Settings none;
+  plugin::ApplyControlsFile(ControlsFileText(plugin), none);
+  EXPECT_EQ(none.event_mask, 0u);
+}
+
+}  // namespace
+}  // namespace ncclscope::profiler
