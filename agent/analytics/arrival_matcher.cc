@@ -9,9 +9,11 @@ std::uint64_t RankKey(std::uint32_t comm_label, std::int32_t rank) {
   return KeyPacker().Add(comm_label, 16).Add(static_cast<std::uint32_t>(rank), 32).key();
 }
 
+// The node's ranks of the communicator, from the live rings' tables; 0 while not known yet.
 std::uint32_t Participants(const Comm& comm) {
+  if (!comm.live) return 0;
   std::uint32_t n = 0;
-  for (const LocalRank& r : comm.ranks) n += r.finalized ? 0 : 1;
+  for (const LocalRank& r : comm.ranks) n += r.in_table ? 1 : 0;
   return n;
 }
 
@@ -20,7 +22,7 @@ std::uint32_t Participants(const Comm& comm) {
 void ArrivalMatcher::OnOp(const CommRegistry& registry, const Comm& comm,
                           const ncclscope_op_record& op, Clock::time_point now) {
   const std::uint32_t expected = Participants(comm);
-  if (expected < 2) return;  // nothing to compare on this node
+  if (expected == 1) return;  // nothing to compare on this node
   const Key key{op.comm_id, op.func, op.seq};
   auto [it, inserted] = pending_.try_emplace(key);
   if (inserted) {
@@ -43,6 +45,7 @@ void ArrivalMatcher::OnOp(const CommRegistry& registry, const Comm& comm,
     fresh.expected = expected;
     fresh.comm_label = comm.label;
     order_.emplace_back(key, fresh.generation);
+    if (expected == 0) unsettled_.emplace_back(key, fresh.generation);
   }
   Pending& instance = it->second;
   for (const Arrival& a : instance.arrivals) {
@@ -50,8 +53,8 @@ void ArrivalMatcher::OnOp(const CommRegistry& registry, const Comm& comm,
   }
   const bool timed = (op.flags & NCCLSCOPE_OP_GPU_TIMING) != 0;
   instance.arrivals.push_back({op.rank, timed ? op.gpu_start_ns : 0, op.enqueue_ns});
-  instance.expected = std::max(instance.expected, expected);
-  if (instance.arrivals.size() >= instance.expected) {
+  if (expected != 0) instance.expected = expected;
+  if (instance.expected >= 2 && instance.arrivals.size() >= instance.expected) {
     Complete(registry, instance);
     pending_.erase(it);
   }
@@ -101,7 +104,26 @@ void ArrivalMatcher::Complete(const CommRegistry& registry, const Pending& insta
   });
 }
 
-void ArrivalMatcher::EndPass(Clock::time_point now) {
+void ArrivalMatcher::EndPass(const CommRegistry& registry, Clock::time_point now) {
+  std::vector<std::pair<Key, std::uint64_t>> still;
+  for (const auto& [key, generation] : unsettled_) {
+    auto it = pending_.find(key);
+    if (it == pending_.end() || it->second.generation != generation) continue;
+    Pending& instance = it->second;
+    if (instance.expected == 0) {
+      const Comm* comm = registry.Find(std::get<0>(key));
+      instance.expected = comm != nullptr ? Participants(*comm) : 0;
+    }
+    if (instance.expected == 1) {
+      pending_.erase(it);  // a single local rank after all: nothing to compare
+    } else if (instance.expected >= 2 && instance.arrivals.size() >= instance.expected) {
+      Complete(registry, instance);
+      pending_.erase(it);
+    } else if (instance.expected == 0) {
+      still.emplace_back(key, generation);
+    }
+  }
+  unsettled_ = std::move(still);
   while (!order_.empty()) {
     auto [key, generation] = order_.front();
     auto it = pending_.find(key);

@@ -10,7 +10,10 @@
 //                         ..._last_arrival_delay_seconds_total += latest - second latest
 //   every rank         -> arrival lag (own - earliest) into a histogram, and
 //                         wait (latest - own: time spent waiting inside) into a counter
-// Memory is bounded: at most `window` instances wait for the rest of their ranks; an instance
+// Who takes part: the communicator's ranks that the live rings' tables list on this node (known
+// from the end of the pass in which a communicator first shows up; its records of that pass wait
+// for it). Memory is bounded: at most `window` instances wait for the rest of their ranks; an
+// instance
 // still incomplete after `timeout` (a rank's record was dropped, or the collective hangs) or
 // pushed out by the window is evicted and counted.
 
@@ -46,7 +49,9 @@ class ArrivalMatcher {
   // A completed collective of a local rank (kind COLL).
   void OnOp(const CommRegistry& registry, const Comm& comm, const ncclscope_op_record& op,
             Clock::time_point now);
-  void EndPass(Clock::time_point now);
+  // Settles instances whose participants were not known when their records came (a
+  // communicator's first pass), and evicts the ones that waited too long.
+  void EndPass(const CommRegistry& registry, Clock::time_point now);
 
   void DropLabels(const absl::flat_hash_set<std::uint32_t>& labels);
   void Render(metrics::TextWriter& out) const;
@@ -78,6 +83,7 @@ class ArrivalMatcher {
   Limits limits_;
   absl::flat_hash_map<Key, Pending> pending_;
   std::deque<std::pair<Key, std::uint64_t>> order_;  // creation order, with generation
+  std::vector<std::pair<Key, std::uint64_t>> unsettled_;  // participants not known yet
   std::uint64_t next_generation_ = 1;
   SeriesTable<RankStats> ranks_;
   SeriesTable<std::uint64_t> matched_;

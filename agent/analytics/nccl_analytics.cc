@@ -31,7 +31,19 @@ void NcclAnalytics::OnCommFinalize(const profiler::RingOrigin& origin,
 }
 
 void NcclAnalytics::OnOp(const profiler::RingOrigin& /*origin*/, const profiler::OpView& view) {
+  const Comm* known = registry_.Find(view.op.comm_id);
+  if ((known == nullptr || known->nranks == 0) && held_ops_.size() < kMaxHeld) {
+    held_ops_.push_back(view);
+    return;
+  }
+  Op(view);
+}
+
+void NcclAnalytics::Op(const profiler::OpView& view) {
   const ncclscope_op_record& op = view.op;
+  // An op still in flight when its communicator ended did not complete: the plugin's flushed_op
+  // counter has it; the analytics describe completed ops.
+  if ((op.flags & NCCLSCOPE_OP_FLUSHED) != 0) return;
   Comm& comm = registry_.Get(op.comm_id);
   const BandwidthModel model = ModelFor(op.func, op.bytes, comm.nranks);
   ops_.Observe(registry_, comm.label, op, model);
@@ -47,6 +59,16 @@ void NcclAnalytics::OnOp(const profiler::RingOrigin& /*origin*/, const profiler:
 
 void NcclAnalytics::OnProxyOp(const profiler::RingOrigin& /*origin*/,
                               const ncclscope_proxy_op_record& record) {
+  const Comm* known = record.comm_id != 0 ? registry_.Find(record.comm_id) : nullptr;
+  if (record.comm_id != 0 && (known == nullptr || known->nranks == 0) &&
+      held_proxy_.size() < kMaxHeld) {
+    held_proxy_.push_back(record);
+    return;
+  }
+  ProxyOp(record);
+}
+
+void NcclAnalytics::ProxyOp(const ncclscope_proxy_op_record& record) {
   std::uint64_t comm_id = record.comm_id;
   if (comm_id == 0 && (record.flags & NCCLSCOPE_PROXY_FOREIGN) != 0) {
     comm_id = pxn_.Resolve(record.origin_pid, record.origin_context);
@@ -64,8 +86,13 @@ void NcclAnalytics::OnProxyOp(const profiler::RingOrigin& /*origin*/,
 void NcclAnalytics::EndPass(const std::vector<profiler::LiveComm>& comms, Clock::time_point now) {
   registry_.OnPass(comms, now);
   pxn_.Rebuild(comms);
+  // Network records first: the ops they belong to may join them in this pass's attribution.
+  for (const ncclscope_proxy_op_record& record : held_proxy_) ProxyOp(record);
+  for (const profiler::OpView& view : held_ops_) Op(view);
+  held_proxy_.clear();
+  held_ops_.clear();
   channels_.EndPass(registry_, pass_);
-  arrivals_.EndPass(now);
+  arrivals_.EndPass(registry_, now);
   registry_.ForEachMutable([&](Comm& comm) {
     for (LocalRank& r : comm.ranks) {
       if (r.gpu_index < 0 && !r.pci_bus_id.empty()) {

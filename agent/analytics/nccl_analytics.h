@@ -72,7 +72,15 @@ class NcclAnalytics : public profiler::RecordSink {
 
  private:
   void RenderInfo(metrics::TextWriter& out) const;
+  void Op(const profiler::OpView& view);
+  void ProxyOp(const ncclscope_proxy_op_record& record);
 
+  // Records of a communicator nothing has described yet (its init record lies in a lane not read
+  // yet, or was consumed by an earlier agent) wait for the end of the pass, when the rings' tables
+  // say what it is (size, nodes, local ranks). Bounded; beyond, they are taken as they are.
+  static constexpr std::size_t kMaxHeld = 4096;
+  std::vector<profiler::OpView> held_ops_;
+  std::vector<ncclscope_proxy_op_record> held_proxy_;
   AnalyticsSettings settings_;
   CommRegistry registry_;
   OpSeries ops_;

@@ -521,11 +521,10 @@ void ReplayComm::Collective(const CollSpec& spec, std::uint64_t seq, const GpuTi
   if (proxy_ == nullptr) work();
 }
 
-void ReplayComm::P2pGroup(const std::vector<P2pSpec>& tasks, const GpuTimes& gpu,
-                          const ProxyPlan& proxy) {
+P2pEnqueue ReplayComm::BeginP2pGroup(const std::vector<P2pSpec>& tasks) {
   const int version = process_.version();
   const int snapshot = process_.MaskSnapshot();
-  void* group_api = nullptr;
+  P2pEnqueue e;
   abi::EventDescrV6 d{};
   abi::StateArgsV6 no_args{};
   // ncclGroupStart(); per task ncclSend/ncclRecv; ncclGroupEnd().
@@ -534,9 +533,9 @@ void ReplayComm::P2pGroup(const std::vector<P2pSpec>& tasks, const GpuTimes& gpu
     d.type = abi::kGroupApi;
     d.rank = rank_;
     d.groupApi.groupDepth = 2;
-    Start(&group_api, d);
-    if (group_api != nullptr) {
-      process_.plugin().Record(version, group_api, abi::kGroupStartApiStop, &no_args);
+    Start(&e.group_api, d);
+    if (e.group_api != nullptr) {
+      process_.plugin().Record(version, e.group_api, abi::kGroupStartApiStop, &no_args);
     }
   }
   std::vector<void*> api_handles;
@@ -545,7 +544,7 @@ void ReplayComm::P2pGroup(const std::vector<P2pSpec>& tasks, const GpuTimes& gpu
     if (version >= 5 && (snapshot & kP2pApiMask) != 0) {
       std::memset(&d, 0, sizeof(d));
       d.type = abi::kP2pApi;
-      d.parentObj = group_api;
+      d.parentObj = e.group_api;
       d.rank = rank_;
       d.p2pApi.func = task.func;
       d.p2pApi.count = task.count;
@@ -555,16 +554,14 @@ void ReplayComm::P2pGroup(const std::vector<P2pSpec>& tasks, const GpuTimes& gpu
     StopIf(p2p_api);
     api_handles.push_back(p2p_api);
   }
-  if (group_api != nullptr) {
-    process_.plugin().Record(version, group_api, abi::kGroupEndApiStart, &no_args);
+  if (e.group_api != nullptr) {
+    process_.plugin().Record(version, e.group_api, abi::kGroupEndApiStart, &no_args);
   }
-  void* group = nullptr;
   if ((snapshot & kGroupMask) != 0) {
     std::memset(&d, 0, sizeof(d));
     d.type = abi::kGroup;
-    Start(&group, d);
+    Start(&e.group, d);
   }
-  std::vector<EnqueuedOp> ops;
   for (std::size_t i = 0; i < tasks.size(); ++i) {
     const P2pSpec& task = tasks[i];
     EnqueuedOp op;
@@ -573,28 +570,38 @@ void ReplayComm::P2pGroup(const std::vector<P2pSpec>& tasks, const GpuTimes& gpu
     if (EmitsTask(snapshot, true)) {
       std::memset(&d, 0, sizeof(d));
       d.type = abi::kP2p;
-      d.parentObj = version >= 5 ? api_handles[i] : group;
+      d.parentObj = version >= 5 ? api_handles[i] : e.group;
       d.rank = rank_;
       d.p2p.func = task.func;
       d.p2p.count = task.count;
       d.p2p.datatype = task.datatype;
       d.p2p.peer = task.peer;
       d.p2p.nChannels = task.channels;
-      d.p2p.parentGroup = group;
+      d.p2p.parentGroup = e.group;
       Start(&op.handle, d);
     }
-    ops.push_back(op);
+    e.ops.push_back(op);
   }
-  auto work = [this, ops, gpu, proxy] {
+  return e;
+}
+
+void ReplayComm::EndP2pGroup(const P2pEnqueue& enqueue) {
+  for (const EnqueuedOp& op : enqueue.ops) StopIf(op.handle);
+  StopIf(enqueue.group);
+  StopIf(enqueue.group_api);
+}
+
+void ReplayComm::P2pGroup(const std::vector<P2pSpec>& tasks, const GpuTimes& gpu,
+                          const ProxyPlan& proxy) {
+  const P2pEnqueue enqueue = BeginP2pGroup(tasks);
+  auto work = [this, ops = enqueue.ops, gpu, proxy] {
     for (const EnqueuedOp& op : ops) {
       ProxyWork(op, op.channels, proxy);
       KernelChannels(op, op.channels, gpu);
     }
   };
   if (proxy_ != nullptr) proxy_->Post(work);
-  for (const EnqueuedOp& op : ops) StopIf(op.handle);
-  StopIf(group);
-  StopIf(group_api);
+  EndP2pGroup(enqueue);
   if (proxy_ == nullptr) work();
 }
 

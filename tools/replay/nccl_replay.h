@@ -158,6 +158,13 @@ struct CollectiveEnqueue {
   void* group_api = nullptr;
 };
 
+// The user-thread side of a p2p group between BeginP2pGroup and EndP2pGroup: one op per task.
+struct P2pEnqueue {
+  std::vector<EnqueuedOp> ops;
+  void* group = nullptr;
+  void* group_api = nullptr;
+};
+
 // One network operation (one channel, one peer, one direction) as NCCL's proxy raises it.
 struct ProxyOpSpec {
   int channel = 0;
@@ -204,6 +211,9 @@ class ReplayComm {
   // the returned op may come from any thread in between or after.
   CollectiveEnqueue BeginCollective(const CollSpec& spec, std::uint64_t seq);
   void EndCollective(const CollectiveEnqueue& enqueue);
+  // The same for a group of p2p tasks (P2pGroup() in two halves).
+  P2pEnqueue BeginP2pGroup(const std::vector<P2pSpec>& tasks);
+  void EndP2pGroup(const P2pEnqueue& enqueue);
 
   // Lower-level pieces for abnormal sequences.
   EnqueuedOp StartColl(const CollSpec& spec, std::uint64_t seq);

@@ -1,0 +1,399 @@
+#include "tools/sim/job_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace ncclscope::sim {
+namespace {
+
+constexpr std::uint64_t kChannelSkewNs = 100;   // channels of one op start this far apart
+constexpr std::uint64_t kStepPaddingNs = 1000;  // receive flush and GPU consumption per step
+constexpr std::uint64_t kEnqueueLeadNs = 20'000;
+constexpr std::uint64_t kStepBytes = 512 << 10;  // NCCL's SIMPLE step: 4 MiB buffer / 8 steps
+constexpr int kMaxSteps = 8;
+
+std::uint64_t SplitMix(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+std::uint64_t Add(std::uint64_t a, std::uint64_t b) { return a >= kNever - b ? kNever : a + b; }
+
+// NCCL's func index for per-(comm, func) seq counters.
+int FuncSlot(const std::string& func) {
+  static const char* const kFuncs[] = {"AllReduce", "AllGather", "ReduceScatter", "Broadcast",
+                                       "Reduce"};
+  for (int i = 0; i < 5; ++i) {
+    if (func == kFuncs[i]) return i;
+  }
+  return 5;
+}
+
+// nccl-tests bus bytes of one rank's op (doc/PERFORMANCE.md), independent of the agent's table.
+double BusBytes(const std::string& func, std::uint64_t bytes, int n) {
+  const double b = static_cast<double>(bytes);
+  if (func == "AllReduce") return b * 2.0 * (n - 1) / n;
+  if (func == "AllGather" || func == "ReduceScatter") return b * n * (n - 1.0) / n;
+  return b;  // Broadcast, Reduce, Send, Recv
+}
+
+}  // namespace
+
+int CommInstance::RankOf(int global) const {
+  for (std::size_t i = 0; i < members.size(); ++i) {
+    if (members[i] == global) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+bool RankOp::finishes() const {
+  for (const std::uint64_t end : channel_end) {
+    if (end == kNever) return false;
+  }
+  return arrival_ns != kNever;
+}
+
+JobModel::JobModel(const Options& options, std::uint64_t t0_ns)
+    : options_(options), t0_ns_(t0_ns) {
+  const int n = options.nodes;
+  const int g = options.gpus;
+  auto id_of = [&](CommKind kind, int index) {
+    return SplitMix(options.seed * 0x100000001b3ull + static_cast<std::uint64_t>(kind) * 65536 +
+                    static_cast<std::uint64_t>(index)) |
+           1;
+  };
+  CommInstance world;
+  world.kind = CommKind::kWorld;
+  world.id = id_of(CommKind::kWorld, 0);
+  world.name = "SIM world";
+  world.nnodes = n;
+  for (int r = 0; r < n * g; ++r) world.members.push_back(r);
+  comms_.push_back(world);
+  for (int node = 0; node < n; ++node) {
+    CommInstance tp;
+    tp.kind = CommKind::kTensor;
+    tp.index = node;
+    tp.id = id_of(CommKind::kTensor, node);
+    tp.name = "SIM TP group " + std::to_string(node);
+    tp.nnodes = 1;
+    for (int l = 0; l < g; ++l) tp.members.push_back(node * g + l);
+    comms_.push_back(tp);
+  }
+  for (int l = 0; l < g; ++l) {
+    CommInstance dp;
+    dp.kind = CommKind::kData;
+    dp.index = l;
+    dp.id = id_of(CommKind::kData, l);
+    dp.name = "SIM DP group " + std::to_string(l);
+    dp.nnodes = n;
+    for (int node = 0; node < n; ++node) dp.members.push_back(node * g + l);
+    comms_.push_back(dp);
+  }
+  ready_.assign(static_cast<std::size_t>(n * g), t0_ns);
+  seq_.assign(comms_.size() * 6, 0);
+}
+
+const CommInstance& JobModel::InstanceOf(CommKind kind, int global) const {
+  switch (kind) {
+    case CommKind::kWorld:
+      return comms_[0];
+    case CommKind::kTensor:
+      return comms_[1 + static_cast<std::size_t>(global / options_.gpus)];
+    default:
+      return comms_[1 + static_cast<std::size_t>(options_.nodes) +
+                    static_cast<std::size_t>(global % options_.gpus)];
+  }
+}
+
+std::vector<const CommInstance*> JobModel::CommsOf(int local) const {
+  const int global = GlobalRank(local);
+  std::vector<const CommInstance*> out;
+  bool used[kCommKinds] = {};
+  for (const WorkItem& w : options_.workload) used[static_cast<int>(w.comm)] = true;
+  for (int k = 0; k < kCommKinds; ++k) {
+    if (used[k]) out.push_back(&InstanceOf(static_cast<CommKind>(k), global));
+  }
+  return out;
+}
+
+std::uint64_t JobModel::Jitter(int global, std::uint64_t op) const {
+  if (options_.jitter_ns == 0) return 0;
+  const std::uint64_t h = SplitMix(options_.seed ^ SplitMix(static_cast<std::uint64_t>(global) *
+                                                                 0x1000003ull +
+                                                             op));
+  return h % options_.jitter_ns;
+}
+
+double JobModel::ChannelBandwidth(bool network, int channel) const {
+  const double gbps = network ? options_.network_gbps : options_.nvlink_gbps;
+  double per_channel = gbps / options_.channels;  // GB/s = bytes per ns
+  if (network && channel == options_.slow_channel) per_channel /= options_.slow_factor;
+  return per_channel;
+}
+
+std::vector<StepTimes> JobModel::SendSteps(std::uint64_t sender_arrival,
+                                           std::uint64_t receiver_arrival, std::uint64_t flow,
+                                           int steps, double step_ns) const {
+  std::vector<StepTimes> out;
+  const auto d = static_cast<std::uint64_t>(std::llround(step_ns));
+  std::uint64_t previous = sender_arrival;
+  for (int s = 0; s < steps; ++s) {
+    StepTimes t;
+    t.start = previous;
+    // GPU data: the rank's own data for the first step, the ring's flow after that.
+    const std::uint64_t data = s == 0 ? sender_arrival : Add(flow, d * static_cast<std::uint64_t>(s));
+    t.t1 = std::max(t.start, data);
+    // Credit: the receiver posts its buffers when it arrives (NCCL keeps 8 steps in flight).
+    t.t2 = std::max(t.t1, receiver_arrival);
+    t.end = Add(t.t2, d);
+    out.push_back(t);
+    previous = t.end;
+  }
+  return out;
+}
+
+std::vector<StepTimes> JobModel::RecvSteps(const std::vector<StepTimes>& sent,
+                                           std::uint64_t receiver_arrival) {
+  std::vector<StepTimes> out;
+  std::uint64_t previous = receiver_arrival;
+  for (const StepTimes& s : sent) {
+    StepTimes t;
+    t.start = previous;
+    t.t1 = std::max(t.start, s.end);  // data arrived
+    t.t2 = Add(t.t1, kStepPaddingNs / 2);
+    t.end = Add(t.t2, kStepPaddingNs / 2);
+    out.push_back(t);
+    previous = t.end;
+  }
+  return out;
+}
+
+void JobModel::Collective(const WorkItem& item, const std::vector<std::uint64_t>& arrival,
+                          std::vector<std::uint64_t>& ready,
+                          std::vector<std::vector<RankOp>>& out) {
+  const int gpus = options_.gpus;
+  const int channels = options_.channels;
+  // Every instance of the item's communicator kind runs it concurrently.
+  std::vector<const CommInstance*> instances;
+  for (const CommInstance& c : comms_) {
+    if (c.kind == item.comm) instances.push_back(&c);
+  }
+  for (const CommInstance* comm : instances) {
+    const int n = comm->nranks();
+    std::uint64_t flow = 0;
+    for (const int m : comm->members) flow = std::max(flow, arrival[static_cast<std::size_t>(m)]);
+    const double bus = BusBytes(item.func, item.bytes, n);
+    const double per_channel = bus / channels;
+    const bool network = comm->nnodes > 1;
+    const int steps = static_cast<int>(std::clamp<std::uint64_t>(
+        (static_cast<std::uint64_t>(per_channel) + kStepBytes - 1) / kStepBytes, 1, kMaxSteps));
+    std::vector<std::uint64_t> channel_time(static_cast<std::size_t>(channels));
+    std::vector<double> step_ns(static_cast<std::size_t>(channels));
+    std::uint64_t longest = 0;
+    for (int c = 0; c < channels; ++c) {
+      const double bw = ChannelBandwidth(network, c);
+      step_ns[static_cast<std::size_t>(c)] = per_channel / steps / bw;
+      const double transfer = network ? std::llround(step_ns[static_cast<std::size_t>(c)]) *
+                                            static_cast<double>(steps)
+                                      : per_channel / bw;
+      channel_time[static_cast<std::size_t>(c)] =
+          options_.latency_ns + static_cast<std::uint64_t>(std::llround(transfer));
+      longest = std::max(longest, channel_time[static_cast<std::size_t>(c)]);
+    }
+    std::uint64_t& seq = seq_[static_cast<std::size_t>(comm - comms_.data()) * 6 +
+                              static_cast<std::size_t>(FuncSlot(item.func))];
+    const std::uint64_t this_seq = seq++;
+    for (const int m : comm->members) ready[static_cast<std::size_t>(m)] = Add(flow, longest);
+
+    for (int r = 0; r < n; ++r) {
+      const int global = comm->members[static_cast<std::size_t>(r)];
+      if (global / gpus != options_.node) continue;
+      const int local = global % gpus;
+      const std::uint64_t a = arrival[static_cast<std::size_t>(global)];
+      if (a == kNever) continue;  // never gets here: nothing to issue
+      RankOp op;
+      op.item = &item;
+      op.comm = comm;
+      op.comm_rank = r;
+      op.func = item.func;
+      op.seq = this_seq;
+      op.bytes = item.bytes;
+      op.arrival_ns = a;
+      op.enqueue_ns = a > kEnqueueLeadNs ? a - kEnqueueLeadNs : a;
+      op.bus_bytes = bus;
+      for (int c = 0; c < channels; ++c) {
+        op.channel_start.push_back(a + static_cast<std::uint64_t>(c) * kChannelSkewNs);
+        op.channel_end.push_back(Add(flow, channel_time[static_cast<std::size_t>(c)]));
+      }
+      if (network) {
+        // Who sends to / receives from the network on channel c: on world rings the node's exit
+        // and entry GPUs of that channel (different GPUs on different channels, as NCCL spreads
+        // rings over NICs); on dp rings (one rank per node) every rank, every channel.
+        const int node = global / gpus;
+        const int nodes = options_.nodes;
+        for (int c = 0; c < channels; ++c) {
+          const int exit = (c + gpus - 1) % gpus;
+          const int entry = c % gpus;
+          int send_to = -1;
+          int recv_from = -1;
+          if (comm->kind == CommKind::kWorld) {
+            if (local == exit) send_to = ((node + 1) % nodes) * gpus + entry;
+            if (local == entry) recv_from = ((node + nodes - 1) % nodes) * gpus + exit;
+          } else {
+            send_to = comm->members[static_cast<std::size_t>((r + 1) % n)];
+            recv_from = comm->members[static_cast<std::size_t>((r + n - 1) % n)];
+          }
+          const double d = step_ns[static_cast<std::size_t>(c)];
+          const auto step_bytes = static_cast<std::uint64_t>(per_channel / steps);
+          if (send_to >= 0) {
+            NetOp net;
+            net.channel = c;
+            net.send = true;
+            net.peer = comm->RankOf(send_to);
+            net.step_bytes = step_bytes;
+            net.steps = SendSteps(a, arrival[static_cast<std::size_t>(send_to)], flow, steps, d);
+            op.net.push_back(std::move(net));
+          }
+          if (recv_from >= 0) {
+            const std::uint64_t from = arrival[static_cast<std::size_t>(recv_from)];
+            NetOp net;
+            net.channel = c;
+            net.send = false;
+            net.peer = comm->RankOf(recv_from);
+            net.step_bytes = step_bytes;
+            net.steps = RecvSteps(SendSteps(from, a, flow, steps, d), a);
+            op.net.push_back(std::move(net));
+          }
+        }
+      }
+      out[static_cast<std::size_t>(local)].push_back(std::move(op));
+    }
+  }
+}
+
+void JobModel::SendRecv(const WorkItem& item, const std::vector<std::uint64_t>& arrival,
+                        std::vector<std::uint64_t>& ready,
+                        std::vector<std::vector<RankOp>>& out) {
+  const int gpus = options_.gpus;
+  const std::uint64_t group = group_counter_++;
+  std::vector<const CommInstance*> instances;
+  for (const CommInstance& c : comms_) {
+    if (c.kind == item.comm) instances.push_back(&c);
+  }
+  for (const CommInstance* comm : instances) {
+    const int n = comm->nranks();
+    if (n < 2) continue;
+    // Pair (r -> r+1): flows once both arrived; each pair uses kP2pChannels channels.
+    auto pair = [&](int from, int to, bool* network, std::uint64_t* flow, std::uint64_t* end,
+                    int* steps, double* step_ns) {
+      const int gf = comm->members[static_cast<std::size_t>(from)];
+      const int gt = comm->members[static_cast<std::size_t>(to)];
+      *network = gf / gpus != gt / gpus;
+      *flow = std::max(arrival[static_cast<std::size_t>(gf)], arrival[static_cast<std::size_t>(gt)]);
+      const double per_channel = static_cast<double>(item.bytes) / kP2pChannels;
+      *steps = static_cast<int>(std::clamp<std::uint64_t>(
+          (static_cast<std::uint64_t>(per_channel) + kStepBytes - 1) / kStepBytes, 1, kMaxSteps));
+      const double bw = ChannelBandwidth(*network, -1);
+      *step_ns = per_channel / *steps / bw;
+      const double transfer = *network ? std::llround(*step_ns) * static_cast<double>(*steps)
+                                       : per_channel / bw;
+      *end = Add(*flow, options_.latency_ns + static_cast<std::uint64_t>(std::llround(transfer)));
+    };
+    std::vector<std::uint64_t> done(static_cast<std::size_t>(n), 0);
+    for (int r = 0; r < n; ++r) {
+      bool net_send = false;
+      bool net_recv = false;
+      std::uint64_t flow_send = 0;
+      std::uint64_t flow_recv = 0;
+      std::uint64_t end_send = 0;
+      std::uint64_t end_recv = 0;
+      int steps = 1;
+      double step_ns = 0;
+      pair(r, (r + 1) % n, &net_send, &flow_send, &end_send, &steps, &step_ns);
+      pair((r + n - 1) % n, r, &net_recv, &flow_recv, &end_recv, &steps, &step_ns);
+      done[static_cast<std::size_t>(r)] = std::max(end_send, end_recv);
+      const int global = comm->members[static_cast<std::size_t>(r)];
+      if (global / gpus != options_.node) continue;
+      const std::uint64_t a = arrival[static_cast<std::size_t>(global)];
+      if (a == kNever) continue;
+      for (int dir = 0; dir < 2; ++dir) {
+        const bool send = dir == 0;
+        const int peer = send ? (r + 1) % n : (r + n - 1) % n;
+        RankOp op;
+        op.item = &item;
+        op.comm = comm;
+        op.comm_rank = r;
+        op.func = send ? "Send" : "Recv";
+        op.peer = peer;
+        op.bytes = item.bytes;
+        op.arrival_ns = a;
+        op.enqueue_ns = a > kEnqueueLeadNs ? a - kEnqueueLeadNs : a;
+        op.bus_bytes = static_cast<double>(item.bytes);
+        op.p2p = true;
+        op.group = group;
+        for (int c = 0; c < kP2pChannels; ++c) {
+          op.channel_start.push_back(a + static_cast<std::uint64_t>(c) * kChannelSkewNs);
+          op.channel_end.push_back(send ? end_send : end_recv);
+        }
+        const bool network = send ? net_send : net_recv;
+        if (network) {
+          const int other = comm->members[static_cast<std::size_t>(peer)];
+          const std::uint64_t other_arrival = arrival[static_cast<std::size_t>(other)];
+          const std::uint64_t flow = send ? flow_send : flow_recv;
+          for (int c = 0; c < kP2pChannels; ++c) {
+            NetOp net;
+            net.channel = c;
+            net.send = send;
+            net.peer = peer;
+            net.step_bytes = static_cast<std::uint64_t>(static_cast<double>(item.bytes) /
+                                                        kP2pChannels / steps);
+            if (send) {
+              net.steps = SendSteps(a, other_arrival, flow, steps, step_ns);
+            } else {
+              net.steps = RecvSteps(SendSteps(other_arrival, a, flow, steps, step_ns), a);
+            }
+            op.net.push_back(std::move(net));
+          }
+        }
+        out[static_cast<std::size_t>(global % gpus)].push_back(std::move(op));
+      }
+    }
+    for (int r = 0; r < n; ++r) {
+      ready[static_cast<std::size_t>(comm->members[static_cast<std::size_t>(r)])] =
+          done[static_cast<std::size_t>(r)];
+    }
+  }
+}
+
+std::vector<std::vector<RankOp>> JobModel::NextIteration() {
+  const std::size_t ranks = ready_.size();
+  std::vector<std::vector<RankOp>> out(static_cast<std::size_t>(options_.gpus));
+  const auto start = t0_ns_ + static_cast<std::uint64_t>(std::llround(
+                                  static_cast<double>(iteration_) * 1e9 / options_.rate));
+  for (std::uint64_t& r : ready_) r = std::max(r, start);
+  for (const WorkItem& item : options_.workload) {
+    std::vector<std::uint64_t> arrival(ranks);
+    const std::uint64_t op = op_counter_++;
+    for (std::size_t g = 0; g < ranks; ++g) {
+      std::uint64_t a = Add(ready_[g], options_.compute_gap_ns + Jitter(static_cast<int>(g), op));
+      if (static_cast<int>(g) == options_.slow_rank) a = Add(a, options_.slow_by_ns);
+      if (static_cast<int>(g) == options_.hang_rank && iteration_ >= options_.hang_iteration) {
+        a = kNever;
+      }
+      arrival[g] = a;
+    }
+    std::vector<std::uint64_t> ready = ready_;
+    if (item.func == "SendRecv") {
+      SendRecv(item, arrival, ready, out);
+    } else {
+      Collective(item, arrival, ready, out);
+    }
+    ready_ = std::move(ready);
+  }
+  ++iteration_;
+  return out;
+}
+
+}  // namespace ncclscope::sim
