@@ -45,15 +45,6 @@ std::string Find(const std::string& installed_name, const char* build_path) {
   return build_path;
 }
 
-void WriteAll(const std::string& text) {
-  std::size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(1, text.data() + done, text.size() - done);
-    if (n <= 0) return;
-    done += static_cast<std::size_t>(n);
-  }
-}
-
 // One local rank, in this process.
 int RunRank(const Options& o, const std::string& plugin_path, int local, std::uint64_t t0) {
   replay::ProfilerPlugin plugin(plugin_path);
@@ -63,9 +54,7 @@ int RunRank(const Options& o, const std::string& plugin_path, int local, std::ui
     return 2;
   }
   RankRunner runner(o, plugin, local, t0, g_stop);
-  if (!runner.Run()) return 3;
-  if (!o.quiet) WriteAll(runner.Summary());
-  return 0;
+  return runner.Run() ? 0 : 3;
 }
 
 int Main(int argc, char** argv) {
@@ -137,9 +126,6 @@ int Main(int argc, char** argv) {
       });
     }
     for (std::thread& t : threads) t.join();
-    std::string summary;
-    for (const auto& r : runners) summary += r->Summary();
-    if (!o.quiet) WriteAll(summary);
     int worst = 0;
     for (const int c : codes) worst = std::max(worst, c);
     return worst;

@@ -26,9 +26,10 @@ struct OpRuntime {
   std::vector<void*> step;
 };
 
-// Sleeps until the tick boundary at or after `at_ns`, waking early when `stop` is set.
+// Sleeps until the tick boundary at or before `at_ns` (an op is enqueued early rather than late:
+// its proxy-side events must not start behind their times), returning early when `stop` is set.
 void SleepUntil(std::uint64_t at_ns, std::uint64_t tick_ns, const std::atomic<bool>& stop) {
-  const std::uint64_t target = (at_ns + tick_ns - 1) / tick_ns * tick_ns;
+  const std::uint64_t target = at_ns / tick_ns * tick_ns;
   while (!stop.load(std::memory_order_relaxed)) {
     const std::uint64_t now = NowNs();
     if (now >= target) return;
@@ -220,6 +221,18 @@ bool RankRunner::Run() {
   }
   executor->Drain();
   executor.reset();
+  // What this rank completed, for tests, before it lingers (one write: ranks share stdout).
+  if (!options_.quiet) {
+    const std::string summary = Summary() + "done rank=" + std::to_string(global) + "\n";
+    std::fwrite(summary.data(), 1, summary.size(), stdout);
+    std::fflush(stdout);
+  }
+  if (!blocked && options_.linger_s > 0) {
+    const std::uint64_t until = NowNs() + static_cast<std::uint64_t>(options_.linger_s * 1e9);
+    while (!stop_.load() && NowNs() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
   for (auto& comm : comms) comm->Finalize();  // in-flight ops are flushed by the plugin
   return true;
 }

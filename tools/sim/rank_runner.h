@@ -36,7 +36,8 @@ class RankRunner {
              std::uint64_t t0_ns, const std::atomic<bool>& stop);
 
   // Runs until the iterations are done (and their events emitted), the duration is over or
-  // `stop` is set; then finalizes the communicators. Returns false when init failed.
+  // `stop` is set; prints Summary() and "done rank=R" to stdout (unless quiet), lingers if asked,
+  // then finalizes the communicators. Returns false when init failed.
   bool Run();
 
   // "expect comm=.. rank=.. func=.. algo=.. proto=.. size=.. ops=N bytes=B busbw=X" lines.

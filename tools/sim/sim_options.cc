@@ -98,6 +98,7 @@ Job:      --nodes N (2)  --gpus G (8)  --node K (0: which node this machine play
                    COMM world|tp|dp, SIZE per rank (e.g. 64MiB)
                    (AllReduce:world:64MiB,AllGather:tp:16MiB,ReduceScatter:tp:16MiB,SendRecv:dp:4MiB)
 Pace:     --rate R iterations/s (5)  --iterations N (0: unbounded)  --duration 30s
+          --linger 10s   after the last iteration, stay (idle, communicators alive) this long
           --compute-gap 2ms  --jitter 20us  --latency 10us
 Links:    --nvlink-gbps 300  --network-gbps 50   (GB/s per GPU and direction)
 Faults:   --slow-rank R --slow-by 5ms       rank R (global) computes longer before each op
@@ -195,6 +196,10 @@ std::optional<Options> ParseOptions(int argc, char** argv, std::string* error) {
       std::uint64_t ns = 0;
       ok = duration(&ns);
       o.duration_s = static_cast<double>(ns) * 1e-9;
+    } else if (arg == "--linger") {
+      std::uint64_t ns = 0;
+      ok = duration(&ns);
+      o.linger_s = static_cast<double>(ns) * 1e-9;
     } else if (arg == "--compute-gap") {
       ok = duration(&o.compute_gap_ns);
     } else if (arg == "--jitter") {

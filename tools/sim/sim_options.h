@@ -44,6 +44,7 @@ struct Options {
   double rate = 5;
   std::uint64_t iterations = 0;
   double duration_s = 0;
+  double linger_s = 0;  // after the last iteration, stay alive (idle) this long before finalizing
   std::uint64_t compute_gap_ns = 2'000'000;  // compute before each operation
   std::uint64_t jitter_ns = 20'000;          // deterministic per-rank noise on top
 

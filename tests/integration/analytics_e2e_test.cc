@@ -1,0 +1,324 @@
+// End to end for the NCCL analytics: ncclscope-sim (a simulated 2-node job, this node's ranks
+// driving the real plugin .so through its ABI) -> the plugin's rings -> the real ncclscope-agent
+// binary -> /metrics. The simulator's GPU times come from its job model, so counts, bytes and bus
+// bandwidth must match what it says it drove exactly (bandwidth: to 1e-6 relative, float
+// rounding only) and the physical link bandwidth within 5 %; the injected slow rank must be the
+// last arriver of every matched collective; the slow channel must show in its busy time and its
+// network-wait share; a hang must show as in-flight ops whose age grows.
+
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "tests/support/agent_process.h"
+#include "tests/support/metrics_doc.h"
+#include "tests/support/sim_job.h"
+#include "tests/support/subprocess.h"
+#include "tests/support/temp_dir.h"
+
+namespace ncclscope::testing {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+constexpr double kNetworkBytesPerSecond = 50e9;  // --network-gbps default of the simulator
+
+std::string AgentConfig(const std::string& ring_dir) {
+  return "plugin:\n  ring_dir: " + ring_dir +
+         "\n  poll_interval: 50ms\n  kernel_duty_cycle: 1\n  proxy_duty_cycle: 1\n"
+         "ebpf:\n  enabled: false\nrdma:\n  enabled: false\nnvlink:\n  enabled: false\n"
+         "detection:\n  hang_timeout: 1s\n  match_timeout: 1s\n";
+}
+
+double Value(const std::string& body, const std::string& series) {
+  const double v = SampleValue(body, series);
+  return std::isnan(v) ? 0 : v;
+}
+
+// Sum of the samples of `family` whose label text contains every string in `parts`.
+double Sum(const std::string& body, const std::string& family,
+           const std::vector<std::string>& parts = {}) {
+  double total = 0;
+  std::istringstream lines(body);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(family + "{", 0) != 0 && line.rfind(family + " ", 0) != 0) continue;
+    bool match = true;
+    for (const std::string& p : parts) match = match && line.find(p) != std::string::npos;
+    if (match) total += std::stod(line.substr(line.rfind(' ') + 1));
+  }
+  return total;
+}
+
+bool WaitFor(const std::function<bool()>& done, milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (done()) return true;
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  return done();
+}
+
+// The comm id the simulator gave a communicator kind ("SIM world", "SIM TP group 0", ...), from
+// the agent's comm_info.
+std::string CommOf(const std::string& body, const std::string& name) {
+  std::istringstream lines(body);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("ncclscope_nccl_comm_info{", 0) != 0) continue;
+    if (line.find("comm_name=\"" + name + "\"") == std::string::npos) continue;
+    const std::size_t at = line.find("comm=\"") + 6;
+    return line.substr(at, line.find('"', at) - at);
+  }
+  return "";
+}
+
+std::string Rank(const std::string& comm, int rank) {
+  return "comm=\"" + comm + "\",rank=\"" + std::to_string(rank) + "\"";
+}
+
+std::uint64_t ExpectedOps(const std::vector<SimExpectation>& expected) {
+  std::uint64_t n = 0;
+  for (const SimExpectation& e : expected) n += e.ops;
+  return n;
+}
+
+TEST(AnalyticsEndToEndTest, SlowRankIsTheLastArriverAndCountsBytesAndBandwidthAreExact) {
+  TempDir ring_dir;
+  AgentProcess agent(AgentConfig(ring_dir.path()));
+  ASSERT_TRUE(agent.ok()) << agent.startup_log();
+  SimJob sim(ring_dir.path(),
+             {"--nodes", "2", "--gpus", "4", "--iterations", "8", "--rate", "10", "--workload",
+              "AllReduce:world:32MiB,AllGather:tp:8MiB,SendRecv:dp:4MiB", "--slow-rank", "2",
+              "--slow-by", "3ms", "--linger", "60s"});
+  ASSERT_TRUE(sim.WaitDone(4, seconds(60))) << sim.process().Stderr();
+  const std::vector<SimExpectation> expected = sim.Expectations();
+  ASSERT_EQ(expected.size(), 4u * 4u) << sim.process().Stdout();  // 4 ranks x 4 op kinds
+  std::string body;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        body = agent.Get("/metrics").body;
+        return Sum(body, "ncclscope_nccl_ops_total") == static_cast<double>(ExpectedOps(expected));
+      },
+      seconds(20)))
+      << Sum(body, "ncclscope_nccl_ops_total") << " != " << ExpectedOps(expected);
+
+  // Exact counts and bytes; bus bandwidth equal to the model's (the GPU times are the model's).
+  for (const SimExpectation& e : expected) {
+    const std::string labels = "{" + e.OpLabels() + "}";
+    EXPECT_EQ(Value(body, "ncclscope_nccl_ops_total" + labels), static_cast<double>(e.ops))
+        << labels;
+    EXPECT_EQ(Value(body, "ncclscope_nccl_op_bytes_total" + labels), static_cast<double>(e.bytes))
+        << labels;
+    const double seconds_inside = Value(body, "ncclscope_nccl_op_gpu_duration_seconds_sum" + labels);
+    const double busbw = Value(body, "ncclscope_nccl_op_bus_bytes_total" + labels) / seconds_inside;
+    const double model = e.bus_bytes / e.gpu_seconds;
+    EXPECT_NEAR(busbw / model, 1.0, 1e-6) << labels << " busbw " << busbw << " model " << model;
+  }
+
+  const std::string world = CommOf(body, "SIM world");
+  const std::string tp = CommOf(body, "SIM TP group 0");
+  const std::string dp0 = CommOf(body, "SIM DP group 0");
+  ASSERT_FALSE(world.empty() || tp.empty() || dp0.empty()) << body;
+
+  // The culprit spends the least time inside: its bus bandwidth is the link's (50 GB/s on the
+  // network hop, latency included: within 5 %); its peers, who waited ~3 ms, look far slower.
+  auto all_reduce_busbw = [&](int rank) {
+    const std::vector<std::string> parts = {Rank(world, rank), "func=\"AllReduce\""};
+    return Sum(body, "ncclscope_nccl_op_bus_bytes_total", parts) /
+           Sum(body, "ncclscope_nccl_op_gpu_duration_seconds_sum", parts);
+  };
+  EXPECT_NEAR(all_reduce_busbw(2) / kNetworkBytesPerSecond, 1.0, 0.05) << all_reduce_busbw(2);
+  for (int victim : {0, 1, 3}) {
+    EXPECT_LT(all_reduce_busbw(victim), 0.5 * all_reduce_busbw(2)) << "rank " << victim;
+  }
+
+  // Last arriver: rank 2 in every matched collective of both communicators with 4 local ranks.
+  for (const std::string& comm : {world, tp}) {
+    const double matched =
+        Value(body, "ncclscope_nccl_coll_matched_total{comm=\"" + comm + "\"}");
+    EXPECT_EQ(matched, 8) << comm;
+    EXPECT_EQ(Value(body, "ncclscope_nccl_coll_last_arrivals_total{" + Rank(comm, 2) + "}"),
+              matched);
+    for (int r : {0, 1, 3}) {
+      EXPECT_EQ(Value(body, "ncclscope_nccl_coll_last_arrivals_total{" + Rank(comm, r) + "}"), 0);
+      // Victims waited ~3 ms per collective for it; it arrived ~3 ms after the first.
+      EXPECT_NEAR(Value(body, "ncclscope_nccl_coll_wait_seconds_total{" + Rank(comm, r) + "}") /
+                      matched,
+                  3e-3, 1e-4);
+    }
+    EXPECT_NEAR(Value(body, "ncclscope_nccl_coll_arrival_lag_seconds_sum{" + Rank(comm, 2) + "}") /
+                    matched,
+                3e-3, 1e-4);
+    EXPECT_LT(Value(body, "ncclscope_nccl_coll_last_arrival_delay_seconds_total{" +
+                              Rank(comm, 2) + "}") /
+                  matched,
+              3.1e-3);
+  }
+  EXPECT_EQ(Sum(body, "ncclscope_nccl_coll_match_evictions_total"), 0);
+
+  // Send/Recv on the dp communicator go to the other node; nothing on the world comm is p2p.
+  EXPECT_EQ(Value(body, "ncclscope_nccl_p2p_ops_total{" + Rank(dp0, 0) +
+                            ",func=\"Send\",peer_class=\"other_node\",size=\"4MiB-16MiB\"}"),
+            8);
+  EXPECT_EQ(Sum(body, "ncclscope_nccl_p2p_ops_total", {"peer_class=\"same_node\""}), 0);
+
+  // Single-node communicator: every channel's share went over NVLink (AllGather, 4 ranks:
+  // bus bytes = 3 x 8 MiB per op).
+  EXPECT_NEAR(Sum(body, "ncclscope_nccl_channel_bytes_total", {Rank(tp, 0), "nvlink"}),
+              8 * 3.0 * (8 << 20), 1.0);
+  EXPECT_EQ(Sum(body, "ncclscope_nccl_channel_bytes_total", {Rank(tp, 0), "network"}), 0);
+
+  // Communicator info: 4 local ranks x 3 communicators, with GPU identity and local rank.
+  EXPECT_EQ(Sum(body, "ncclscope_nccl_comm_info"), 12);
+  EXPECT_EQ(Sum(body, "ncclscope_nccl_comm_info",
+                {"comm=\"" + world + "\"", "rank=\"3\",local_rank=\"3\",nranks=\"8\",nnodes=\"2\"",
+                 "job_id=\"simulated\"", "cuda_device=\"3\"",
+                 "UUID=\"GPU-51170000-5117-0000-0000-000000000003\"", "pci_bus_id=\"0000:54:00.0\""}),
+            1);
+
+  const RunResult lint = RunCommand({NCCLSCOPE_PROMTOOL, "check", "metrics"}, body);
+  EXPECT_EQ(lint.output, "") << "promtool lint findings:\n" << lint.output;
+  EXPECT_EQ(UndocumentedMetrics(body), std::vector<std::string>{}) << "add them to docs/metrics.md";
+
+  sim.process().Signal(SIGTERM);
+  EXPECT_EQ(sim.process().Wait(seconds(30)), 0) << sim.process().Stderr();
+}
+
+TEST(AnalyticsEndToEndTest, SlowChannelShowsInItsBusyTimeAndNetworkWait) {
+  TempDir ring_dir;
+  AgentProcess agent(AgentConfig(ring_dir.path()));
+  ASSERT_TRUE(agent.ok()) << agent.startup_log();
+  // 12.5 GB/s per GPU to the network: steps of ~0.6 ms (2.3 ms on the slow channel), long enough
+  // for real-time step states on a loaded 2-core machine.
+  SimJob sim(ring_dir.path(), {"--nodes", "2", "--gpus", "4", "--iterations", "8", "--rate", "10",
+                               "--workload", "AllReduce:world:32MiB", "--network-gbps", "12.5",
+                               "--slow-channel", "3", "--slow-factor", "4", "--linger", "60s"});
+  ASSERT_TRUE(sim.WaitDone(4, seconds(60))) << sim.process().Stderr();
+  const std::uint64_t ops = ExpectedOps(sim.Expectations());
+  ASSERT_EQ(ops, 4u * 8u);
+  std::string body;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        body = agent.Get("/metrics").body;
+        return Sum(body, "ncclscope_nccl_ops_total") == static_cast<double>(ops) &&
+               Sum(body, "ncclscope_nccl_channel_attribution_total", {"split"}) ==
+                   static_cast<double>(ops);
+      },
+      seconds(20)))
+      << body;
+  const std::string world = CommOf(body, "SIM world");
+  ASSERT_FALSE(world.empty());
+
+  // Every local rank's channel 3 was busy ~4x longer than channel 7 (same ring position).
+  for (int r = 0; r < 4; ++r) {
+    const std::string base = "ncclscope_nccl_channel_gpu_busy_seconds_total{" + Rank(world, r);
+    const double ratio = Value(body, base + ",channel=\"3\"}") / Value(body, base + ",channel=\"7\"}");
+    EXPECT_GT(ratio, 3.5) << "rank " << r;
+    EXPECT_LT(ratio, 4.5) << "rank " << r;
+  }
+
+  // Rank 2 sends channels 3 and 7 to the other node (their ring's exit GPU): all of their bytes
+  // are network bytes, 8 steps x 896 KiB per op.
+  const double per_channel = 8 * 7340032.0;
+  const std::string net2 = Rank(world, 2) + ",channel=\"3\",transport=\"network\"";
+  EXPECT_EQ(Value(body, "ncclscope_nccl_channel_bytes_total{" + net2 + "}"), per_channel);
+  EXPECT_EQ(Value(body, "ncclscope_nccl_channel_bytes_total{" + Rank(world, 2) +
+                            ",channel=\"3\",transport=\"nvlink\"}"),
+            0);
+  EXPECT_EQ(Value(body, "ncclscope_nccl_channel_bytes_total{" + Rank(world, 0) +
+                            ",channel=\"3\",transport=\"nvlink\"}"),
+            per_channel);
+  // Its network bandwidth on channel 3 is a quarter of channel 7's.
+  const std::string net7 = Rank(world, 2) + ",channel=\"7\",transport=\"network\"";
+  const double bw3 = Value(body, "ncclscope_nccl_channel_bytes_total{" + net2 + "}") /
+                     Value(body, "ncclscope_nccl_channel_busy_seconds_total{" + net2 + "}");
+  const double bw7 = Value(body, "ncclscope_nccl_channel_bytes_total{" + net7 + "}") /
+                     Value(body, "ncclscope_nccl_channel_busy_seconds_total{" + net7 + "}");
+  EXPECT_LT(bw3 / bw7, 0.35) << bw3 << " vs " << bw7;
+
+  // Wait decomposition on the slow channel: the time is network wait (send_wait), ~4x channel 7's
+  // (step states are timed by the plugin's own clock in real time: 25 % tolerance), and it
+  // dwarfs the GPU and peer-credit waits.
+  auto state = [&](int channel, const char* s) {
+    return Sum(body, "ncclscope_nccl_channel_step_state_seconds_total",
+               {Rank(world, 2) + ",channel=\"" + std::to_string(channel) + "\"",
+                "direction=\"send\"", std::string("state=\"") + s + "\""});
+  };
+  const double model_send_wait = 8 * 8 * 4 * 917504 / (12.5e9 / 8);  // s
+  EXPECT_NEAR(state(3, "send_wait") / model_send_wait, 1.0, 0.25) << state(3, "send_wait");
+  EXPECT_NEAR(state(3, "send_wait") / state(7, "send_wait"), 4.0, 1.0);
+  EXPECT_LT(state(3, "send_peer_wait") + state(3, "send_gpu_wait"), 0.25 * state(3, "send_wait"));
+
+  sim.process().Signal(SIGTERM);
+  EXPECT_EQ(sim.process().Wait(seconds(30)), 0) << sim.process().Stderr();
+}
+
+TEST(AnalyticsEndToEndTest, HangShowsInFlightOpsWhoseAgeGrowsAndTheRankBehind) {
+  TempDir ring_dir;
+  AgentProcess agent(AgentConfig(ring_dir.path()));
+  ASSERT_TRUE(agent.ok()) << agent.startup_log();
+  SimJob sim(ring_dir.path(), {"--nodes", "2", "--gpus", "4", "--rate", "20", "--workload",
+                               "AllReduce:world:8MiB,AllGather:tp:8MiB", "--hang-rank", "1",
+                               "--hang-iteration", "2", "--duration", "60s"});
+  std::string body;
+  std::string world;
+  // Ranks 0, 2, 3 entered AllReduce seq 2 and wait for rank 1, which never comes.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        body = agent.Get("/metrics").body;
+        world = CommOf(body, "SIM world");
+        return !world.empty() &&
+               Sum(body, "ncclscope_nccl_ops_in_flight", {"comm=\"" + world + "\""}) == 3;
+      },
+      seconds(30)))
+      << body;
+  EXPECT_EQ(Value(body, "ncclscope_nccl_ops_in_flight{" + Rank(world, 1) + "}"), 0);
+  const double age1 =
+      Value(body, "ncclscope_nccl_oldest_in_flight_op_age_seconds{" + Rank(world, 0) + "}");
+  std::this_thread::sleep_for(milliseconds(1500));
+  body = agent.Get("/metrics").body;
+  const double age2 =
+      Value(body, "ncclscope_nccl_oldest_in_flight_op_age_seconds{" + Rank(world, 0) + "}");
+  EXPECT_NEAR(age2 - age1, 1.5, 0.3) << age1 << " -> " << age2;
+  EXPECT_GT(age2, 1.0);
+  for (int r : {0, 2, 3}) {
+    EXPECT_EQ(Value(body, "ncclscope_nccl_ops_hung{" + Rank(world, r) + "}"), 1) << r;
+    EXPECT_EQ(Value(body, "ncclscope_nccl_last_enqueued_seq{" + Rank(world, r) +
+                              ",func=\"AllReduce\"}"),
+              2);
+  }
+  EXPECT_EQ(Value(body, "ncclscope_nccl_ops_hung{" + Rank(world, 1) + "}"), 0);
+  // The rank behind: its last AllReduce is 1 while its peers enqueued 2.
+  EXPECT_EQ(Value(body, "ncclscope_nccl_last_enqueued_seq{" + Rank(world, 1) + ",func=\"AllReduce\"}"),
+            1);
+  EXPECT_EQ(Value(body, "ncclscope_nccl_last_completed_seq{" + Rank(world, 0) +
+                            ",func=\"AllReduce\"}"),
+            1);
+  // Only the collectives that completed were matched across the node's ranks.
+  EXPECT_EQ(Value(body, "ncclscope_nccl_coll_matched_total{comm=\"" + world + "\"}"), 2);
+  EXPECT_GT(Value(body, "ncclscope_nccl_last_op_completion_timestamp_seconds{" + Rank(world, 0) +
+                            "}"),
+            1e9);
+
+  // The job is killed: the plugin flushes the ops in flight; they are not completed ops.
+  sim.process().Signal(SIGTERM);
+  EXPECT_EQ(sim.process().Wait(seconds(30)), 0) << sim.process().Stderr();
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        body = agent.Get("/metrics").body;
+        return Value(body, "ncclscope_nccl_plugin_events_total{event=\"flushed_op\"}") == 3;
+      },
+      seconds(20)))
+      << body;
+  EXPECT_EQ(Sum(body, "ncclscope_nccl_ops_total", {Rank(world, 0), "func=\"AllReduce\""}), 2);
+}
+
+}  // namespace
+}  // namespace ncclscope::testing
