@@ -1,0 +1,116 @@
+// Slow-rank matching across the node's ranks: last arriver, arrival lag, waiting, the fallback to
+// enqueue times, participants learned from the tables, and bounded memory.
+
+#include "agent/analytics/arrival_matcher.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/support/agent_process.h"
+#include "tests/unit/analytics/analytics_test_util.h"
+
+namespace ncclscope::analytics {
+namespace {
+
+using testutil::Coll;
+using testutil::Live;
+using testutil::Text;
+
+class ArrivalMatcherTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    registry_.OnPass({Live(7, 0, 8, 2), Live(7, 1, 8, 2), Live(7, 2, 8, 2)}, now_);
+    comm_ = registry_.Find(7);
+  }
+  void Arrive(int rank, std::uint64_t seq, std::uint64_t start, bool gpu = true) {
+    profiler::OpView v = Coll(7, rank, NCCLSCOPE_FUNC_ALL_REDUCE, 1 << 20, seq, start,
+                              gpu ? 50'000 : 0);
+    matcher_.OnOp(registry_, *comm_, v.op, now_);
+  }
+  double Sample(const std::string& series) {
+    return testing::SampleValue(Text(matcher_), series);
+  }
+  std::string R(int rank) {
+    return "{comm=\"" + registry_.Label(comm_->label) + "\",rank=\"" + std::to_string(rank) + "\"}";
+  }
+
+  CommRegistry registry_{8, 4};
+  ArrivalMatcher matcher_;
+  Comm* comm_ = nullptr;
+  Clock::time_point now_ = Clock::now();
+};
+
+TEST_F(ArrivalMatcherTest, LastArriverLagAndWait) {
+  for (std::uint64_t seq = 0; seq < 5; ++seq) {
+    const std::uint64_t t = 1'000'000'000 + seq * 10'000'000;
+    Arrive(0, seq, t);
+    Arrive(2, seq, t + 3'000'000);  // 3 ms late, every time
+    Arrive(1, seq, t + 1'000);
+  }
+  EXPECT_EQ(matcher_.pending(), 0u);
+  EXPECT_EQ(Sample("ncclscope_nccl_coll_matched_total{comm=\"" + registry_.Label(comm_->label) +
+                   "\"}"),
+            5);
+  EXPECT_EQ(Sample("ncclscope_nccl_coll_last_arrivals_total" + R(2)), 5);
+  EXPECT_EQ(Sample("ncclscope_nccl_coll_last_arrivals_total" + R(0)), 0);
+  EXPECT_NEAR(Sample("ncclscope_nccl_coll_last_arrival_delay_seconds_total" + R(2)), 5 * 2.999e-3,
+              1e-12);
+  EXPECT_NEAR(Sample("ncclscope_nccl_coll_arrival_lag_seconds_sum" + R(2)), 5 * 3e-3, 1e-12);
+  EXPECT_NEAR(Sample("ncclscope_nccl_coll_wait_seconds_total" + R(0)), 5 * 3e-3, 1e-12);
+  EXPECT_NEAR(Sample("ncclscope_nccl_coll_wait_seconds_total" + R(2)), 0, 1e-12);
+  // 3 ms falls in the (1.024 ms, 4.096 ms] bucket.
+  EXPECT_EQ(Sample("ncclscope_nccl_coll_arrival_lag_seconds_bucket{comm=\"" +
+                   registry_.Label(comm_->label) + "\",rank=\"2\",le=\"0.001024\"}"),
+            0);
+  EXPECT_EQ(Sample("ncclscope_nccl_coll_arrival_lag_seconds_bucket{comm=\"" +
+                   registry_.Label(comm_->label) + "\",rank=\"2\",le=\"0.004096\"}"),
+            5);
+}
+
+TEST_F(ArrivalMatcherTest, WithoutGpuTimingEnqueueTimesDecide) {
+  Arrive(0, 0, 2'000'000, true);
+  Arrive(1, 0, 1'000'000, false);  // enqueued 10 us before 1 ms: the earliest host time
+  Arrive(2, 0, 5'000'000, true);
+  EXPECT_EQ(Sample("ncclscope_nccl_coll_last_arrivals_total" + R(2)), 1);
+  EXPECT_NEAR(Sample("ncclscope_nccl_coll_arrival_lag_seconds_sum" + R(2)), 4e-3, 1e-12);
+}
+
+TEST_F(ArrivalMatcherTest, IncompleteInstancesAreEvictedAfterTheTimeoutOrTheWindow) {
+  matcher_.SetLimits({16, std::chrono::seconds(10)});
+  Arrive(0, 100, 1'000);
+  Arrive(1, 100, 2'000);  // rank 2's record never comes
+  matcher_.EndPass(registry_, now_ + std::chrono::seconds(5));
+  EXPECT_EQ(matcher_.pending(), 1u);
+  matcher_.EndPass(registry_, now_ + std::chrono::seconds(11));
+  EXPECT_EQ(matcher_.pending(), 0u);
+  EXPECT_EQ(matcher_.evictions(ArrivalMatcher::kIncomplete), 1u);
+  for (std::uint64_t seq = 0; seq < 20; ++seq) Arrive(0, seq, 1'000);
+  EXPECT_EQ(matcher_.pending(), 16u);
+  EXPECT_EQ(matcher_.evictions(ArrivalMatcher::kCapacity), 4u);
+  Arrive(0, 10, 1'000);  // a duplicate of a waiting one changes nothing
+  EXPECT_EQ(matcher_.evictions(ArrivalMatcher::kCapacity), 4u);
+  EXPECT_EQ(matcher_.pending(), 16u);
+}
+
+TEST(ArrivalMatcherSettleTest, RecordsBeforeTheTablesWaitForTheParticipants) {
+  CommRegistry registry(8, 4);
+  ArrivalMatcher matcher;
+  const auto now = Clock::now();
+  Comm& comm = registry.Get(9);  // nothing known yet: not live
+  for (int rank = 0; rank < 2; ++rank) {
+    matcher.OnOp(registry, comm,
+                 Coll(9, rank, NCCLSCOPE_FUNC_ALL_REDUCE, 64, 0, 1000 + rank * 500, 100).op, now);
+  }
+  EXPECT_EQ(matcher.pending(), 1u);
+  registry.OnPass({Live(9, 0, 2, 1), Live(9, 1, 2, 1)}, now);
+  matcher.EndPass(registry, now);
+  EXPECT_EQ(matcher.pending(), 0u);
+  EXPECT_EQ(matcher.matched(comm.label), 1u);
+  // A communicator with a single rank here is not matched at all.
+  Comm& solo = registry.Get(10);
+  registry.OnPass({Live(9, 0, 2, 1), Live(9, 1, 2, 1), Live(10, 0, 4, 4)}, now);
+  matcher.OnOp(registry, solo, Coll(10, 0, NCCLSCOPE_FUNC_ALL_REDUCE, 64, 0, 1000, 100).op, now);
+  EXPECT_EQ(matcher.pending(), 0u);
+}
+
+}  // namespace
+}  // namespace ncclscope::analytics

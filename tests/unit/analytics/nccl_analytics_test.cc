@@ -1,0 +1,133 @@
+// The analytics as the profiler source drives them: records in, passes, text out. Op series with
+// bus bytes, p2p by peer class, records that wait for their communicator's description, flushed
+// ops left out, PXN network ops resolved, expiry, the channel switch, and a promtool-clean
+// exposition.
+
+#include "agent/analytics/nccl_analytics.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/support/agent_process.h"
+#include "tests/support/subprocess.h"
+#include "tests/unit/analytics/analytics_test_util.h"
+
+namespace ncclscope::analytics {
+namespace {
+
+using testutil::Coll;
+using testutil::Init;
+using testutil::Live;
+using testutil::P2p;
+using testutil::Proxy;
+
+std::string Render(const NcclAnalytics& a) {
+  std::string text;
+  metrics::TextWriter out(text);
+  a.Render(out, 10'000'000'000);
+  return text;
+}
+
+const profiler::RingOrigin kOrigin{};
+
+TEST(NcclAnalyticsTest, OpSeriesCountBytesDurationsAndBusBytes) {
+  NcclAnalytics a;
+  a.OnCommInit(kOrigin, Init(1, 0, 8, 1, "TP"));
+  a.OnOp(kOrigin, Coll(1, 0, NCCLSCOPE_FUNC_ALL_REDUCE, 4096, 0, 1'000'000, 3'000));
+  a.OnOp(kOrigin, Coll(1, 0, NCCLSCOPE_FUNC_ALL_REDUCE, 8000, 1, 2'000'000, 300'000));
+  a.OnOp(kOrigin, Coll(1, 0, NCCLSCOPE_FUNC_ALL_REDUCE, 8000, 2, 3'000'000, 0));  // untimed
+  profiler::OpView flushed = Coll(1, 0, NCCLSCOPE_FUNC_ALL_REDUCE, 8000, 3, 4'000'000, 100);
+  flushed.op.flags |= NCCLSCOPE_OP_FLUSHED;
+  a.OnOp(kOrigin, flushed);  // never completed: not an op of these series
+  const std::string text = Render(a);
+  const std::string labels =
+      "{comm=\"0x0000000000000001\",rank=\"0\",func=\"AllReduce\",algo=\"RING\",proto=\"SIMPLE\","
+      "size=\"4KiB-16KiB\"}";
+  EXPECT_EQ(testing::SampleValue(text, "ncclscope_nccl_ops_total" + labels), 3);
+  EXPECT_EQ(testing::SampleValue(text, "ncclscope_nccl_op_bytes_total" + labels), 4096 + 16000);
+  EXPECT_EQ(testing::SampleValue(text, "ncclscope_nccl_op_gpu_duration_seconds_count" + labels), 2);
+  EXPECT_NEAR(testing::SampleValue(text, "ncclscope_nccl_op_gpu_duration_seconds_sum" + labels),
+              303e-6, 1e-15);
+  // Timed ops only: (4096 + 8000) bytes x 2(n-1)/n for n = 8.
+  EXPECT_DOUBLE_EQ(testing::SampleValue(text, "ncclscope_nccl_op_algo_bytes_total" + labels),
+                   12096);
+  EXPECT_DOUBLE_EQ(testing::SampleValue(text, "ncclscope_nccl_op_bus_bytes_total" + labels),
+                   12096 * 1.75);
+}
+
+TEST(NcclAnalyticsTest, RecordsOfAnUndescribedCommunicatorWaitForTheTables) {
+  NcclAnalytics a;
+  // Rank 0's op arrives before anything says the communicator has 16 ranks on 2 nodes.
+  a.OnOp(kOrigin, P2p(5, 0, true, 9, 1 << 20, 1000));
+  a.OnOp(kOrigin, P2p(5, 0, true, 1, 1 << 20, 1000));
+  a.OnOp(kOrigin, P2p(5, 0, false, 0, 1 << 20, 1000));
+  EXPECT_EQ(Render(a).find("ncclscope_nccl_p2p_ops_total{"), std::string::npos);
+  a.EndPass({Live(5, 0, 16, 2), Live(5, 1, 16, 2)}, Clock::now());
+  const std::string text = Render(a);
+  const std::string p2p = "ncclscope_nccl_p2p_ops_total{comm=\"0x0000000000000005\",rank=\"0\",";
+  EXPECT_EQ(testing::SampleValue(text, p2p + "func=\"Send\",peer_class=\"other_node\",size=\"1MiB-4MiB\"}"),
+            1);
+  EXPECT_EQ(testing::SampleValue(text, p2p + "func=\"Send\",peer_class=\"same_node\",size=\"1MiB-4MiB\"}"),
+            1);
+  EXPECT_EQ(testing::SampleValue(text, p2p + "func=\"Recv\",peer_class=\"self\",size=\"1MiB-4MiB\"}"),
+            1);
+  EXPECT_EQ(testing::SampleValue(text, "ncclscope_nccl_p2p_bus_bytes_total{comm=\"0x0000000000000005\","
+                                       "rank=\"0\",func=\"Send\",peer_class=\"other_node\","
+                                       "size=\"1MiB-4MiB\"}"),
+            1 << 20);
+}
+
+TEST(NcclAnalyticsTest, PxnNetworkOpsAreResolvedThroughTheTables) {
+  NcclAnalytics a;
+  a.EndPass({Live(6, 2, 16, 2, 300)}, Clock::now());  // pid 302, context 0xC2
+  ncclscope_proxy_op_record pxn = Proxy(0, 2, 1, 10, true, 64, 0, 0, 10);
+  pxn.flags = NCCLSCOPE_PROXY_FOREIGN;
+  pxn.origin_pid = 302;
+  pxn.origin_context = 0xC2;
+  a.OnProxyOp(kOrigin, pxn);
+  pxn.origin_pid = 999;  // nobody we know
+  a.OnProxyOp(kOrigin, pxn);
+  const std::string text = Render(a);
+  EXPECT_EQ(testing::SampleValue(text, "ncclscope_nccl_network_bytes_total{comm=\"0x0000000000000006\","
+                                       "rank=\"2\",direction=\"send\"}"),
+            64);
+  EXPECT_EQ(testing::SampleValue(text, "ncclscope_nccl_network_ops_unattributed_total"), 1);
+}
+
+TEST(NcclAnalyticsTest, EndedCommunicatorsExpireWithTheirSeries) {
+  AnalyticsSettings settings;
+  settings.retention = std::chrono::seconds(10);
+  NcclAnalytics a(settings);
+  a.OnCommInit(kOrigin, Init(7, 0, 2, 1));
+  a.OnOp(kOrigin, Coll(7, 0, NCCLSCOPE_FUNC_ALL_GATHER, 100, 0, 1000, 100));
+  const auto t0 = Clock::now();
+  a.EndPass({}, t0 + std::chrono::seconds(2));
+  EXPECT_NE(Render(a).find("comm=\"0x0000000000000007\""), std::string::npos);
+  a.EndPass({}, t0 + std::chrono::seconds(30));
+  EXPECT_EQ(Render(a).find("comm=\"0x0000000000000007\""), std::string::npos);
+}
+
+TEST(NcclAnalyticsTest, ChannelSeriesFollowTheSwitchAndTheExpositionLints) {
+  AnalyticsSettings settings;
+  settings.channel_metrics = false;
+  NcclAnalytics a(settings);
+  a.EndPass({Live(8, 0, 2, 1), Live(8, 1, 2, 1)}, Clock::now());
+  a.OnOp(kOrigin, Coll(8, 0, NCCLSCOPE_FUNC_ALL_REDUCE, 1 << 20, 0, 1000, 5000));
+  a.OnOp(kOrigin, Coll(8, 1, NCCLSCOPE_FUNC_ALL_REDUCE, 1 << 20, 0, 3000, 3000));
+  std::string text = Render(a);
+  EXPECT_EQ(text.find("ncclscope_nccl_channel_"), std::string::npos);
+  settings.channel_metrics = true;
+  a.Configure(settings);
+  a.OnOp(kOrigin, Coll(8, 0, NCCLSCOPE_FUNC_ALL_REDUCE, 1 << 20, 1, 1000, 5000));
+  a.OnProxyOp(kOrigin, Proxy(8, 0, 1, 1, true, 100, 1, 0, 10));
+  text = Render(a);
+  EXPECT_NE(text.find("ncclscope_nccl_channel_gpu_busy_seconds_total{"), std::string::npos);
+  EXPECT_EQ(testing::SampleValue(text, "ncclscope_nccl_coll_last_arrivals_total{comm=\"0x0000000000000008\","
+                                       "rank=\"1\"}"),
+            1);
+  const testing::RunResult lint = testing::RunCommand({NCCLSCOPE_PROMTOOL, "check", "metrics"}, text);
+  EXPECT_EQ(lint.exit_code, 0) << lint.output;
+  EXPECT_EQ(lint.output, "") << lint.output;
+}
+
+}  // namespace
+}  // namespace ncclscope::analytics
