@@ -10,58 +10,96 @@ const char* const kResultNames[] = {"intra_node", "split", "unsampled", "late_ne
 
 }  // namespace
 
-std::uint64_t ChannelTransport::Key(std::uint32_t comm_label, std::int32_t rank, int channel) {
-  return KeyPacker()
-      .Add(comm_label, 16)
-      .Add(static_cast<std::uint32_t>(rank), 24)
-      .Add(static_cast<std::uint32_t>(channel), 6)
-      .key();
+std::uint64_t ChannelTransport::Key(std::uint32_t comm_label, std::int32_t rank) {
+  return KeyPacker().Add(comm_label, 16).Add(static_cast<std::uint32_t>(rank), 32).key();
 }
 
-ChannelTransport::Stats& ChannelTransport::Row(const CommRegistry& registry,
-                                               std::uint32_t comm_label, std::int32_t rank,
-                                               int channel) {
-  return table_.Get(Key(comm_label, rank, channel), comm_label, [&] {
-    std::string labels;
-    metrics::AppendLabel(labels, "comm", registry.Label(comm_label));
-    labels += ',';
-    metrics::AppendLabel(labels, "rank", std::to_string(rank));
-    labels += ',';
-    metrics::AppendLabel(labels, "channel", std::to_string(channel));
-    return labels;
-  });
+ChannelTransport::RankChannels& ChannelTransport::Rank(const CommRegistry& registry,
+                                                       std::uint32_t comm_label,
+                                                       std::int32_t rank) {
+  auto [it, inserted] =
+      index_.try_emplace(Key(comm_label, rank), static_cast<std::uint32_t>(ranks_.size()));
+  if (inserted) {
+    RankChannels& r = ranks_.emplace_back();
+    r.comm_label = comm_label;
+    r.rank = rank;
+    metrics::AppendLabel(r.labels, "comm", registry.Label(comm_label));
+    r.labels += ',';
+    metrics::AppendLabel(r.labels, "rank", std::to_string(rank));
+  }
+  return ranks_[it->second];
+}
+
+const ChannelTransport::Stats* ChannelTransport::Find(std::uint32_t comm_label,
+                                                      std::int32_t rank, int channel) const {
+  auto it = index_.find(Key(comm_label, rank));
+  if (it == index_.end() || channel < 0 || channel >= static_cast<int>(NCCLSCOPE_MAX_CHANNELS)) {
+    return nullptr;
+  }
+  const RankChannels& r = ranks_[it->second];
+  return (r.used >> channel & 1) != 0 ? &r.channel[static_cast<std::size_t>(channel)] : nullptr;
+}
+
+std::size_t ChannelTransport::series() const {
+  std::size_t n = 0;
+  for (const RankChannels& r : ranks_) n += static_cast<std::size_t>(__builtin_popcountll(r.used));
+  return n;
+}
+
+void ChannelTransport::DropLabels(const absl::flat_hash_set<std::uint32_t>& labels) {
+  if (labels.empty()) return;
+  std::vector<RankChannels> kept;
+  for (RankChannels& r : ranks_) {
+    if (!labels.contains(r.comm_label)) kept.push_back(std::move(r));
+  }
+  ranks_ = std::move(kept);
+  index_.clear();
+  for (std::size_t i = 0; i < ranks_.size(); ++i) {
+    index_.emplace(Key(ranks_[i].comm_label, ranks_[i].rank), static_cast<std::uint32_t>(i));
+  }
 }
 
 void ChannelTransport::OnOp(const CommRegistry& registry, const Comm& comm,
                             const profiler::OpView& view, const BandwidthModel& model,
                             std::uint64_t pass) {
   const ncclscope_op_record& op = view.op;
-  const JoinKey key{op.comm_id, op.rank, op.op_index};
   if ((op.flags & NCCLSCOPE_OP_GPU_TIMING) == 0 || view.n_channels == 0) {
-    if ((op.flags & NCCLSCOPE_OP_PROXY_REQUESTED) != 0) pending_.erase(key);  // nothing to split
+    if ((op.flags & NCCLSCOPE_OP_PROXY_REQUESTED) != 0) {
+      pending_.erase(JoinKey{op.comm_id, op.rank, op.op_index});  // nothing to split
+    }
+    return;
+  }
+  RankChannels& rank = Rank(registry, comm.label, op.rank);
+  for (std::uint32_t i = 0; i < view.n_channels; ++i) {
+    const ncclscope_channel_time& t = view.channels[i];
+    const std::uint8_t c = view.channel_ids[i];
+    rank.used |= 1ull << c;
+    rank.channel[c].gpu_busy_ns += t.end_off_ns - t.start_off_ns;
+  }
+  const bool single_node = comm.nnodes == 1;
+  const bool joinable = !single_node && comm.nnodes != 0 &&
+                        (op.flags & NCCLSCOPE_OP_PROXY_REQUESTED) != 0;
+  if (!single_node && !joinable) {
+    ++results_[kUnsampled];
     return;
   }
   DeferredOp d;
   d.pass = pass;
-  d.key = key;
+  d.key = JoinKey{op.comm_id, op.rank, op.op_index};
   d.comm_label = comm.label;
   const std::uint32_t split = op.n_channels != 0 ? op.n_channels : view.n_channels;
   d.share = model.bus_bytes() / split;
   for (std::uint32_t i = 0; i < view.n_channels; ++i) {
     const ncclscope_channel_time& t = view.channels[i];
     d.channels.push_back({view.channel_ids[i], t.end_off_ns - t.start_off_ns});
-    Row(registry, comm.label, op.rank, view.channel_ids[i]).gpu_busy_ns +=
-        t.end_off_ns - t.start_off_ns;
   }
-  if (comm.nnodes == 1) {
+  if (single_node) {
     ++results_[kIntraNode];
-    Attribute(registry, d, nullptr);
-  } else if ((op.flags & NCCLSCOPE_OP_PROXY_REQUESTED) == 0 || comm.nnodes == 0) {
-    ++results_[kUnsampled];
-  } else if (deferred_.size() >= kMaxPending) {
+    Attribute(rank, d, nullptr);
+  } else if (deferred_.size() - deferred_head_ >= kMaxPending) {
     ++results_[kOverflow];
-    auto it = pending_.find(key);
-    Attribute(registry, d, it != pending_.end() ? &it->second : nullptr);
+    auto it = pending_.find(d.key);
+    Attribute(rank, d, it != pending_.end() ? &it->second : nullptr);
     if (it != pending_.end()) pending_.erase(it);
   } else {
     deferred_.push_back(std::move(d));
@@ -86,9 +124,7 @@ void ChannelTransport::OnProxyOp(const ncclscope_proxy_op_record& record, std::u
   it->second.sends.push_back({record.channel, record.bytes, record.start_ns, record.end_ns});
 }
 
-void ChannelTransport::Attribute(const CommRegistry& registry, const DeferredOp& op,
-                                 const PendingNet* net) {
-  const std::int32_t rank = std::get<1>(op.key);
+void ChannelTransport::Attribute(RankChannels& rank, const DeferredOp& op, const PendingNet* net) {
   for (const ChannelTime& ch : op.channels) {
     std::uint64_t net_bytes = 0;
     std::uint64_t first = UINT64_MAX;
@@ -101,7 +137,8 @@ void ChannelTransport::Attribute(const CommRegistry& registry, const DeferredOp&
         last = std::max(last, s.end_ns);
       }
     }
-    Stats& row = Row(registry, op.comm_label, rank, ch.channel);
+    rank.used |= 1ull << ch.channel;
+    Stats& row = rank.channel[ch.channel];
     const double intra = std::max(0.0, op.share - static_cast<double>(net_bytes));
     if (net_bytes > 0) {
       row.networked = true;
@@ -117,13 +154,21 @@ void ChannelTransport::Attribute(const CommRegistry& registry, const DeferredOp&
 
 void ChannelTransport::EndPass(const CommRegistry& registry, std::uint64_t pass) {
   // Ops recorded in an earlier pass: every lane has been drained past them since.
-  while (!deferred_.empty() && deferred_.front().pass < pass) {
-    const DeferredOp& op = deferred_.front();
+  while (deferred_head_ < deferred_.size() && deferred_[deferred_head_].pass < pass) {
+    const DeferredOp& op = deferred_[deferred_head_++];
     auto it = pending_.find(op.key);
     ++results_[kSplit];
-    Attribute(registry, op, it != pending_.end() ? &it->second : nullptr);
+    Attribute(Rank(registry, op.comm_label, std::get<1>(op.key)), op,
+              it != pending_.end() ? &it->second : nullptr);
     if (it != pending_.end()) pending_.erase(it);
-    deferred_.pop_front();
+  }
+  if (deferred_head_ == deferred_.size()) {
+    deferred_.clear();  // keeps its capacity: no allocation per op once warm
+    deferred_head_ = 0;
+  } else if (deferred_head_ > deferred_.size() / 2) {
+    deferred_.erase(deferred_.begin(),
+                    deferred_.begin() + static_cast<std::ptrdiff_t>(deferred_head_));
+    deferred_head_ = 0;
   }
   // Network records whose op never needed them (no GPU timing, op record dropped) or came late.
   for (auto it = pending_.begin(); it != pending_.end();) {
@@ -138,24 +183,40 @@ void ChannelTransport::EndPass(const CommRegistry& registry, std::uint64_t pass)
 
 void ChannelTransport::Render(metrics::TextWriter& out) const {
   static const std::string kTransport[2] = {"transport=\"nvlink\"", "transport=\"network\""};
-  const auto& rows = table_.rows();
+  // `comm=..,rank=..,channel="c"` for every channel with a row, built once per scrape.
+  struct Row {
+    std::string labels;
+    const Stats* stats;
+  };
+  std::vector<Row> rows;
+  for (const RankChannels& r : ranks_) {
+    for (std::uint64_t m = r.used; m != 0; m &= m - 1) {
+      const int c = __builtin_ctzll(m);
+      Row row;
+      row.labels = r.labels;
+      row.labels += ',';
+      metrics::AppendLabel(row.labels, "channel", std::to_string(c));
+      row.stats = &r.channel[static_cast<std::size_t>(c)];
+      rows.push_back(std::move(row));
+    }
+  }
   out.Header("ncclscope_nccl_channel_gpu_busy_seconds_total",
              "GPU time of each channel (KernelCh start to stop, summed over operations).",
              "counter");
-  for (const auto& row : rows) {
+  for (const Row& row : rows) {
     out.Sample("ncclscope_nccl_channel_gpu_busy_seconds_total", row.labels, std::string_view(),
-               static_cast<double>(row.stats.gpu_busy_ns) * 1e-9);
+               static_cast<double>(row.stats->gpu_busy_ns) * 1e-9);
   }
   out.Header("ncclscope_nccl_channel_bytes_total",
              "Bytes each channel sent, by transport: network (its network steps) or nvlink (the "
              "rest of its share of the operation's bus bytes: NVLink, PCIe P2P or shared memory). "
              "Single-node communicators and operations with network steps recorded.",
              "counter");
-  for (const auto& row : rows) {
+  for (const Row& row : rows) {
     for (int t = 0; t < 2; ++t) {
-      if (t == kNetwork && !row.stats.networked) continue;
+      if (t == kNetwork && !row.stats->networked) continue;
       out.Sample("ncclscope_nccl_channel_bytes_total", row.labels, kTransport[t],
-                 row.stats.bytes[t]);
+                 row.stats->bytes[t]);
     }
   }
   out.Header("ncclscope_nccl_channel_busy_seconds_total",
@@ -163,11 +224,11 @@ void ChannelTransport::Render(metrics::TextWriter& out) const {
              "window, or the channel's GPU time for intra-node bytes. Bytes over this is the "
              "channel's NVLink or network bandwidth.",
              "counter");
-  for (const auto& row : rows) {
+  for (const Row& row : rows) {
     for (int t = 0; t < 2; ++t) {
-      if (t == kNetwork && !row.stats.networked) continue;
+      if (t == kNetwork && !row.stats->networked) continue;
       out.Sample("ncclscope_nccl_channel_busy_seconds_total", row.labels, kTransport[t],
-                 static_cast<double>(row.stats.busy_ns[t]) * 1e-9);
+                 static_cast<double>(row.stats->busy_ns[t]) * 1e-9);
     }
   }
   out.Header("ncclscope_nccl_channel_attribution_total",

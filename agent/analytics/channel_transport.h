@@ -20,9 +20,10 @@
 #include <absl/container/flat_hash_map.h>
 #include <absl/container/inlined_vector.h>
 
+#include <array>
 #include <cstdint>
-#include <deque>
 #include <tuple>
+#include <vector>
 
 #include "agent/analytics/bus_bandwidth.h"
 #include "agent/analytics/comm_registry.h"
@@ -51,12 +52,10 @@ class ChannelTransport {
   // Attributes the ops deferred in earlier passes and forgets network records nobody claimed.
   void EndPass(const CommRegistry& registry, std::uint64_t pass);
 
-  void DropLabels(const absl::flat_hash_set<std::uint32_t>& labels) { table_.DropLabels(labels); }
+  void DropLabels(const absl::flat_hash_set<std::uint32_t>& labels);
   void Render(metrics::TextWriter& out) const;
-  std::size_t series() const { return table_.size(); }
-  const Stats* Find(std::uint32_t comm_label, std::int32_t rank, int channel) const {
-    return table_.Find(Key(comm_label, rank, channel));
-  }
+  std::size_t series() const;
+  const Stats* Find(std::uint32_t comm_label, std::int32_t rank, int channel) const;
   std::uint64_t result(Result r) const { return results_[r]; }
 
  private:
@@ -83,14 +82,24 @@ class ChannelTransport {
     absl::InlinedVector<ChannelTime, 16> channels;
   };
 
-  static std::uint64_t Key(std::uint32_t comm_label, std::int32_t rank, int channel);
-  Stats& Row(const CommRegistry& registry, std::uint32_t comm_label, std::int32_t rank,
-             int channel);
-  void Attribute(const CommRegistry& registry, const DeferredOp& op, const PendingNet* net);
+  // Every channel of one (comm, rank): one lookup per op, not one per channel.
+  struct RankChannels {
+    std::uint32_t comm_label = 0;
+    std::int32_t rank = 0;
+    std::string labels;  // `comm="..",rank=".."`
+    std::uint64_t used = 0;  // channels with a row
+    std::array<Stats, NCCLSCOPE_MAX_CHANNELS> channel{};
+  };
 
-  SeriesTable<Stats> table_;
+  static std::uint64_t Key(std::uint32_t comm_label, std::int32_t rank);
+  RankChannels& Rank(const CommRegistry& registry, std::uint32_t comm_label, std::int32_t rank);
+  void Attribute(RankChannels& rank, const DeferredOp& op, const PendingNet* net);
+
+  absl::flat_hash_map<std::uint64_t, std::uint32_t> index_;  // Key -> ranks_
+  std::vector<RankChannels> ranks_;
   absl::flat_hash_map<JoinKey, PendingNet> pending_;
-  std::deque<DeferredOp> deferred_;
+  std::vector<DeferredOp> deferred_;  // [deferred_head_, end) wait; the front is reused
+  std::size_t deferred_head_ = 0;
   std::uint64_t results_[kResults] = {};
 };
 

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Agent CPU and memory under a simulated job (docs/benchmarks.md, "Agent CPU and RSS"): the real
+# ncclscope-agent reads the rings that the real plugin fills for ncclscope-sim's ranks (8 ranks,
+# 5 collectives per iteration at 1000 iterations/s: 5000 collectives/s per rank), and is scraped
+# every 15 s as Prometheus would. After a warm-up, the agent's CPU time (utime + stime from
+# /proc/<pid>/stat) and resident memory (VmRSS, VmHWM from /proc/<pid>/status) are read over the
+# measurement window, together with the operations it counted (so the load is shown, not assumed)
+# and the records the plugins dropped.
+#
+# Usage: bench/agent_load.sh [single|multi] [measure_seconds]
+#   single: 1 node x 8 GPUs, a tensor-parallel communicator (NVLink only: no network steps)
+#   multi:  2 nodes x 8 GPUs, a world communicator (network steps, sampled 10 % of the time)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scenario=${1:-single}
+measure=${2:-60}
+warmup=10
+build=${BUILD:-build/default}
+agent_bin=$build/agent/ncclscope-agent
+sim_bin=$build/tools/ncclscope-sim
+[ -x "$agent_bin" ] && [ -x "$sim_bin" ] || {
+  echo "build first: cmake --build --preset default --target ncclscope-agent ncclscope-sim" >&2
+  exit 1
+}
+
+work=$(mktemp -d /tmp/ncclscope-load-XXXXXX)
+agent_pid=
+sim_pid=
+cleanup() {
+  [ -n "$sim_pid" ] && kill "$sim_pid" 2>/dev/null && wait "$sim_pid" 2>/dev/null || true
+  [ -n "$agent_pid" ] && kill "$agent_pid" 2>/dev/null && wait "$agent_pid" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+mkdir -p "$work/rings"
+cat >"$work/agent.yaml" <<EOF
+plugin:
+  ring_dir: $work/rings
+# Only the NCCL profiler path is measured here.
+ebpf:
+  enabled: false
+rdma:
+  enabled: false
+nvlink:
+  enabled: false
+EOF
+"$agent_bin" --config "$work/agent.yaml" --web.listen-address 127.0.0.1:0 2>"$work/agent.log" &
+agent_pid=$!
+for _ in $(seq 100); do
+  url=$(sed -n 's/.*serving metrics on \(http:[^ "]*\).*/\1/p' "$work/agent.log" | head -1)
+  [ -n "$url" ] && break
+  sleep 0.1
+done
+[ -n "$url" ] || { cat "$work/agent.log" >&2; exit 1; }
+
+workload=AllReduce:tp:1MiB,AllGather:tp:256KiB,ReduceScatter:tp:256KiB,AllReduce:tp:64KiB,Broadcast:tp:1MiB
+nodes=1
+if [ "$scenario" = multi ]; then
+  workload=AllReduce:world:1MiB,AllGather:tp:256KiB,ReduceScatter:tp:256KiB,AllReduce:world:64KiB,Broadcast:tp:1MiB
+  nodes=2
+fi
+NCCLSCOPE_RING_DIR=$work/rings "$sim_bin" --nodes $nodes --gpus 8 --workload "$workload" \
+  --rate 1000 --compute-gap 40us --jitter 5us --duration $((warmup + measure + 5))s --quiet \
+  2>"$work/sim.log" &
+sim_pid=$!
+
+ops() { curl -s "$url" | awk '/^ncclscope_nccl_ops_total[{ ]/ {s += $NF} END {printf "%d", s}'; }
+ticks() { awk '{print $14 + $15}' "/proc/$agent_pid/stat"; }
+status() { awk -v k="$1:" '$1 == k {print $2}' "/proc/$agent_pid/status"; }
+
+sleep $warmup
+[ -n "${PERF_OUT:-}" ] && { perf record -q -g -o "$PERF_OUT" -p "$agent_pid" -- sleep 20 >/dev/null 2>&1 || true; }
+t0=$(date +%s.%N); c0=$(ticks); o0=$(ops)
+elapsed=0
+while [ "$elapsed" -lt "$measure" ]; do  # a Prometheus scrape every 15 s
+  step=$((measure - elapsed < 15 ? measure - elapsed : 15))
+  sleep "$step"
+  elapsed=$((elapsed + step))
+  curl -s -o /dev/null "$url"
+done
+t1=$(date +%s.%N); c1=$(ticks); o1=$(ops)
+metrics=$(curl -s "$url")
+hz=$(getconf CLK_TCK)
+awk -v t0="$t0" -v t1="$t1" -v c0="$c0" -v c1="$c1" -v o0="$o0" -v o1="$o1" -v hz="$hz" \
+    -v rss="$(status VmRSS)" -v hwm="$(status VmHWM)" -v scenario="$scenario" 'BEGIN {
+  dt = t1 - t0
+  printf "scenario %s: %.1f s measured\n", scenario, dt
+  printf "  operations counted: %.0f/s (%.0f per rank per second)\n", (o1 - o0) / dt, (o1 - o0) / dt / 8
+  printf "  agent CPU: %.3f %% of one core (%.2f ms of CPU per second)\n", 100 * (c1 - c0) / hz / dt, 1000 * (c1 - c0) / hz / dt
+  printf "  agent memory: VmRSS %.1f MiB, peak VmHWM %.1f MiB\n", rss / 1024, hwm / 1024
+}'
+echo "$metrics" | awk '/^ncclscope_nccl_records_dropped_total/ {d += $NF}
+  /^ncclscope_nccl_records_total/ {r += $NF}
+  /^ncclscope_scrape_duration_seconds / {s = $NF}
+  END {printf "  records read: %d, dropped by the plugins: %d; last scrape rendered in %.2f ms\n", r, d, s * 1000}'
