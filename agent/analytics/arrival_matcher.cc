@@ -19,35 +19,53 @@ std::uint32_t Participants(const Comm& comm) {
 
 }  // namespace
 
+void ArrivalMatcher::Erase(absl::flat_hash_map<Key, std::uint32_t>::iterator it) {
+  Pending& p = pool_[it->second];
+  p.arrivals.clear();
+  p.generation = 0;
+  free_.push_back(it->second);
+  pending_.erase(it);
+}
+
 void ArrivalMatcher::OnOp(const CommRegistry& registry, const Comm& comm,
                           const ncclscope_op_record& op, Clock::time_point now) {
   const std::uint32_t expected = Participants(comm);
   if (expected == 1) return;  // nothing to compare on this node
   const Key key{op.comm_id, op.func, op.seq};
-  auto [it, inserted] = pending_.try_emplace(key);
-  if (inserted) {
-    if (pending_.size() > limits_.window) {
+  auto it = pending_.find(key);
+  if (it == pending_.end()) {
+    if (pending_.size() >= limits_.window) {
       // Make room: the oldest instance still waiting goes.
       while (!order_.empty()) {
         auto [old_key, generation] = order_.front();
         order_.pop_front();
         auto old = pending_.find(old_key);
-        if (old != pending_.end() && old->second.generation == generation && old_key != key) {
+        if (old != pending_.end() && pool_[old->second].generation == generation) {
           ++evictions_[kCapacity];
-          pending_.erase(old);
+          Erase(old);
           break;
         }
       }
     }
-    Pending& fresh = it->second;
+    std::uint32_t index = 0;
+    if (!free_.empty()) {
+      index = free_.back();
+      free_.pop_back();
+    } else {
+      index = static_cast<std::uint32_t>(pool_.size());
+      pool_.emplace_back();
+    }
+    Pending& fresh = pool_[index];
     fresh.generation = next_generation_++;
     fresh.first_seen = now;
     fresh.expected = expected;
     fresh.comm_label = comm.label;
+    fresh.arrivals.clear();
     order_.emplace_back(key, fresh.generation);
     if (expected == 0) unsettled_.emplace_back(key, fresh.generation);
+    it = pending_.emplace(key, index).first;
   }
-  Pending& instance = it->second;
+  Pending& instance = pool_[it->second];
   for (const Arrival& a : instance.arrivals) {
     if (a.rank == op.rank) return;  // a duplicate (e.g. re-read after a lane resync)
   }
@@ -56,7 +74,7 @@ void ArrivalMatcher::OnOp(const CommRegistry& registry, const Comm& comm,
   if (expected != 0) instance.expected = expected;
   if (instance.expected >= 2 && instance.arrivals.size() >= instance.expected) {
     Complete(registry, instance);
-    pending_.erase(it);
+    Erase(it);
   }
 }
 
@@ -108,17 +126,17 @@ void ArrivalMatcher::EndPass(const CommRegistry& registry, Clock::time_point now
   std::vector<std::pair<Key, std::uint64_t>> still;
   for (const auto& [key, generation] : unsettled_) {
     auto it = pending_.find(key);
-    if (it == pending_.end() || it->second.generation != generation) continue;
-    Pending& instance = it->second;
+    if (it == pending_.end() || pool_[it->second].generation != generation) continue;
+    Pending& instance = pool_[it->second];
     if (instance.expected == 0) {
       const Comm* comm = registry.Find(std::get<0>(key));
       instance.expected = comm != nullptr ? Participants(*comm) : 0;
     }
     if (instance.expected == 1) {
-      pending_.erase(it);  // a single local rank after all: nothing to compare
+      Erase(it);  // a single local rank after all: nothing to compare
     } else if (instance.expected >= 2 && instance.arrivals.size() >= instance.expected) {
       Complete(registry, instance);
-      pending_.erase(it);
+      Erase(it);
     } else if (instance.expected == 0) {
       still.emplace_back(key, generation);
     }
@@ -127,13 +145,13 @@ void ArrivalMatcher::EndPass(const CommRegistry& registry, Clock::time_point now
   while (!order_.empty()) {
     auto [key, generation] = order_.front();
     auto it = pending_.find(key);
-    if (it == pending_.end() || it->second.generation != generation) {
+    if (it == pending_.end() || pool_[it->second].generation != generation) {
       order_.pop_front();  // completed or replaced
       continue;
     }
-    if (now - it->second.first_seen < limits_.timeout) break;
+    if (now - pool_[it->second].first_seen < limits_.timeout) break;
     ++evictions_[kIncomplete];
-    pending_.erase(it);
+    Erase(it);
     order_.pop_front();
   }
 }

@@ -80,8 +80,14 @@ class ArrivalMatcher {
   void Complete(const CommRegistry& registry, const Pending& instance);
   void Evict(const Key& key, Eviction reason);
 
+  Pending& At(std::uint32_t index) { return pool_[index]; }
+  void Erase(absl::flat_hash_map<Key, std::uint32_t>::iterator it);
+
   Limits limits_;
-  absl::flat_hash_map<Key, Pending> pending_;
+  // Key -> index into pool_: probing touches 32-byte slots, not whole instances.
+  absl::flat_hash_map<Key, std::uint32_t> pending_;
+  std::vector<Pending> pool_;
+  std::vector<std::uint32_t> free_;
   std::deque<std::pair<Key, std::uint64_t>> order_;  // creation order, with generation
   std::vector<std::pair<Key, std::uint64_t>> unsettled_;  // participants not known yet
   std::uint64_t next_generation_ = 1;

@@ -76,10 +76,21 @@ void ChannelTransport::OnOp(const CommRegistry& registry, const Comm& comm,
     rank.used |= 1ull << c;
     rank.channel[c].gpu_busy_ns += t.end_off_ns - t.start_off_ns;
   }
-  const bool single_node = comm.nnodes == 1;
-  const bool joinable = !single_node && comm.nnodes != 0 &&
-                        (op.flags & NCCLSCOPE_OP_PROXY_REQUESTED) != 0;
-  if (!single_node && !joinable) {
+  const std::uint32_t split = op.n_channels != 0 ? op.n_channels : view.n_channels;
+  const double share = model.bus_bytes() / split;
+  if (comm.nnodes == 1) {
+    // Single node: the whole share of every channel went intra-node, during its GPU time.
+    ++results_[kIntraNode];
+    if (share <= 0) return;
+    for (std::uint32_t i = 0; i < view.n_channels; ++i) {
+      const ncclscope_channel_time& t = view.channels[i];
+      Stats& row = rank.channel[view.channel_ids[i]];
+      row.bytes[kNvlink] += share;
+      row.busy_ns[kNvlink] += t.end_off_ns - t.start_off_ns;
+    }
+    return;
+  }
+  if (comm.nnodes == 0 || (op.flags & NCCLSCOPE_OP_PROXY_REQUESTED) == 0) {
     ++results_[kUnsampled];
     return;
   }
@@ -87,16 +98,12 @@ void ChannelTransport::OnOp(const CommRegistry& registry, const Comm& comm,
   d.pass = pass;
   d.key = JoinKey{op.comm_id, op.rank, op.op_index};
   d.comm_label = comm.label;
-  const std::uint32_t split = op.n_channels != 0 ? op.n_channels : view.n_channels;
-  d.share = model.bus_bytes() / split;
+  d.share = share;
   for (std::uint32_t i = 0; i < view.n_channels; ++i) {
     const ncclscope_channel_time& t = view.channels[i];
     d.channels.push_back({view.channel_ids[i], t.end_off_ns - t.start_off_ns});
   }
-  if (single_node) {
-    ++results_[kIntraNode];
-    Attribute(rank, d, nullptr);
-  } else if (deferred_.size() - deferred_head_ >= kMaxPending) {
+  if (deferred_.size() - deferred_head_ >= kMaxPending) {
     ++results_[kOverflow];
     auto it = pending_.find(d.key);
     Attribute(rank, d, it != pending_.end() ? &it->second : nullptr);
