@@ -82,9 +82,9 @@ struct Job {
       const char* proto;
     };
     static const Kind kKinds[] = {
-        {0, "AllReduce", 16 << 20, "SIMPLE"}, {1, "AllGather", 1 << 20, "SIMPLE"},
+        {0, "AllReduce", 16 << 20, "SIMPLE"},    {1, "AllGather", 1 << 20, "SIMPLE"},
         {1, "ReduceScatter", 1 << 20, "SIMPLE"}, {1, "AllReduce", 4096, "LL"},
-        {0, "AllReduce", 65536, "LL128"},     {2, "AllReduce", 4 << 20, "SIMPLE"}};
+        {0, "AllReduce", 65536, "LL128"},        {2, "AllReduce", 4 << 20, "SIMPLE"}};
     std::uint64_t records = 0;
     const std::uint64_t s = seq++;
     for (int r = 0; r < kRanks; ++r) {

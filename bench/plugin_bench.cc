@@ -34,8 +34,8 @@
 #include "agent/profiler/ring_directory.h"
 #include "plugin/abi/nccl_profiler_abi.h"
 #include "plugin/ring/ncclscope_ring.h"
-#include "tools/replay/nccl_replay.h"
 #include "tests/support/ring_records.h"
+#include "tools/replay/nccl_replay.h"
 
 namespace ncclscope::bench {
 namespace {

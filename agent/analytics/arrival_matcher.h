@@ -88,7 +88,7 @@ class ArrivalMatcher {
   absl::flat_hash_map<Key, std::uint32_t> pending_;
   std::vector<Pending> pool_;
   std::vector<std::uint32_t> free_;
-  std::deque<std::pair<Key, std::uint64_t>> order_;  // creation order, with generation
+  std::deque<std::pair<Key, std::uint64_t>> order_;       // creation order, with generation
   std::vector<std::pair<Key, std::uint64_t>> unsettled_;  // participants not known yet
   std::uint64_t next_generation_ = 1;
   SeriesTable<RankStats> ranks_;

@@ -5,8 +5,7 @@
 namespace ncclscope::analytics {
 namespace {
 
-const char* const kResultNames[] = {"intra_node", "split", "unsampled", "late_network",
-                                    "overflow"};
+const char* const kResultNames[] = {"intra_node", "split", "unsampled", "late_network", "overflow"};
 
 }  // namespace
 
@@ -30,8 +29,8 @@ ChannelTransport::RankChannels& ChannelTransport::Rank(const CommRegistry& regis
   return ranks_[it->second];
 }
 
-const ChannelTransport::Stats* ChannelTransport::Find(std::uint32_t comm_label,
-                                                      std::int32_t rank, int channel) const {
+const ChannelTransport::Stats* ChannelTransport::Find(std::uint32_t comm_label, std::int32_t rank,
+                                                      int channel) const {
   auto it = index_.find(Key(comm_label, rank));
   if (it == index_.end() || channel < 0 || channel >= static_cast<int>(NCCLSCOPE_MAX_CHANNELS)) {
     return nullptr;

@@ -86,7 +86,7 @@ class ChannelTransport {
   struct RankChannels {
     std::uint32_t comm_label = 0;
     std::int32_t rank = 0;
-    std::string labels;  // `comm="..",rank=".."`
+    std::string labels;      // `comm="..",rank=".."`
     std::uint64_t used = 0;  // channels with a row
     std::array<Stats, NCCLSCOPE_MAX_CHANNELS> channel{};
   };

@@ -67,7 +67,7 @@ struct LocalRank {
   bool in_table = false;  // listed as live in the last pass
   SeqByFunc enqueued;     // collectives only: the highest seq seen enqueued / completed
   SeqByFunc completed;
-  LabelCap peers{0};      // network peers with their own `peer` label (plugin.max_peers)
+  LabelCap peers{0};  // network peers with their own `peer` label (plugin.max_peers)
 };
 
 struct Comm {

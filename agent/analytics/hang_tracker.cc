@@ -71,7 +71,8 @@ void RenderProgress(const CommRegistry& registry, std::uint64_t now_ns,
 
   out.Header("ncclscope_nccl_ops_in_flight",
              "Operations enqueued on the communicator rank and not yet completed.", "gauge");
-  for (const Row& row : rows) out.Sample("ncclscope_nccl_ops_in_flight", row.labels, row.p.in_flight);
+  for (const Row& row : rows)
+    out.Sample("ncclscope_nccl_ops_in_flight", row.labels, row.p.in_flight);
   out.Header("ncclscope_nccl_last_op_completion_timestamp_seconds",
              "Host time the communicator rank last completed an operation (0: none yet): its "
              "last progress.",

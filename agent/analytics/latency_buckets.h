@@ -9,7 +9,7 @@
 
 namespace ncclscope::analytics {
 
-inline constexpr std::uint32_t kLatencyBounds = 13;                  // 1 us .. 4^12 us
+inline constexpr std::uint32_t kLatencyBounds = 13;                   // 1 us .. 4^12 us
 inline constexpr std::uint32_t kLatencyBuckets = kLatencyBounds + 1;  // with +Inf
 
 // The bounds in seconds, with their `le` text.

@@ -33,12 +33,12 @@
 namespace ncclscope::analytics {
 
 struct AnalyticsSettings {
-  std::size_t max_comms = 64;                               // plugin.max_comms
-  std::size_t max_peers = 16;                               // plugin.max_peers
-  Clock::duration retention = std::chrono::minutes(10);     // plugin.series_retention
-  bool channel_metrics = true;                              // plugin.channel_metrics
-  std::size_t match_window = 4096;                          // detection.match_window
-  Clock::duration match_timeout = std::chrono::seconds(10);  // detection.match_timeout
+  std::size_t max_comms = 64;                                        // plugin.max_comms
+  std::size_t max_peers = 16;                                        // plugin.max_peers
+  Clock::duration retention = std::chrono::minutes(10);              // plugin.series_retention
+  bool channel_metrics = true;                                       // plugin.channel_metrics
+  std::size_t match_window = 4096;                                   // detection.match_window
+  Clock::duration match_timeout = std::chrono::seconds(10);          // detection.match_timeout
   std::chrono::nanoseconds hang_timeout = std::chrono::seconds(60);  // detection.hang_timeout
   std::string sysfs_root = "/sys";                                   // rdma.sysfs_root
 };

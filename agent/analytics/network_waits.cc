@@ -60,31 +60,30 @@ void NetworkWaits::Observe(CommRegistry& registry, Comm* comm,
   });
   ++t.ops;
   t.bytes += record.bytes;
-  for (std::uint32_t i = 0; i < NCCLSCOPE_STEP_STATE_COUNT; ++i) t.state_ns[i] += record.state_ns[i];
+  for (std::uint32_t i = 0; i < NCCLSCOPE_STEP_STATE_COUNT; ++i)
+    t.state_ns[i] += record.state_ns[i];
   if (!per_channel) return;
 
   std::int32_t peer = CommRegistry::kOtherPeer;
   if (comm != nullptr && record.peer >= 0) {
     peer = registry.PeerKey(registry.RankOf(*comm, record.rank), record.peer);
   }
-  ChannelPeer& c = channels_.Get(ChannelKey(label, record.rank, record.channel, peer, send), label,
-                                 [&] {
-                                   std::string labels = CommRankLabels(registry, label, record.rank);
-                                   labels += ',';
-                                   metrics::AppendLabel(labels, "channel",
-                                                        std::to_string(record.channel));
-                                   labels += ',';
-                                   metrics::AppendLabel(
-                                       labels, "peer",
-                                       peer == CommRegistry::kOtherPeer ? "other"
-                                                                        : std::to_string(peer));
-                                   labels += ',';
-                                   metrics::AppendLabel(labels, "direction", Direction(send));
-                                   return labels;
-                                 });
+  ChannelPeer& c =
+      channels_.Get(ChannelKey(label, record.rank, record.channel, peer, send), label, [&] {
+        std::string labels = CommRankLabels(registry, label, record.rank);
+        labels += ',';
+        metrics::AppendLabel(labels, "channel", std::to_string(record.channel));
+        labels += ',';
+        metrics::AppendLabel(labels, "peer",
+                             peer == CommRegistry::kOtherPeer ? "other" : std::to_string(peer));
+        labels += ',';
+        metrics::AppendLabel(labels, "direction", Direction(send));
+        return labels;
+      });
   c.bytes += record.bytes;
   c.busy_ns += record.end_ns - record.start_ns;
-  for (std::uint32_t i = 0; i < NCCLSCOPE_STEP_STATE_COUNT; ++i) c.state_ns[i] += record.state_ns[i];
+  for (std::uint32_t i = 0; i < NCCLSCOPE_STEP_STATE_COUNT; ++i)
+    c.state_ns[i] += record.state_ns[i];
 }
 
 void NetworkWaits::DropLabels(const absl::flat_hash_set<std::uint32_t>& labels) {

@@ -19,21 +19,22 @@ std::uint64_t OpSeries::Key(std::uint32_t comm_label, std::int32_t rank, std::ui
 void OpSeries::Observe(const CommRegistry& registry, std::uint32_t comm_label,
                        const ncclscope_op_record& op, const BandwidthModel& model) {
   const std::uint8_t size = SizeBucketIndex(op.bytes);
-  Stats& s = table_.Get(Key(comm_label, op.rank, op.func, op.algo, op.proto, size), comm_label, [&] {
-    std::string labels;
-    metrics::AppendLabel(labels, "comm", registry.Label(comm_label));
-    labels += ',';
-    metrics::AppendLabel(labels, "rank", std::to_string(op.rank));
-    labels += ',';
-    metrics::AppendLabel(labels, "func", ncclscope_func_name(op.func));
-    labels += ',';
-    metrics::AppendLabel(labels, "algo", ncclscope_algo_name(op.algo));
-    labels += ',';
-    metrics::AppendLabel(labels, "proto", ncclscope_proto_name(op.proto));
-    labels += ',';
-    metrics::AppendLabel(labels, "size", SizeBucketLabel(size));
-    return labels;
-  });
+  Stats& s =
+      table_.Get(Key(comm_label, op.rank, op.func, op.algo, op.proto, size), comm_label, [&] {
+        std::string labels;
+        metrics::AppendLabel(labels, "comm", registry.Label(comm_label));
+        labels += ',';
+        metrics::AppendLabel(labels, "rank", std::to_string(op.rank));
+        labels += ',';
+        metrics::AppendLabel(labels, "func", ncclscope_func_name(op.func));
+        labels += ',';
+        metrics::AppendLabel(labels, "algo", ncclscope_algo_name(op.algo));
+        labels += ',';
+        metrics::AppendLabel(labels, "proto", ncclscope_proto_name(op.proto));
+        labels += ',';
+        metrics::AppendLabel(labels, "size", SizeBucketLabel(size));
+        return labels;
+      });
   ++s.ops;
   s.bytes += op.bytes;
   if ((op.flags & NCCLSCOPE_OP_GPU_TIMING) != 0) {

@@ -42,7 +42,8 @@ void P2pSeries::Render(metrics::TextWriter& out) const {
              "Completed Send/Recv operations (AlltoAll, Gather and Scatter included, which NCCL "
              "runs as per-peer Send/Recv) by peer class: same_node, other_node or self.",
              "counter");
-  for (const auto& row : rows) out.Sample("ncclscope_nccl_p2p_ops_total", row.labels, row.stats.ops);
+  for (const auto& row : rows)
+    out.Sample("ncclscope_nccl_p2p_ops_total", row.labels, row.stats.ops);
   out.Header("ncclscope_nccl_p2p_bytes_total", "Message bytes of those operations.", "counter");
   for (const auto& row : rows) {
     out.Sample("ncclscope_nccl_p2p_bytes_total", row.labels, row.stats.bytes);

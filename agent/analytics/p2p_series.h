@@ -18,8 +18,8 @@ class P2pSeries {
   struct Stats {
     std::uint64_t ops = 0;
     std::uint64_t bytes = 0;
-    std::uint64_t gpu_ns = 0;   // ops with GPU timing
-    double timed_bytes = 0;     // their bytes (busbw factor 1)
+    std::uint64_t gpu_ns = 0;  // ops with GPU timing
+    double timed_bytes = 0;    // their bytes (busbw factor 1)
   };
 
   void Observe(const CommRegistry& registry, const Comm& comm, const ncclscope_op_record& op);

@@ -73,8 +73,8 @@ int Agent::Run(SignalWaiter& signals) {
   std::string error;
   server_ = HttpServer::Start(
       config_.server.listen_address, config_.server.metrics_path,
-      [collector = collector_] { return collector->RenderText(); },
-      [this] { return HealthText(); }, &error);
+      [collector = collector_] { return collector->RenderText(); }, [this] { return HealthText(); },
+      &error);
   if (!server_) {
     NCCLSCOPE_LOG(kError, "exporter") << error;
     sources_.StopAll();

@@ -48,8 +48,7 @@ class TextWriter {
   void Sample(std::string_view name, std::string_view labels, double value);
   void Sample(std::string_view name, std::string_view labels, std::uint64_t value);
   // Same, with one more pre-formatted label (`state="send_wait"`) after `labels`.
-  void Sample(std::string_view name, std::string_view labels, std::string_view extra,
-              double value);
+  void Sample(std::string_view name, std::string_view labels, std::string_view extra, double value);
 
   // One histogram: `counts` holds bounds.buckets() per-bucket (not cumulative) counts.
   void Histogram(std::string_view name, std::string_view labels, const HistogramBounds& bounds,

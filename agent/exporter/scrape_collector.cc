@@ -73,8 +73,8 @@ void AppendSelfMetrics(const SourceSet& sources, const ReloadStats& reload,
 ScrapeCollector::ScrapeCollector(const SourceSet* sources, const ReloadStats* reload)
     : sources_(sources), reload_(reload) {}
 
-void ScrapeCollector::CollectSource(SourceSet::Entry& entry,
-                                    std::vector<MetricFamily>& out, std::string* text) const {
+void ScrapeCollector::CollectSource(SourceSet::Entry& entry, std::vector<MetricFamily>& out,
+                                    std::string* text) const {
   const auto start = std::chrono::steady_clock::now();
   try {
     std::vector<MetricFamily> families = entry.source->Collect();
@@ -122,8 +122,8 @@ std::string ScrapeCollector::RenderText() const {
   }
   try {
     AppendSelfMetrics(*sources_, *reload_, self);
-    auto scrapes = metrics::Counter(
-        "ncclscope_scrapes_total", "Scrapes of the metrics path served, this one included.");
+    auto scrapes = metrics::Counter("ncclscope_scrapes_total",
+                                    "Scrapes of the metrics path served, this one included.");
     metrics::Add(scrapes, {}, static_cast<double>(scrapes_.fetch_add(1) + 1));
     self.push_back(std::move(scrapes));
     auto duration = metrics::Gauge(

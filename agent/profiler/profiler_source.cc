@@ -1,12 +1,12 @@
 #include "agent/profiler/profiler_source.h"
 
 #include <sys/stat.h>
+#include <time.h>
 
 #include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstring>
-#include <time.h>
 #include <sstream>
 
 #include "agent/core/log.h"
@@ -289,8 +289,8 @@ void ProfilerSource::Run() {
 void ProfilerSource::CollectText(metrics::TextWriter& out) const {
   timespec ts{};
   clock_gettime(CLOCK_REALTIME, &ts);
-  const std::uint64_t now_ns =
-      static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<std::uint64_t>(ts.tv_nsec);
+  const std::uint64_t now_ns = static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull +
+                               static_cast<std::uint64_t>(ts.tv_nsec);
   std::lock_guard<std::mutex> lock(analytics_mutex_);
   analytics_->Render(out, now_ns);
 }

@@ -116,7 +116,8 @@ TEST(AnalyticsEndToEndTest, SlowRankIsTheLastArriverAndCountsBytesAndBandwidthAr
         << labels;
     EXPECT_EQ(Value(body, "ncclscope_nccl_op_bytes_total" + labels), static_cast<double>(e.bytes))
         << labels;
-    const double seconds_inside = Value(body, "ncclscope_nccl_op_gpu_duration_seconds_sum" + labels);
+    const double seconds_inside =
+        Value(body, "ncclscope_nccl_op_gpu_duration_seconds_sum" + labels);
     const double busbw = Value(body, "ncclscope_nccl_op_bus_bytes_total" + labels) / seconds_inside;
     const double model = e.bus_bytes / e.gpu_seconds;
     EXPECT_NEAR(busbw / model, 1.0, 1e-6) << labels << " busbw " << busbw << " model " << model;
@@ -141,25 +142,24 @@ TEST(AnalyticsEndToEndTest, SlowRankIsTheLastArriverAndCountsBytesAndBandwidthAr
 
   // Last arriver: rank 2 in every matched collective of both communicators with 4 local ranks.
   for (const std::string& comm : {world, tp}) {
-    const double matched =
-        Value(body, "ncclscope_nccl_coll_matched_total{comm=\"" + comm + "\"}");
+    const double matched = Value(body, "ncclscope_nccl_coll_matched_total{comm=\"" + comm + "\"}");
     EXPECT_EQ(matched, 8) << comm;
     EXPECT_EQ(Value(body, "ncclscope_nccl_coll_last_arrivals_total{" + Rank(comm, 2) + "}"),
               matched);
     for (int r : {0, 1, 3}) {
       EXPECT_EQ(Value(body, "ncclscope_nccl_coll_last_arrivals_total{" + Rank(comm, r) + "}"), 0);
       // Victims waited ~3 ms per collective for it; it arrived ~3 ms after the first.
-      EXPECT_NEAR(Value(body, "ncclscope_nccl_coll_wait_seconds_total{" + Rank(comm, r) + "}") /
-                      matched,
-                  3e-3, 1e-4);
+      EXPECT_NEAR(
+          Value(body, "ncclscope_nccl_coll_wait_seconds_total{" + Rank(comm, r) + "}") / matched,
+          3e-3, 1e-4);
     }
-    EXPECT_NEAR(Value(body, "ncclscope_nccl_coll_arrival_lag_seconds_sum{" + Rank(comm, 2) + "}") /
-                    matched,
-                3e-3, 1e-4);
-    EXPECT_LT(Value(body, "ncclscope_nccl_coll_last_arrival_delay_seconds_total{" +
-                              Rank(comm, 2) + "}") /
-                  matched,
-              3.1e-3);
+    EXPECT_NEAR(
+        Value(body, "ncclscope_nccl_coll_arrival_lag_seconds_sum{" + Rank(comm, 2) + "}") / matched,
+        3e-3, 1e-4);
+    EXPECT_LT(
+        Value(body, "ncclscope_nccl_coll_last_arrival_delay_seconds_total{" + Rank(comm, 2) + "}") /
+            matched,
+        3.1e-3);
   }
   EXPECT_EQ(Sum(body, "ncclscope_nccl_coll_match_evictions_total"), 0);
 
@@ -177,11 +177,12 @@ TEST(AnalyticsEndToEndTest, SlowRankIsTheLastArriverAndCountsBytesAndBandwidthAr
 
   // Communicator info: 4 local ranks x 3 communicators, with GPU identity and local rank.
   EXPECT_EQ(Sum(body, "ncclscope_nccl_comm_info"), 12);
-  EXPECT_EQ(Sum(body, "ncclscope_nccl_comm_info",
-                {"comm=\"" + world + "\"", "rank=\"3\",local_rank=\"3\",nranks=\"8\",nnodes=\"2\"",
-                 "job_id=\"simulated\"", "cuda_device=\"3\"",
-                 "UUID=\"GPU-51170000-5117-0000-0000-000000000003\"", "pci_bus_id=\"0000:54:00.0\""}),
-            1);
+  EXPECT_EQ(
+      Sum(body, "ncclscope_nccl_comm_info",
+          {"comm=\"" + world + "\"", "rank=\"3\",local_rank=\"3\",nranks=\"8\",nnodes=\"2\"",
+           "job_id=\"simulated\"", "cuda_device=\"3\"",
+           "UUID=\"GPU-51170000-5117-0000-0000-000000000003\"", "pci_bus_id=\"0000:54:00.0\""}),
+      1);
 
   const RunResult lint = RunCommand({NCCLSCOPE_PROMTOOL, "check", "metrics"}, body);
   EXPECT_EQ(lint.output, "") << "promtool lint findings:\n" << lint.output;
@@ -219,7 +220,8 @@ TEST(AnalyticsEndToEndTest, SlowChannelShowsInItsBusyTimeAndNetworkWait) {
   // Every local rank's channel 3 was busy ~4x longer than channel 7 (same ring position).
   for (int r = 0; r < 4; ++r) {
     const std::string base = "ncclscope_nccl_channel_gpu_busy_seconds_total{" + Rank(world, r);
-    const double ratio = Value(body, base + ",channel=\"3\"}") / Value(body, base + ",channel=\"7\"}");
+    const double ratio =
+        Value(body, base + ",channel=\"3\"}") / Value(body, base + ",channel=\"7\"}");
     EXPECT_GT(ratio, 3.5) << "rank " << r;
     EXPECT_LT(ratio, 4.5) << "rank " << r;
   }
@@ -290,22 +292,23 @@ TEST(AnalyticsEndToEndTest, HangShowsInFlightOpsWhoseAgeGrowsAndTheRankBehind) {
   EXPECT_GT(age2, 1.0);
   for (int r : {0, 2, 3}) {
     EXPECT_EQ(Value(body, "ncclscope_nccl_ops_hung{" + Rank(world, r) + "}"), 1) << r;
-    EXPECT_EQ(Value(body, "ncclscope_nccl_last_enqueued_seq{" + Rank(world, r) +
-                              ",func=\"AllReduce\"}"),
-              2);
+    EXPECT_EQ(
+        Value(body, "ncclscope_nccl_last_enqueued_seq{" + Rank(world, r) + ",func=\"AllReduce\"}"),
+        2);
   }
   EXPECT_EQ(Value(body, "ncclscope_nccl_ops_hung{" + Rank(world, 1) + "}"), 0);
   // The rank behind: its last AllReduce is 1 while its peers enqueued 2.
-  EXPECT_EQ(Value(body, "ncclscope_nccl_last_enqueued_seq{" + Rank(world, 1) + ",func=\"AllReduce\"}"),
-            1);
-  EXPECT_EQ(Value(body, "ncclscope_nccl_last_completed_seq{" + Rank(world, 0) +
-                            ",func=\"AllReduce\"}"),
-            1);
+  EXPECT_EQ(
+      Value(body, "ncclscope_nccl_last_enqueued_seq{" + Rank(world, 1) + ",func=\"AllReduce\"}"),
+      1);
+  EXPECT_EQ(
+      Value(body, "ncclscope_nccl_last_completed_seq{" + Rank(world, 0) + ",func=\"AllReduce\"}"),
+      1);
   // Only the collectives that completed were matched across the node's ranks.
   EXPECT_EQ(Value(body, "ncclscope_nccl_coll_matched_total{comm=\"" + world + "\"}"), 2);
-  EXPECT_GT(Value(body, "ncclscope_nccl_last_op_completion_timestamp_seconds{" + Rank(world, 0) +
-                            "}"),
-            1e9);
+  EXPECT_GT(
+      Value(body, "ncclscope_nccl_last_op_completion_timestamp_seconds{" + Rank(world, 0) + "}"),
+      1e9);
 
   // The job is killed: the plugin flushes the ops in flight; they are not completed ops.
   sim.process().Signal(SIGTERM);

@@ -194,7 +194,9 @@ TEST(FabricAgentTest, FabricMetricsThroughTheAgentBinary) {
           body,
           R"(ncclscope_nvlink_count_transmitted_bytes_total{gpu="1",UUID="GPU-bbbbbbbb-0000-0000-0000-000000000000",link="0"})"),
       500);
-  EXPECT_EQ(
+  // Mantissa x 10^-exponent is computed, not a literal: equal to the last bit or two (the
+  // exposition prints the shortest text that round-trips the computed value).
+  EXPECT_DOUBLE_EQ(
       SampleValue(
           body,
           R"(ncclscope_nvlink_effective_ber{gpu="1",UUID="GPU-bbbbbbbb-0000-0000-0000-000000000000",link="0"})"),

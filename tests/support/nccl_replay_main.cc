@@ -129,8 +129,9 @@ int Run(const Options& o) {
   auto expect = [&](int phase, std::uint64_t comm_id, int rank, const std::string& func,
                     const std::string& algo, const std::string& proto, std::uint64_t bytes) {
     std::lock_guard<std::mutex> lock(expected_mutex);
-    Series& s = expected[{phase, analytics::CommLabel(comm_id), rank, func, algo, proto,
-                          std::string(analytics::SizeBucketLabel(analytics::SizeBucketIndex(bytes)))}];
+    Series& s =
+        expected[{phase, analytics::CommLabel(comm_id), rank, func, algo, proto,
+                  std::string(analytics::SizeBucketLabel(analytics::SizeBucketIndex(bytes)))}];
     ++s.ops;
     s.bytes += bytes;
   };

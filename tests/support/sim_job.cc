@@ -17,8 +17,8 @@ std::string SimExpectation::OpLabels() const {
 SimJob::SimJob(const std::string& ring_dir, std::vector<std::string> args) {
   std::vector<std::string> argv = {NCCLSCOPE_SIM_PATH};
   argv.insert(argv.end(), args.begin(), args.end());
-  process_ = std::make_unique<Subprocess>(argv, logs_.path(),
-                                          std::vector<std::string>{"NCCLSCOPE_RING_DIR=" + ring_dir});
+  process_ = std::make_unique<Subprocess>(
+      argv, logs_.path(), std::vector<std::string>{"NCCLSCOPE_RING_DIR=" + ring_dir});
 }
 
 bool SimJob::WaitDone(int ranks, std::chrono::milliseconds timeout) {

@@ -10,9 +10,10 @@
 // (duty cycles, agent controls) are exercised for real.
 //
 // GPU timestamps are synthetic but deterministic (see GpuTimes) so tests can check durations. The
-// proxy-side pieces are also callable one by one (KernelChannelStart/Stop, ProxyOpStart, ProxyStep*)
-// for callers that decide when each event happens: the workload simulator (tools/sim) emits them
-// at the times its job model says, so the plugin's own clock measures the modeled step states.
+// proxy-side pieces are also callable one by one (KernelChannelStart/Stop, ProxyOpStart,
+// ProxyStep*) for callers that decide when each event happens: the workload simulator (tools/sim)
+// emits them at the times its job model says, so the plugin's own clock measures the modeled step
+// states.
 //
 // Used by the plugin's tests, its benchmark, tests/support/nccl-replay and ncclscope-sim.
 

@@ -55,8 +55,7 @@ bool RankOp::finishes() const {
   return arrival_ns != kNever;
 }
 
-JobModel::JobModel(const Options& options, std::uint64_t t0_ns)
-    : options_(options), t0_ns_(t0_ns) {
+JobModel::JobModel(const Options& options, std::uint64_t t0_ns) : options_(options), t0_ns_(t0_ns) {
   const int n = options.nodes;
   const int g = options.gpus;
   auto id_of = [&](CommKind kind, int index) {
@@ -120,9 +119,8 @@ std::vector<const CommInstance*> JobModel::CommsOf(int local) const {
 
 std::uint64_t JobModel::Jitter(int global, std::uint64_t op) const {
   if (options_.jitter_ns == 0) return 0;
-  const std::uint64_t h = SplitMix(options_.seed ^ SplitMix(static_cast<std::uint64_t>(global) *
-                                                                 0x1000003ull +
-                                                             op));
+  const std::uint64_t h =
+      SplitMix(options_.seed ^ SplitMix(static_cast<std::uint64_t>(global) * 0x1000003ull + op));
   return h % options_.jitter_ns;
 }
 
@@ -143,7 +141,8 @@ std::vector<StepTimes> JobModel::SendSteps(std::uint64_t sender_arrival,
     StepTimes t;
     t.start = previous;
     // GPU data: the rank's own data for the first step, the ring's flow after that.
-    const std::uint64_t data = s == 0 ? sender_arrival : Add(flow, d * static_cast<std::uint64_t>(s));
+    const std::uint64_t data =
+        s == 0 ? sender_arrival : Add(flow, d * static_cast<std::uint64_t>(s));
     t.t1 = std::max(t.start, data);
     // Credit: the receiver posts its buffers when it arrives (NCCL keeps 8 steps in flight).
     t.t2 = std::max(t.t1, receiver_arrival);
@@ -195,9 +194,9 @@ void JobModel::Collective(const WorkItem& item, const std::vector<std::uint64_t>
     for (int c = 0; c < channels; ++c) {
       const double bw = ChannelBandwidth(network, c);
       step_ns[static_cast<std::size_t>(c)] = per_channel / steps / bw;
-      const double transfer = network ? std::llround(step_ns[static_cast<std::size_t>(c)]) *
-                                            static_cast<double>(steps)
-                                      : per_channel / bw;
+      const double transfer =
+          network ? std::llround(step_ns[static_cast<std::size_t>(c)]) * static_cast<double>(steps)
+                  : per_channel / bw;
       channel_time[static_cast<std::size_t>(c)] =
           options_.latency_ns + static_cast<std::uint64_t>(std::llround(transfer));
       longest = std::max(longest, channel_time[static_cast<std::size_t>(c)]);
@@ -274,8 +273,7 @@ void JobModel::Collective(const WorkItem& item, const std::vector<std::uint64_t>
 }
 
 void JobModel::SendRecv(const WorkItem& item, const std::vector<std::uint64_t>& arrival,
-                        std::vector<std::uint64_t>& ready,
-                        std::vector<std::vector<RankOp>>& out) {
+                        std::vector<std::uint64_t>& ready, std::vector<std::vector<RankOp>>& out) {
   const int gpus = options_.gpus;
   const std::uint64_t group = group_counter_++;
   std::vector<const CommInstance*> instances;
@@ -291,14 +289,15 @@ void JobModel::SendRecv(const WorkItem& item, const std::vector<std::uint64_t>& 
       const int gf = comm->members[static_cast<std::size_t>(from)];
       const int gt = comm->members[static_cast<std::size_t>(to)];
       *network = gf / gpus != gt / gpus;
-      *flow = std::max(arrival[static_cast<std::size_t>(gf)], arrival[static_cast<std::size_t>(gt)]);
+      *flow =
+          std::max(arrival[static_cast<std::size_t>(gf)], arrival[static_cast<std::size_t>(gt)]);
       const double per_channel = static_cast<double>(item.bytes) / kP2pChannels;
       *steps = static_cast<int>(std::clamp<std::uint64_t>(
           (static_cast<std::uint64_t>(per_channel) + kStepBytes - 1) / kStepBytes, 1, kMaxSteps));
       const double bw = ChannelBandwidth(*network, -1);
       *step_ns = per_channel / *steps / bw;
-      const double transfer = *network ? std::llround(*step_ns) * static_cast<double>(*steps)
-                                       : per_channel / bw;
+      const double transfer =
+          *network ? std::llround(*step_ns) * static_cast<double>(*steps) : per_channel / bw;
       *end = Add(*flow, options_.latency_ns + static_cast<std::uint64_t>(std::llround(transfer)));
     };
     std::vector<std::uint64_t> done(static_cast<std::size_t>(n), 0);
@@ -347,8 +346,8 @@ void JobModel::SendRecv(const WorkItem& item, const std::vector<std::uint64_t>& 
             net.channel = c;
             net.send = send;
             net.peer = peer;
-            net.step_bytes = static_cast<std::uint64_t>(static_cast<double>(item.bytes) /
-                                                        kP2pChannels / steps);
+            net.step_bytes =
+                static_cast<std::uint64_t>(static_cast<double>(item.bytes) / kP2pChannels / steps);
             if (send) {
               net.steps = SendSteps(a, other_arrival, flow, steps, step_ns);
             } else {

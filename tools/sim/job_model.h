@@ -14,9 +14,9 @@
 //    communicators, slow_factor x slower on the slow channel). Every member's channel c ends at
 //    F + T_c: the late rank spends the least time inside, the others wait (straggler.md §1).
 //  * Network steps of channel c (exit rank -> next node's entry rank on world rings; every hop of
-//    dp rings): step s waits for the GPU (own arrival at s = 0, the ring's data flow F + s*d after),
-//    then for the receiver's credit (its arrival), then runs for d on the wire. The receiver
-//    waits for the data, flushes and consumes it.
+//    dp rings): step s waits for the GPU (own arrival at s = 0, the ring's data flow F + s*d
+//    after), then for the receiver's credit (its arrival), then runs for d on the wire. The
+//    receiver waits for the data, flushes and consumes it.
 //  * Send/Recv pairs flow once both ends arrived.
 
 #include <cstdint>

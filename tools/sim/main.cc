@@ -67,7 +67,8 @@ int Main(int argc, char** argv) {
   }
   const Options& o = *parsed;
   const std::string plugin_path =
-      o.plugin.empty() ? Find("libnccl-profiler-ncclscope.so", NCCLSCOPE_SIM_PLUGIN_PATH) : o.plugin;
+      o.plugin.empty() ? Find("libnccl-profiler-ncclscope.so", NCCLSCOPE_SIM_PLUGIN_PATH)
+                       : o.plugin;
   // The simulated CUDA driver names each rank's GPU for the plugin (sim_cuda.c).
   const std::string cuda = Find("libncclscope-sim-cuda.so", NCCLSCOPE_SIM_CUDA_PATH);
   if (dlopen(cuda.c_str(), RTLD_NOW | RTLD_GLOBAL) == nullptr) {
@@ -75,7 +76,7 @@ int Main(int argc, char** argv) {
                  dlerror());
   }
   // Read by the plugin at its first init (before any thread of ours exists).
-  setenv("NCCLSCOPE_JOB_ID", o.job_id.c_str(), 0);  // NOLINT(concurrency-mt-unsafe)
+  setenv("NCCLSCOPE_JOB_ID", o.job_id.c_str(), 0);           // NOLINT(concurrency-mt-unsafe)
   const char* ring_dir = std::getenv("NCCLSCOPE_RING_DIR");  // NOLINT(concurrency-mt-unsafe)
 
   struct sigaction action = {};

@@ -133,19 +133,21 @@ bool RankRunner::Run() {
         executor->Post(t.end, true, [rt, k] { rt->comm->ProxyStepStop(rt->step[k]); });
       }
       if (finished) {
-        executor->Post(net.steps.back().end, true, [rt, k] { rt->comm->ProxyOpStop(rt->proxy[k]); });
+        executor->Post(net.steps.back().end, true,
+                       [rt, k] { rt->comm->ProxyOpStop(rt->proxy[k]); });
       }
     }
     if (!op.finishes()) return;  // its kernel channels never stop: the op stays in flight
     const std::uint64_t end = *std::max_element(op.channel_end.begin(), op.channel_end.end());
     executor->Post(end, false, [rt, ends = op.channel_end] {
-      for (std::size_t c = 0; c < ends.size(); ++c) rt->comm->KernelChannelStop(rt->kernel[c], ends[c]);
+      for (std::size_t c = 0; c < ends.size(); ++c)
+        rt->comm->KernelChannelStop(rt->kernel[c], ends[c]);
     });
     const bool p2p = op.p2p;
-    Expectation& x = expected_[{analytics::CommLabel(op.comm->id), op.comm_rank, op.func,
-                                p2p ? "none" : options_.algo, p2p ? "none" : options_.proto,
-                                std::string(analytics::SizeBucketLabel(
-                                    analytics::SizeBucketIndex(op.bytes)))}];
+    Expectation& x =
+        expected_[{analytics::CommLabel(op.comm->id), op.comm_rank, op.func,
+                   p2p ? "none" : options_.algo, p2p ? "none" : options_.proto,
+                   std::string(analytics::SizeBucketLabel(analytics::SizeBucketIndex(op.bytes)))}];
     ++x.ops;
     x.bytes += op.bytes;
     x.bus_bytes += op.bus_bytes;
@@ -153,14 +155,14 @@ bool RankRunner::Run() {
   };
 
   const std::uint64_t deadline =
-      options_.duration_s > 0
-          ? t0_ns_ + static_cast<std::uint64_t>(options_.duration_s * 1e9)
-          : kNever;
+      options_.duration_s > 0 ? t0_ns_ + static_cast<std::uint64_t>(options_.duration_s * 1e9)
+                              : kNever;
   bool blocked = false;
   bool out_of_time = false;
   while (!stop_.load() && !blocked && !out_of_time) {
     if (options_.iterations != 0 && model.iteration() >= options_.iterations) break;
-    const std::vector<RankOp> ops = std::move(model.NextIteration()[static_cast<std::size_t>(local_)]);
+    const std::vector<RankOp> ops =
+        std::move(model.NextIteration()[static_cast<std::size_t>(local_)]);
     if (ops.empty()) {
       blocked = true;  // hung, or waiting inside a collective that never ends
       break;

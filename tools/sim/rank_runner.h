@@ -25,8 +25,8 @@ namespace ncclscope::sim {
 struct Expectation {
   std::uint64_t ops = 0;
   std::uint64_t bytes = 0;
-  double bus_bytes = 0;       // of the ops with GPU timing
-  std::uint64_t gpu_ns = 0;   // their modeled GPU time
+  double bus_bytes = 0;      // of the ops with GPU timing
+  std::uint64_t gpu_ns = 0;  // their modeled GPU time
 };
 using ExpectKey = std::tuple<std::string, int, std::string, std::string, std::string, std::string>;
 

@@ -22,13 +22,11 @@ class ArrivalMatcherTest : public ::testing::Test {
     comm_ = registry_.Find(7);
   }
   void Arrive(int rank, std::uint64_t seq, std::uint64_t start, bool gpu = true) {
-    profiler::OpView v = Coll(7, rank, NCCLSCOPE_FUNC_ALL_REDUCE, 1 << 20, seq, start,
-                              gpu ? 50'000 : 0);
+    profiler::OpView v =
+        Coll(7, rank, NCCLSCOPE_FUNC_ALL_REDUCE, 1 << 20, seq, start, gpu ? 50'000 : 0);
     matcher_.OnOp(registry_, *comm_, v.op, now_);
   }
-  double Sample(const std::string& series) {
-    return testing::SampleValue(Text(matcher_), series);
-  }
+  double Sample(const std::string& series) { return testing::SampleValue(Text(matcher_), series); }
   std::string R(int rank) {
     return "{comm=\"" + registry_.Label(comm_->label) + "\",rank=\"" + std::to_string(rank) + "\"}";
   }
@@ -47,9 +45,9 @@ TEST_F(ArrivalMatcherTest, LastArriverLagAndWait) {
     Arrive(1, seq, t + 1'000);
   }
   EXPECT_EQ(matcher_.pending(), 0u);
-  EXPECT_EQ(Sample("ncclscope_nccl_coll_matched_total{comm=\"" + registry_.Label(comm_->label) +
-                   "\"}"),
-            5);
+  EXPECT_EQ(
+      Sample("ncclscope_nccl_coll_matched_total{comm=\"" + registry_.Label(comm_->label) + "\"}"),
+      5);
   EXPECT_EQ(Sample("ncclscope_nccl_coll_last_arrivals_total" + R(2)), 5);
   EXPECT_EQ(Sample("ncclscope_nccl_coll_last_arrivals_total" + R(0)), 0);
   EXPECT_NEAR(Sample("ncclscope_nccl_coll_last_arrival_delay_seconds_total" + R(2)), 5 * 2.999e-3,

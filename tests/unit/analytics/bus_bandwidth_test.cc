@@ -1,9 +1,10 @@
 // nccl-tests' bus-bandwidth factors, checked against the numbers NCCL Inspector prints for the
 // same operations (shared/reference/nccl-profiler-semantics.md §3.4, §3.6).
 
+#include "agent/analytics/bus_bandwidth.h"
+
 #include <gtest/gtest.h>
 
-#include "agent/analytics/bus_bandwidth.h"
 #include "plugin/ring/ncclscope_ring.h"
 
 namespace ncclscope::analytics {

@@ -17,12 +17,11 @@ using testutil::Proxy;
 
 class ChannelTransportTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    registry_.OnPass({Live(1, 0, 8, 1), Live(2, 0, 16, 2)}, Clock::now());
-  }
+  void SetUp() override { registry_.OnPass({Live(1, 0, 8, 1), Live(2, 0, 16, 2)}, Clock::now()); }
   // An AllReduce of 8 MiB on 4 channels, 100 us per channel, with the proxy flag as asked.
   profiler::OpView Op(std::uint64_t comm, std::uint64_t index, bool proxy) {
-    profiler::OpView v = Coll(comm, 0, NCCLSCOPE_FUNC_ALL_REDUCE, 8 << 20, index, 1'000'000, 100'000);
+    profiler::OpView v =
+        Coll(comm, 0, NCCLSCOPE_FUNC_ALL_REDUCE, 8 << 20, index, 1'000'000, 100'000);
     if (proxy) v.op.flags |= NCCLSCOPE_OP_PROXY_REQUESTED;
     return v;
   }

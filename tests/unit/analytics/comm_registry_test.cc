@@ -68,8 +68,8 @@ TEST(CommRegistryTest, CapSharesOtherAndExpiryFreesLabels) {
   EXPECT_EQ(registry.Label(registry.Get(1).label), "0x0000000000000001");
   EXPECT_EQ(registry.Label(registry.Get(3).label), "other");
   registry.OnPass({Live(2, 0, 2, 1)}, t0);  // 2 is live in a ring
-  const std::vector<std::uint32_t> freed = registry.Expire(t0 + std::chrono::minutes(5),
-                                                           std::chrono::minutes(1));
+  const std::vector<std::uint32_t> freed =
+      registry.Expire(t0 + std::chrono::minutes(5), std::chrono::minutes(1));
   ASSERT_EQ(freed.size(), 1u);  // communicator 1 (3 and 4 had no label of their own)
   EXPECT_EQ(registry.Find(1), nullptr);
   EXPECT_NE(registry.Find(2), nullptr);

@@ -57,11 +57,13 @@ TEST(HangTrackerTest, RendersPerRankAndAggregatesCommsOverTheCap) {
   std::string text;
   metrics::TextWriter out(text);
   RenderProgress(registry, 5000, 1000, out);
-  EXPECT_EQ(testing::SampleValue(text, "ncclscope_nccl_ops_in_flight{comm=\"0x0000000000000001\","
-                                       "rank=\"0\"}"),
+  EXPECT_EQ(testing::SampleValue(text,
+                                 "ncclscope_nccl_ops_in_flight{comm=\"0x0000000000000001\","
+                                 "rank=\"0\"}"),
             1);
   // Communicators 2 and 3 share comm="other": counts summed, the oldest age is the maximum.
-  EXPECT_EQ(testing::SampleValue(text, "ncclscope_nccl_ops_in_flight{comm=\"other\",rank=\"0\"}"), 3);
+  EXPECT_EQ(testing::SampleValue(text, "ncclscope_nccl_ops_in_flight{comm=\"other\",rank=\"0\"}"),
+            3);
   EXPECT_EQ(testing::SampleValue(
                 text, "ncclscope_nccl_oldest_in_flight_op_age_seconds{comm=\"other\",rank=\"0\"}"),
             3000e-9);

@@ -1,8 +1,8 @@
 // The cardinality limiter: admission up to the limit, overflow counted once per key, reuse.
 
-#include <gtest/gtest.h>
-
 #include "agent/analytics/label_cap.h"
+
+#include <gtest/gtest.h>
 
 namespace ncclscope::analytics {
 namespace {

@@ -64,15 +64,18 @@ TEST(NcclAnalyticsTest, RecordsOfAnUndescribedCommunicatorWaitForTheTables) {
   a.EndPass({Live(5, 0, 16, 2), Live(5, 1, 16, 2)}, Clock::now());
   const std::string text = Render(a);
   const std::string p2p = "ncclscope_nccl_p2p_ops_total{comm=\"0x0000000000000005\",rank=\"0\",";
-  EXPECT_EQ(testing::SampleValue(text, p2p + "func=\"Send\",peer_class=\"other_node\",size=\"1MiB-4MiB\"}"),
+  EXPECT_EQ(testing::SampleValue(
+                text, p2p + "func=\"Send\",peer_class=\"other_node\",size=\"1MiB-4MiB\"}"),
             1);
-  EXPECT_EQ(testing::SampleValue(text, p2p + "func=\"Send\",peer_class=\"same_node\",size=\"1MiB-4MiB\"}"),
+  EXPECT_EQ(testing::SampleValue(
+                text, p2p + "func=\"Send\",peer_class=\"same_node\",size=\"1MiB-4MiB\"}"),
             1);
-  EXPECT_EQ(testing::SampleValue(text, p2p + "func=\"Recv\",peer_class=\"self\",size=\"1MiB-4MiB\"}"),
-            1);
-  EXPECT_EQ(testing::SampleValue(text, "ncclscope_nccl_p2p_bus_bytes_total{comm=\"0x0000000000000005\","
-                                       "rank=\"0\",func=\"Send\",peer_class=\"other_node\","
-                                       "size=\"1MiB-4MiB\"}"),
+  EXPECT_EQ(
+      testing::SampleValue(text, p2p + "func=\"Recv\",peer_class=\"self\",size=\"1MiB-4MiB\"}"), 1);
+  EXPECT_EQ(testing::SampleValue(text,
+                                 "ncclscope_nccl_p2p_bus_bytes_total{comm=\"0x0000000000000005\","
+                                 "rank=\"0\",func=\"Send\",peer_class=\"other_node\","
+                                 "size=\"1MiB-4MiB\"}"),
             1 << 20);
 }
 
@@ -87,8 +90,9 @@ TEST(NcclAnalyticsTest, PxnNetworkOpsAreResolvedThroughTheTables) {
   pxn.origin_pid = 999;  // nobody we know
   a.OnProxyOp(kOrigin, pxn);
   const std::string text = Render(a);
-  EXPECT_EQ(testing::SampleValue(text, "ncclscope_nccl_network_bytes_total{comm=\"0x0000000000000006\","
-                                       "rank=\"2\",direction=\"send\"}"),
+  EXPECT_EQ(testing::SampleValue(text,
+                                 "ncclscope_nccl_network_bytes_total{comm=\"0x0000000000000006\","
+                                 "rank=\"2\",direction=\"send\"}"),
             64);
   EXPECT_EQ(testing::SampleValue(text, "ncclscope_nccl_network_ops_unattributed_total"), 1);
 }
@@ -121,10 +125,13 @@ TEST(NcclAnalyticsTest, ChannelSeriesFollowTheSwitchAndTheExpositionLints) {
   a.OnProxyOp(kOrigin, Proxy(8, 0, 1, 1, true, 100, 1, 0, 10));
   text = Render(a);
   EXPECT_NE(text.find("ncclscope_nccl_channel_gpu_busy_seconds_total{"), std::string::npos);
-  EXPECT_EQ(testing::SampleValue(text, "ncclscope_nccl_coll_last_arrivals_total{comm=\"0x0000000000000008\","
-                                       "rank=\"1\"}"),
-            1);
-  const testing::RunResult lint = testing::RunCommand({NCCLSCOPE_PROMTOOL, "check", "metrics"}, text);
+  EXPECT_EQ(
+      testing::SampleValue(text,
+                           "ncclscope_nccl_coll_last_arrivals_total{comm=\"0x0000000000000008\","
+                           "rank=\"1\"}"),
+      1);
+  const testing::RunResult lint =
+      testing::RunCommand({NCCLSCOPE_PROMTOOL, "check", "metrics"}, text);
   EXPECT_EQ(lint.exit_code, 0) << lint.output;
   EXPECT_EQ(lint.output, "") << lint.output;
 }

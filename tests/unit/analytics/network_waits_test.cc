@@ -39,12 +39,13 @@ TEST(NetworkWaitsTest, TotalsAndWaitDecompositionPerChannelAndPeer) {
 
   const std::string text = Render(waits, true);
   const std::string rank = "comm=\"0x000000000000000e\",rank=\"3\"";
-  EXPECT_EQ(testing::SampleValue(text, "ncclscope_nccl_network_bytes_total{" + rank +
-                                           ",direction=\"send\"}"),
+  EXPECT_EQ(testing::SampleValue(
+                text, "ncclscope_nccl_network_bytes_total{" + rank + ",direction=\"send\"}"),
             2.0 * (1 << 20) + 10);
-  EXPECT_DOUBLE_EQ(testing::SampleValue(text, "ncclscope_nccl_network_step_state_seconds_total{" +
-                                                  rank + ",direction=\"send\",state=\"send_wait\"}"),
-                   10e-6);
+  EXPECT_DOUBLE_EQ(
+      testing::SampleValue(text, "ncclscope_nccl_network_step_state_seconds_total{" + rank +
+                                     ",direction=\"send\",state=\"send_wait\"}"),
+      10e-6);
   const std::string ch = rank + ",channel=\"5\",peer=\"11\",direction=\"send\"";
   EXPECT_DOUBLE_EQ(
       testing::SampleValue(text, "ncclscope_nccl_channel_network_busy_seconds_total{" + ch + "}"),
@@ -54,11 +55,11 @@ TEST(NetworkWaitsTest, TotalsAndWaitDecompositionPerChannelAndPeer) {
                    4e-6);
   // Send steps have no receive states.
   EXPECT_EQ(text.find(ch + ",state=\"recv_wait\""), std::string::npos);
-  EXPECT_DOUBLE_EQ(testing::SampleValue(text, "ncclscope_nccl_channel_step_state_seconds_total{" +
-                                                  rank +
-                                                  ",channel=\"5\",peer=\"12\",direction=\"recv\","
-                                                  "state=\"recv_wait\"}"),
-                   70e-9);
+  EXPECT_DOUBLE_EQ(
+      testing::SampleValue(text, "ncclscope_nccl_channel_step_state_seconds_total{" + rank +
+                                     ",channel=\"5\",peer=\"12\",direction=\"recv\","
+                                     "state=\"recv_wait\"}"),
+      70e-9);
   EXPECT_EQ(testing::SampleValue(text, "ncclscope_nccl_channel_network_bytes_total{" + rank +
                                            ",channel=\"6\",peer=\"other\",direction=\"send\"}"),
             10);

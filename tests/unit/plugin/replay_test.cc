@@ -16,9 +16,9 @@
 #include "agent/profiler/ring_file.h"
 #include "plugin/abi/nccl_profiler_abi.h"
 #include "plugin/ring/ncclscope_ring.h"
-#include "tools/replay/nccl_replay.h"
 #include "tests/support/ring_records.h"
 #include "tests/support/temp_dir.h"
+#include "tools/replay/nccl_replay.h"
 
 namespace ncclscope::testing {
 namespace {
