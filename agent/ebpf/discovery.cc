@@ -98,6 +98,7 @@ bool Discovery::Scan(pid_t pid) {
   }
   for (const ProcessKey& process : stale) Forget(process);
   if (!start) return false;
+  if (pid == options_.self_pid) return true;
   const ProcessKey process{pid, *start};
 
   const auto text = proc::ReadProcFile(dir + "/maps");

@@ -39,6 +39,9 @@ class Discovery {
     std::chrono::milliseconds first_rescan{500};
     int rescans = 4;  // after an exec: first_rescan, x4, x16, ... (500ms, 2s, 8s, 32s)
     std::size_t max_pending = 16384;
+    // The agent itself (0: none): never probed. Its own libibverbs use (the fabric source) is
+    // not a job's, and probing it would only slow the agent's start and stop.
+    pid_t self_pid = 0;
   };
 
   Discovery(Options options, AttachRegistry* registry, RealFiles real_files);

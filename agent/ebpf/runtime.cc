@@ -64,6 +64,7 @@ std::shared_ptr<Runtime> Runtime::Start(const config::EbpfConfig& config, std::s
 
   Discovery::Options options;
   options.proc_root = config.proc_root;
+  options.self_pid = proc::SelfPid(config.proc_root).value_or(0);
   if (!config.nccl.functions.empty())
     options.library_patterns[Library::kNccl] = config.nccl.libraries;
   if (!config.ibverbs.functions.empty()) {

@@ -118,6 +118,16 @@ std::optional<std::string> ReadProcFile(const std::string& path, std::size_t lim
   return out;
 }
 
+std::optional<pid_t> SelfPid(const std::string& proc_root) {
+  char target[32];
+  const ssize_t n = readlink((proc_root + "/self").c_str(), target, sizeof(target) - 1);
+  if (n <= 0) return std::nullopt;
+  pid_t pid = 0;
+  const auto [end, ec] = std::from_chars(target, target + n, pid);
+  if (ec != std::errc() || end != target + n || pid <= 0) return std::nullopt;
+  return pid;
+}
+
 std::optional<std::uint64_t> StartTicks(const std::string& proc_root, pid_t pid) {
   const auto text = ReadProcFile(proc_root + "/" + std::to_string(pid) + "/stat", 4096);
   if (!text) return std::nullopt;

@@ -40,6 +40,10 @@ std::optional<std::string> ReadProcFile(const std::string& path, std::size_t lim
 // The process's start time from <proc_root>/<pid>/stat, or nullopt when the process is gone.
 std::optional<std::uint64_t> StartTicks(const std::string& proc_root, pid_t pid);
 
+// This process's pid as <proc_root> numbers it (the target of <proc_root>/self), or nullopt
+// when that procfs does not show this process (e.g. a fixture tree).
+std::optional<pid_t> SelfPid(const std::string& proc_root);
+
 // Numeric entries of <proc_root> (every process, not threads).
 std::vector<pid_t> ListPids(const std::string& proc_root);
 

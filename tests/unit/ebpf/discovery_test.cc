@@ -90,8 +90,9 @@ class DiscoveryTest : public ::testing::Test {
       : registry_(&attacher_, {{Library::kNccl, {FindFunction("ncclAllReduce")}},
                                {Library::kIbverbs, {FindFunction("ibv_create_qp")}}}) {}
 
-  std::unique_ptr<Discovery> Make(Discovery::RealFiles real = nullptr) {
+  std::unique_ptr<Discovery> Make(Discovery::RealFiles real = nullptr, pid_t self_pid = 0) {
     Discovery::Options options;
+    options.self_pid = self_pid;
     options.proc_root = proc_.proc_root();
     options.library_patterns[Library::kNccl] = {R"(^libnccl\.so)"};
     options.library_patterns[Library::kIbverbs] = {R"(^libibverbs\.so)"};
@@ -126,6 +127,19 @@ TEST_F(DiscoveryTest, AttachesOncePerFileAndDetachesWhenTheLastUserExits) {
   discovery->Sweep();  // exit event missed: the sweep notices
   EXPECT_EQ(attacher_.live, 0);
   EXPECT_TRUE(discovery->tracked().empty());
+}
+
+TEST_F(DiscoveryTest, TheAgentItselfIsNeverProbed) {
+  proc_.AddFile("/lib/libibverbs.so.1", "good verbs");
+  proc_.AddProcess(100, 5000, {"/lib/libibverbs.so.1"});  // the agent (its fabric source)
+  proc_.AddProcess(200, 6000, {"/lib/libibverbs.so.1"});  // a job
+  auto discovery = Make(nullptr, /*self_pid=*/100);
+  EXPECT_TRUE(discovery->Scan(100));  // alive, but not tracked
+  EXPECT_EQ(attacher_.attaches, 0);
+  discovery->Sweep();
+  EXPECT_EQ(attacher_.attaches, 1);
+  ASSERT_EQ(discovery->tracked().size(), 1u);
+  EXPECT_EQ(discovery->tracked().begin()->pid, 200);
 }
 
 TEST_F(DiscoveryTest, NonExecutableMappingsAndOtherLibrariesAreIgnored) {

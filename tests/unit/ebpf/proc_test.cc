@@ -88,6 +88,11 @@ TEST(RootPathTest, SymlinksResolveInsideTheRootAndMagicLinksAreRefused) {
   EXPECT_EQ(read("relative"), "<not an absolute path>");
 }
 
+TEST(MapsTest, SelfPidIsThisProcessAndAbsentInATreeWithoutSelf) {
+  EXPECT_EQ(SelfPid("/proc"), getpid());
+  EXPECT_EQ(SelfPid("/nonexistent"), std::nullopt);
+}
+
 TEST(RootPathTest, MappedFileOfThisProcess) {
   const auto maps = ParseMaps(*ReadProcFile("/proc/self/maps"));
   for (const Mapping& m : maps) {
