@@ -121,6 +121,8 @@ struct ProxyPlan {
   void* foreign_context = nullptr;
 };
 
+// Names (func, datatype, algo, proto) must point to static storage, as NCCL's do: the plugin
+// caches its lookups by pointer.
 struct CollSpec {
   const char* func = "AllReduce";
   std::size_t count = 1 << 20;

@@ -17,6 +17,18 @@
 namespace ncclscope::sim {
 namespace {
 
+// NCCL hands the profiler pointers to static strings (ncclFuncToString and friends), and the
+// plugin caches its name lookups by pointer (plugin/src/names.h). A std::string's buffer is not
+// static: it is reused by later ops with other names. So the simulator passes NCCL's literals.
+const char* NcclFuncName(const std::string& func) {
+  static const char* const kNames[] = {"AllReduce", "AllGather", "ReduceScatter", "Broadcast",
+                                       "Reduce",    "Send",      "Recv"};
+  for (const char* name : kNames) {
+    if (func == name) return name;
+  }
+  return "Unknown";
+}
+
 // The proxy-side handles of one enqueued op.
 struct OpRuntime {
   replay::ReplayComm* comm = nullptr;
@@ -196,7 +208,7 @@ bool RankRunner::Run() {
         i = j;
       } else {
         replay::CollSpec spec;
-        spec.func = op.func.c_str();
+        spec.func = NcclFuncName(op.func);
         spec.count = op.bytes / 4;
         spec.datatype = "ncclFloat32";
         spec.algo = options_.algo.c_str();
