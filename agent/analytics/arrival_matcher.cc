@@ -10,12 +10,7 @@ std::uint64_t RankKey(std::uint32_t comm_label, std::int32_t rank) {
 }
 
 // The node's ranks of the communicator, from the live rings' tables; 0 while not known yet.
-std::uint32_t Participants(const Comm& comm) {
-  if (!comm.live) return 0;
-  std::uint32_t n = 0;
-  for (const LocalRank& r : comm.ranks) n += r.in_table ? 1 : 0;
-  return n;
-}
+std::uint32_t Participants(const Comm& comm) { return comm.live ? comm.live_ranks : 0; }
 
 }  // namespace
 

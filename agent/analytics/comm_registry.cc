@@ -148,6 +148,8 @@ void CommRegistry::OnPass(const std::vector<profiler::LiveComm>& comms, Clock::t
   for (auto& [id, comm] : comms_) {
     if (comm->active || comm->live) comm->last_activity = now;
     comm->active = false;
+    comm->live_ranks = 0;
+    for (const LocalRank& r : comm->ranks) comm->live_ranks += r.in_table ? 1 : 0;
   }
 }
 

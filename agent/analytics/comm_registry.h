@@ -78,8 +78,9 @@ struct Comm {
   std::int32_t nnodes = 0;
   std::vector<LocalRank> ranks;  // ascending rank
   Clock::time_point last_activity{};
-  bool active = false;  // a record or a live table slot since the last pass
-  bool live = false;    // listed by a live ring in the last pass
+  bool active = false;           // a record or a live table slot since the last pass
+  bool live = false;             // listed by a live ring in the last pass
+  std::uint32_t live_ranks = 0;  // local ranks listed as live in the last pass (hot: every op)
 
   // Index of `rank` among the local ranks, or -1.
   int LocalIndex(std::int32_t rank) const;

@@ -192,6 +192,49 @@ TEST(AnalyticsEndToEndTest, SlowRankIsTheLastArriverAndCountsBytesAndBandwidthAr
   EXPECT_EQ(sim.process().Wait(seconds(30)), 0) << sim.process().Stderr();
 }
 
+// Many ops in flight at a sustained rate, each iteration's collectives in a different order of
+// functions and sizes: every op keeps its own function and size (exact series), and every
+// collective is matched across the node's ranks (nothing left waiting or evicted).
+TEST(AnalyticsEndToEndTest, SustainedRateKeepsEveryOpsIdentityAndMatchesEveryCollective) {
+  TempDir ring_dir;
+  AgentProcess agent(AgentConfig(ring_dir.path()));
+  ASSERT_TRUE(agent.ok()) << agent.startup_log();
+  SimJob sim(ring_dir.path(),
+             {"--nodes", "1", "--gpus", "4", "--iterations", "600", "--rate", "300",
+              "--compute-gap", "100us", "--workload",
+              "AllReduce:tp:1MiB,AllGather:tp:256KiB,ReduceScatter:tp:64KiB,AllReduce:tp:4KiB,"
+              "Broadcast:tp:16MiB",
+              "--linger", "60s"});
+  ASSERT_TRUE(sim.WaitDone(4, seconds(60))) << sim.process().Stderr();
+  const std::vector<SimExpectation> expected = sim.Expectations();
+  ASSERT_EQ(expected.size(), 4u * 5u) << sim.process().Stdout();  // 4 ranks x 5 op kinds
+  std::string body;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        body = agent.Get("/metrics").body;
+        return Sum(body, "ncclscope_nccl_ops_total") == static_cast<double>(ExpectedOps(expected));
+      },
+      seconds(20)))
+      << Sum(body, "ncclscope_nccl_ops_total") << " != " << ExpectedOps(expected);
+  std::size_t series = 0;
+  for (const SimExpectation& e : expected) {
+    const std::string labels = "{" + e.OpLabels() + "}";
+    EXPECT_EQ(Value(body, "ncclscope_nccl_ops_total" + labels), 600) << labels;
+    ++series;
+  }
+  // No op under another function or size than the one it was issued with.
+  std::istringstream lines(body);
+  std::size_t seen = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("ncclscope_nccl_ops_total{", 0) == 0) ++seen;
+  }
+  EXPECT_EQ(seen, series) << body;
+  const std::string tp = CommOf(body, "SIM TP group 0");
+  EXPECT_EQ(Value(body, "ncclscope_nccl_coll_matched_total{comm=\"" + tp + "\"}"), 600 * 5);
+  EXPECT_EQ(Sum(body, "ncclscope_nccl_coll_match_evictions_total"), 0);
+  EXPECT_EQ(Value(body, "ncclscope_nccl_coll_match_pending"), 0);
+}
+
 TEST(AnalyticsEndToEndTest, SlowChannelShowsInItsBusyTimeAndNetworkWait) {
   TempDir ring_dir;
   AgentProcess agent(AgentConfig(ring_dir.path()));
