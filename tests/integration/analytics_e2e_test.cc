@@ -89,6 +89,23 @@ std::uint64_t ExpectedOps(const std::vector<SimExpectation>& expected) {
   return n;
 }
 
+// Waits until the agent counted every op the simulator says it completed; returns the scrape.
+::testing::AssertionResult ScrapeWhenAllOpsCounted(AgentProcess& agent,
+                                                   const std::vector<SimExpectation>& expected,
+                                                   std::string* body) {
+  const double want = static_cast<double>(ExpectedOps(expected));
+  if (WaitFor(
+          [&] {
+            *body = agent.Get("/metrics").body;
+            return Sum(*body, "ncclscope_nccl_ops_total") == want;
+          },
+          seconds(20))) {
+    return ::testing::AssertionSuccess();
+  }
+  return ::testing::AssertionFailure()
+         << Sum(*body, "ncclscope_nccl_ops_total") << " ops counted, " << want << " completed";
+}
+
 TEST(AnalyticsEndToEndTest, SlowRankIsTheLastArriverAndCountsBytesAndBandwidthAreExact) {
   TempDir ring_dir;
   AgentProcess agent(AgentConfig(ring_dir.path()));
@@ -101,13 +118,7 @@ TEST(AnalyticsEndToEndTest, SlowRankIsTheLastArriverAndCountsBytesAndBandwidthAr
   const std::vector<SimExpectation> expected = sim.Expectations();
   ASSERT_EQ(expected.size(), 4u * 4u) << sim.process().Stdout();  // 4 ranks x 4 op kinds
   std::string body;
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        body = agent.Get("/metrics").body;
-        return Sum(body, "ncclscope_nccl_ops_total") == static_cast<double>(ExpectedOps(expected));
-      },
-      seconds(20)))
-      << Sum(body, "ncclscope_nccl_ops_total") << " != " << ExpectedOps(expected);
+  ASSERT_TRUE(ScrapeWhenAllOpsCounted(agent, expected, &body));
 
   // Exact counts and bytes; bus bandwidth equal to the model's (the GPU times are the model's).
   for (const SimExpectation& e : expected) {
@@ -209,13 +220,7 @@ TEST(AnalyticsEndToEndTest, SustainedRateKeepsEveryOpsIdentityAndMatchesEveryCol
   const std::vector<SimExpectation> expected = sim.Expectations();
   ASSERT_EQ(expected.size(), 4u * 5u) << sim.process().Stdout();  // 4 ranks x 5 op kinds
   std::string body;
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        body = agent.Get("/metrics").body;
-        return Sum(body, "ncclscope_nccl_ops_total") == static_cast<double>(ExpectedOps(expected));
-      },
-      seconds(20)))
-      << Sum(body, "ncclscope_nccl_ops_total") << " != " << ExpectedOps(expected);
+  ASSERT_TRUE(ScrapeWhenAllOpsCounted(agent, expected, &body));
   std::size_t series = 0;
   for (const SimExpectation& e : expected) {
     const std::string labels = "{" + e.OpLabels() + "}";
