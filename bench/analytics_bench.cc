@@ -101,13 +101,14 @@ struct Job {
         // Network steps on multi-node communicators: 2 channels x send and receive, 2 steps each.
         proxy.enabled = network && k.comm != 1;
         proxy.steps = 2;
-        comms[static_cast<std::size_t>(r * 3 + k.comm)]->Collective(spec, s, gpu, proxy);
+        comms[static_cast<std::size_t>(r) * 3 + static_cast<std::size_t>(k.comm)]->Collective(
+            spec, s, gpu, proxy);
         records += 1 + (proxy.enabled ? 16 : 0);
       }
       replay::ProxyPlan p2p_proxy;  // the dp peer is on the other node
       p2p_proxy.enabled = network;
       p2p_proxy.steps = 2;
-      comms[static_cast<std::size_t>(r * 3 + 2)]->P2pGroup(
+      comms[static_cast<std::size_t>(r) * 3 + 2]->P2pGroup(
           {{"Send", 1 << 18, "ncclFloat32", 1, 2}, {"Recv", 1 << 18, "ncclFloat32", 1, 2}}, {},
           p2p_proxy);
       records += 2 + (network ? 8 : 0);
@@ -250,7 +251,7 @@ void BM_RenderScrapePrometheusCpp(benchmark::State& state) {
   struct Sample {
     std::string family;
     metrics::Labels labels;
-    double value;
+    double value = 0;
   };
   std::vector<Sample> samples;
   std::string family;

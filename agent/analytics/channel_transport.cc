@@ -192,7 +192,7 @@ void ChannelTransport::Render(metrics::TextWriter& out) const {
   // `comm=..,rank=..,channel="c"` for every channel with a row, built once per scrape.
   struct Row {
     std::string labels;
-    const Stats* stats;
+    const Stats* stats = nullptr;
   };
   std::vector<Row> rows;
   for (const RankChannels& r : ranks_) {

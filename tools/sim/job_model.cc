@@ -90,7 +90,7 @@ JobModel::JobModel(const Options& options, std::uint64_t t0_ns) : options_(optio
     for (int node = 0; node < n; ++node) dp.members.push_back(node * g + l);
     comms_.push_back(dp);
   }
-  ready_.assign(static_cast<std::size_t>(n * g), t0_ns);
+  ready_.assign(static_cast<std::size_t>(n) * static_cast<std::size_t>(g), t0_ns);
   seq_.assign(comms_.size() * 6, 0);
 }
 

@@ -40,7 +40,7 @@ bool Exists(const std::string& path) { return ::access(path.c_str(), R_OK) == 0;
 
 // An installed file (prefix/bin/ncclscope-sim -> prefix/lib/ncclscope/NAME), else the build tree's.
 std::string Find(const std::string& installed_name, const char* build_path) {
-  const std::string installed = ExeDir() + "/../lib/ncclscope/" + installed_name;
+  std::string installed = ExeDir() + "/../lib/ncclscope/" + installed_name;
   if (Exists(installed)) return installed;
   return build_path;
 }
@@ -110,6 +110,7 @@ int Main(int argc, char** argv) {
   if (o.threads) {
     std::vector<int> codes(static_cast<std::size_t>(o.gpus), 0);
     std::vector<std::thread> threads;
+    threads.reserve(static_cast<std::size_t>(o.gpus));
     replay::ProfilerPlugin plugin(plugin_path);
     if (!plugin.ok() || !plugin.Has(o.abi)) {
       std::fprintf(stderr, "ncclscope-sim: cannot use %s (ABI v%d): %s\n", plugin_path.c_str(),
@@ -117,6 +118,7 @@ int Main(int argc, char** argv) {
       return 2;
     }
     std::vector<std::unique_ptr<RankRunner>> runners;
+    runners.reserve(static_cast<std::size_t>(o.gpus));
     for (int local = 0; local < o.gpus; ++local) {
       runners.push_back(std::make_unique<RankRunner>(o, plugin, local, t0, g_stop));
     }

@@ -153,7 +153,9 @@ std::optional<Options> ParseOptions(int argc, char** argv, std::string* error) {
       std::string why;
       const auto d = config::Duration::Parse(*v, &why);
       if (!d) {
-        *error = arg + ": " + why;
+        *error = arg;
+        *error += ": ";
+        *error += why;
         return false;
       }
       *out = static_cast<std::uint64_t>(d->value().count());

@@ -109,6 +109,7 @@ TEST(SimOptionsTest, BadCommandLinesAreRefusedWithAReason) {
   std::string error;
   std::vector<std::string> args = {"ncclscope-sim", "--workload", "AllReduce:moon:1MiB"};
   std::vector<char*> argv;
+  argv.reserve(args.size());
   for (std::string& a : args) argv.push_back(a.data());
   EXPECT_FALSE(ParseOptions(static_cast<int>(argv.size()), argv.data(), &error));
   EXPECT_NE(error.find("bad --workload"), std::string::npos) << error;
