@@ -1,11 +1,13 @@
 // Validates deploy/kubernetes against the Kubernetes and Prometheus Operator OpenAPI schemas
 // (kubernetes-models), plus the cross-references schemas cannot see: selectors match pod labels,
 // mounts name declared volumes, probes name declared ports, the ConfigMap's config passes the real
-// agent's --check-config, and the generated PrometheusRule is valid.
+// agent's --check-config, and the generated PrometheusRule is valid. deploy/grafana's kustomization
+// is built into its dashboard ConfigMaps as kustomize would and those are validated likewise.
+// (The dashboards' own content is checked by dashboards.mjs.)
 // Usage: node validate.mjs <repo root> <ncclscope-agent binary>
 import { readFileSync, readdirSync, writeFileSync, mkdtempSync } from "node:fs";
 import { execFileSync } from "node:child_process";
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import { tmpdir } from "node:os";
 import { parseAllDocuments } from "yaml";
 
@@ -110,6 +112,60 @@ if (ruleDoc.spec.groups.length !== groups.length) {
 function loadDocs_fromText(text) {
   return parseAllDocuments(text)[0].toJS();
 }
+
+// deploy/grafana/kustomization.yaml: one ConfigMap per dashboard for the Grafana sidecar. Built
+// here as kustomize's configMapGenerator does (name, generatorOptions labels and annotations, one
+// data key per file named after it); keys this emulation does not know fail, so it cannot drift.
+const grafanaDir = join(root, "deploy/grafana");
+const grafanaKustomization = loadDocs(join(grafanaDir, "kustomization.yaml"))[0];
+const knownKeys = ["apiVersion", "kind", "generatorOptions", "configMapGenerator"];
+for (const key of Object.keys(grafanaKustomization)) {
+  if (!knownKeys.includes(key)) fail("deploy/grafana/kustomization.yaml", `key ${key} is not understood by this validator`);
+}
+const options = grafanaKustomization.generatorOptions ?? {};
+if (options.disableNameSuffixHash !== true) fail("deploy/grafana/kustomization.yaml", "needs disableNameSuffixHash: stable names replace the old ConfigMaps");
+if (options.labels?.grafana_dashboard !== "1") fail("deploy/grafana/kustomization.yaml", "ConfigMaps need the label grafana_dashboard: \"1\" the sidecar looks for");
+else pass();
+const shipped = new Set();
+for (const gen of grafanaKustomization.configMapGenerator ?? []) {
+  const where = `deploy/grafana/kustomization.yaml ${gen.name}`;
+  const extra = Object.keys(gen).filter((k) => !["name", "files"].includes(k));
+  if (extra.length) fail(where, `keys ${extra} are not understood by this validator`);
+  const data = {};
+  for (const file of gen.files ?? []) {
+    if (file.includes("=")) { fail(where, `key=path entries are not understood by this validator: ${file}`); continue; }
+    let text;
+    try {
+      text = readFileSync(join(grafanaDir, file), "utf8");
+      JSON.parse(text);
+      pass();
+    } catch (e) {
+      fail(where, `${file}: ${e.message}`);
+      continue;
+    }
+    data[basename(file)] = text;
+    shipped.add(file);
+  }
+  const configMap = { apiVersion: "v1", kind: "ConfigMap",
+    metadata: { name: gen.name, labels: options.labels, annotations: options.annotations }, data };
+  await validateObject(where, configMap);
+  // ConfigMaps hold at most 1 MiB; `kubectl apply` (client-side) also copies the object into an
+  // annotation limited to 256 KiB.
+  const size = Buffer.byteLength(JSON.stringify(configMap));
+  if (size > 262144) fail(where, `${size} bytes: too large for kubectl apply's last-applied annotation (256 KiB)`);
+  else pass();
+}
+for (const f of readdirSync(join(grafanaDir, "dashboards")).filter((f) => f.endsWith(".json"))) {
+  if (!shipped.has(`dashboards/${f}`)) fail("deploy/grafana/kustomization.yaml", `dashboards/${f} is in no configMapGenerator`);
+  else pass();
+}
+
+// deploy/grafana/provisioning: Grafana's file provider for hosts without Kubernetes.
+const provisioning = loadDocs(join(grafanaDir, "provisioning/ncclscope.yaml"))[0];
+const provider = provisioning?.providers?.[0];
+if (provisioning?.apiVersion !== 1 || provider?.type !== "file" || !provider?.options?.path || !provider?.name) {
+  fail("deploy/grafana/provisioning/ncclscope.yaml", "needs apiVersion: 1 and a file provider with a name and options.path");
+} else pass();
 
 console.log(`${checks} passed, ${failures} failed`);
 process.exit(failures ? 1 : 0);
