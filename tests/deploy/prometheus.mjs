@@ -1,12 +1,13 @@
-// A real Prometheus server on a free local port with an empty TSDB in a temporary directory, to ask
-// whether it accepts a query (parse and type errors come back as HTTP 400, "bad_data").
+// A real Prometheus server on a free local port with a TSDB in a temporary directory: empty, to ask
+// whether it accepts a query (parse and type errors come back as HTTP 400, "bad_data"), or
+// scraping targets and evaluating rules for end-to-end tests.
 import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
-function freePort() {
+export function freePort() {
   return new Promise((resolve, reject) => {
     const server = createServer();
     server.once("error", reject);
@@ -17,45 +18,70 @@ function freePort() {
   });
 }
 
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-export async function startPrometheus(binary) {
-  const dir = mkdtempSync(join(tmpdir(), "ncclscope-prometheus-"));
-  const config = join(dir, "prometheus.yml");
-  writeFileSync(config, "global:\n  evaluation_interval: 1m\n");
-  const port = await freePort();
-  const proc = spawn(binary, [`--config.file=${config}`, `--storage.tsdb.path=${join(dir, "data")}`,
-    `--web.listen-address=127.0.0.1:${port}`], { stdio: ["ignore", "ignore", "pipe"] });
+// Starts `binary` with `args`; stop() ends it (SIGTERM) and waits for it. `log()` is its stderr.
+export function startProcess(binary, args, options = {}) {
+  const proc = spawn(binary, args, { stdio: ["ignore", "ignore", "pipe"], ...options });
   let log = "";
   proc.stderr.on("data", (d) => { log += d; });
   let exited = false;
-  const exit = new Promise((resolve) => proc.on("exit", () => { exited = true; resolve(); }));
+  const exit = new Promise((resolve) => proc.on("close", () => { exited = true; resolve(); }));
+  proc.on("error", (e) => { log += `spawn failed: ${e.message}`; });
+  return {
+    exited: () => exited,
+    log: () => log,
+    async stop() {
+      if (!exited) proc.kill("SIGTERM");
+      await exit;
+    },
+  };
+}
+
+// config: prometheus.yml text; files: { name: text } written next to it (rule files).
+export async function startPrometheus(binary, { config = "global:\n  evaluation_interval: 1m\n", files = {} } = {}) {
+  const dir = mkdtempSync(join(tmpdir(), "ncclscope-prometheus-"));
+  for (const [name, text] of Object.entries(files)) writeFileSync(join(dir, name), text);
+  writeFileSync(join(dir, "prometheus.yml"), config);
+  const port = await freePort();
+  const server = startProcess(binary, [`--config.file=${join(dir, "prometheus.yml")}`,
+    `--storage.tsdb.path=${join(dir, "data")}`, `--web.listen-address=127.0.0.1:${port}`], { cwd: dir });
   const base = `http://127.0.0.1:${port}`;
   // Stops the server and waits for it before deleting its TSDB.
   const stop = async () => {
-    if (!exited) proc.kill("SIGTERM");
-    await exit;
+    await server.stop();
     rmSync(dir, { recursive: true, force: true });
   };
   const deadline = Date.now() + 30000;
   for (;;) {
-    if (exited) { await stop(); throw new Error(`prometheus exited at start-up:\n${log}`); }
+    if (server.exited()) { await stop(); throw new Error(`prometheus exited at start-up:\n${server.log()}`); }
     try {
       if ((await fetch(`${base}/-/ready`)).ok) break;
     } catch { /* not listening yet */ }
-    if (Date.now() > deadline) { await stop(); throw new Error(`prometheus not ready after 30 s:\n${log}`); }
+    if (Date.now() > deadline) { await stop(); throw new Error(`prometheus not ready after 30 s:\n${server.log()}`); }
     await sleep(100);
   }
   return {
-    // Instant query at a fixed time; returns { ok, error } from the HTTP API.
-    async query(expr) {
+    dir,
+    // Instant query (at `time`, default now); returns { ok, error, result } from the HTTP API.
+    async query(expr, time) {
+      const params = { query: expr };
+      if (time !== undefined) params.time = String(time);
       const res = await fetch(`${base}/api/v1/query`, {
         method: "POST", headers: { "Content-Type": "application/x-www-form-urlencoded" },
-        body: new URLSearchParams({ query: expr, time: "1700000000" }),
+        body: new URLSearchParams(params),
       });
       const body = await res.json();
-      return body.status === "success" ? { ok: true } : { ok: false, error: `${body.errorType}: ${body.error}` };
+      return body.status === "success" ? { ok: true, result: body.data.result }
+        : { ok: false, error: `${body.errorType}: ${body.error}` };
     },
+    // Series matching a selector between `start` and now (what Grafana's label_values() reads).
+    async series(match, start) {
+      const params = new URLSearchParams({ "match[]": match, start: String(start) });
+      const body = await (await fetch(`${base}/api/v1/series?${params}`)).json();
+      return body.status === "success" ? body.data : [];
+    },
+    log: server.log,
     stop,
   };
 }
