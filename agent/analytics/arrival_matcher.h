@@ -78,9 +78,6 @@ class ArrivalMatcher {
   };
 
   void Complete(const CommRegistry& registry, const Pending& instance);
-  void Evict(const Key& key, Eviction reason);
-
-  Pending& At(std::uint32_t index) { return pool_[index]; }
   void Erase(absl::flat_hash_map<Key, std::uint32_t>::iterator it);
 
   Limits limits_;
