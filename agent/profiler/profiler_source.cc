@@ -65,6 +65,10 @@ const char* CounterName(std::size_t counter) {
       return "unknown_event";
     case NCCLSCOPE_CTR_OPS_FLUSHED:
       return "flushed_op";
+    case NCCLSCOPE_CTR_PROXY_OPS_NO_NETWORK:
+      return "proxy_op_without_network";
+    case NCCLSCOPE_CTR_CHAIN_ERRORS:
+      return "chain_error";
     default:
       return nullptr;
   }

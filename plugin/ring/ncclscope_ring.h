@@ -82,7 +82,11 @@ enum ncclscope_counter {
   NCCLSCOPE_CTR_FOREIGN_PROXY_OPS = 7,  /* ProxyOps raised for another process (PXN) */
   NCCLSCOPE_CTR_UNKNOWN_EVENTS = 8,     /* event types or states the plugin does not handle */
   /* 9: reserved */
-  NCCLSCOPE_CTR_OPS_FLUSHED = 10, /* ops still in flight when their communicator ended */
+  NCCLSCOPE_CTR_OPS_FLUSHED = 10,        /* ops still in flight when their communicator ended */
+  NCCLSCOPE_CTR_PROXY_OPS_NO_NETWORK = 11, /* ProxyOps NCCL never progresses through the network
+                                            transport (CollNet, P2P copy engine, SHM memcpy):
+                                            released without a record */
+  NCCLSCOPE_CTR_CHAIN_ERRORS = 12,       /* calls into the chained profiler that failed */
   NCCLSCOPE_COUNTER_MAX = 16
 };
 
@@ -326,6 +330,11 @@ enum ncclscope_op_flag {
   NCCLSCOPE_OP_P2P_SEQ_PER_PEER = 1u << 7,     /* seq counts ops per (comm, func, peer) */
   NCCLSCOPE_OP_PROXY_REQUESTED = 1u << 8,      /* ProxyOp/ProxyStep were on at enqueue: the op's
                                                   network activity has PROXY_OP records */
+  NCCLSCOPE_OP_API_COUNT = 1u << 9,            /* count and datatype are the API's (AllGather and
+                                                  Broadcast reach the Coll event in bytes/int8) */
+  NCCLSCOPE_OP_KERNEL_NEVER_CAME = 1u << 10,   /* KernelCh was expected but NCCL sent none (mask
+                                                  changed around the API call); completed once a
+                                                  later plan of the communicator ran */
 };
 
 /* One channel's GPU time, relative to the op's gpu_start_ns. */
@@ -434,7 +443,19 @@ struct ncclscope_proxy_op_record {
   uint8_t func; /* parent op's func, when known */
   uint8_t reserved0[7];
   uint64_t max_step_ns; /* longest single step, start to stop */
-  uint8_t reserved1[72];
+  /* Which NIC carried the op, from NCCL net-plugin events (valid when net_type != 0). */
+  uint32_t net_type;     /* enum ncclscope_net_type: 0 unknown (no net-plugin event seen) */
+  int32_t net_dev_index; /* IB: device index within NCCL's (possibly merged) net device */
+  uint32_t qp_num[2];    /* IB: the first two distinct QP numbers used, 0 when unused */
+  uint8_t reserved1[56];
+};
+
+/* ncclscope_proxy_op_record.net_type: where the net-plugin events came from. */
+enum ncclscope_net_type {
+  NCCLSCOPE_NET_UNKNOWN = 0,
+  NCCLSCOPE_NET_IB = 1,     /* NCCL's built-in IB transport (ncclProfilerNetIbDescr_v1_t) */
+  NCCLSCOPE_NET_SOCKET = 2, /* NCCL's built-in socket transport */
+  NCCLSCOPE_NET_OTHER = 3,  /* an external net plugin with its own descriptor */
 };
 
 struct ncclscope_comm_init_record {
