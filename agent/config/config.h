@@ -52,8 +52,8 @@ struct PluginConfig {
   std::uint32_t max_peers = 16;
   bool channel_metrics = true;
   Duration series_retention = Seconds(600);
-  std::vector<std::string> events = {"coll",     "p2p",        "kernel_ch",
-                                     "proxy_op", "proxy_step", "ce_coll"};
+  std::vector<std::string> events = {"coll",       "p2p",        "kernel_ch", "proxy_op",
+                                     "proxy_step", "net_plugin", "ce_coll"};
   std::uint64_t min_bytes = 0;
   Duration duty_cycle_period = Seconds(10);
   double kernel_duty_cycle = 1.0;
@@ -88,9 +88,11 @@ struct PluginConfig {
             checks::InRange{Seconds(10), Seconds(86400)});
     v.Field("events", events,
             "NCCL events the plugins record: coll and p2p (every operation), kernel_ch (GPU "
-            "timing per channel), proxy_op and proxy_step (network steps), ce_coll (copy-engine "
-            "collectives, NCCL 2.29+). NCCLSCOPE_EVENTS in the job.",
-            checks::SubsetOf{{"coll", "p2p", "kernel_ch", "proxy_op", "proxy_step", "ce_coll"}});
+            "timing per channel), proxy_op and proxy_step (network steps), net_plugin (the NIC "
+            "and queue pairs of each network op), ce_coll (copy-engine collectives, NCCL 2.29+). "
+            "NCCLSCOPE_EVENTS in the job.",
+            checks::SubsetOf{
+                {"coll", "p2p", "kernel_ch", "proxy_op", "proxy_step", "net_plugin", "ce_coll"}});
     v.Field("min_bytes", min_bytes,
             "Operations with fewer bytes are counted as filtered, not recorded. "
             "NCCLSCOPE_MIN_BYTES in the job.",

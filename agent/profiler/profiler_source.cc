@@ -20,10 +20,11 @@ struct EventName {
   const char* name;
   std::uint32_t bits;
 };
-// NCCL profiler event bits (plugin/abi/nccl_profiler_abi.h). proxy_step needs its ProxyOp parent.
+// NCCL profiler event bits (plugin/abi/nccl_profiler_abi.h). proxy_step needs its ProxyOp parent,
+// net_plugin its ProxyStep.
 constexpr EventName kEvents[] = {
-    {"coll", 0x2},     {"p2p", 0x4},         {"kernel_ch", 0x40},
-    {"proxy_op", 0x8}, {"proxy_step", 0x18}, {"ce_coll", 0x1000},
+    {"coll", 0x2},        {"p2p", 0x4},         {"kernel_ch", 0x40}, {"proxy_op", 0x8},
+    {"proxy_step", 0x18}, {"net_plugin", 0x98}, {"ce_coll", 0x1000},
 };
 
 std::uint32_t EventMask(const std::vector<std::string>& events) {

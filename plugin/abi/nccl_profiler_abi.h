@@ -414,4 +414,27 @@ static_assert(offsetof(EventDescrV6, ceCollBatch.numOps) == 24);
 static_assert(offsetof(EventDescrV6, ceCollBatch.totalBytes) == 32);
 static_assert(offsetof(EventDescrV6, ceCollBatch.useIntraSync) == 40);
 
+// Net-plugin event payloads. NetPlugin events carry `id` = type << 16 | version and `data`, a
+// pointer to the transport's own descriptor (src/include/plugin/nccl_profiler.h:80-87 and
+// src/include/plugin/profiler/net_ib_v1.h at v2.28.9-1; unchanged through 2.30). NCCL's IB
+// transport fills one per posted work request (src/transport/net_ib.cc:2162 send, :2405 recv).
+inline constexpr std::uint32_t kNetPluginTypeIb = 1;
+inline constexpr std::uint32_t kNetPluginTypeSocket = 2;
+inline constexpr std::uint32_t kNetIbDescrVersion = 1;
+inline constexpr std::uint8_t kNetIbQpEvent = 1;  // ncclProfileQp
+
+struct NetIbDescrV1 {
+  std::uint8_t type;  // kNetIbQpEvent
+  struct {
+    int device;  // index into the communicator's (possibly merged) net device's NICs
+    std::uint64_t wr_id;
+    int opcode;
+    int qpNum;
+    std::size_t length;
+  } qp;
+};
+static_assert(sizeof(NetIbDescrV1) == 40);
+static_assert(offsetof(NetIbDescrV1, qp.device) == 8);
+static_assert(offsetof(NetIbDescrV1, qp.qpNum) == 28);
+
 }  // namespace ncclscope::abi

@@ -82,11 +82,11 @@ enum ncclscope_counter {
   NCCLSCOPE_CTR_FOREIGN_PROXY_OPS = 7,  /* ProxyOps raised for another process (PXN) */
   NCCLSCOPE_CTR_UNKNOWN_EVENTS = 8,     /* event types or states the plugin does not handle */
   /* 9: reserved */
-  NCCLSCOPE_CTR_OPS_FLUSHED = 10,        /* ops still in flight when their communicator ended */
+  NCCLSCOPE_CTR_OPS_FLUSHED = 10,          /* ops still in flight when their communicator ended */
   NCCLSCOPE_CTR_PROXY_OPS_NO_NETWORK = 11, /* ProxyOps NCCL never progresses through the network
                                             transport (CollNet, P2P copy engine, SHM memcpy):
                                             released without a record */
-  NCCLSCOPE_CTR_CHAIN_ERRORS = 12,       /* calls into the chained profiler that failed */
+  NCCLSCOPE_CTR_CHAIN_ERRORS = 12,         /* calls into the chained profiler that failed */
   NCCLSCOPE_COUNTER_MAX = 16
 };
 

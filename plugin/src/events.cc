@@ -10,6 +10,8 @@
 // stale caller can never complete the slot's next occupant.
 
 #include <cstring>
+#include <memory>
+#include <new>
 
 #include "plugin/src/clock.h"
 #include "plugin/src/handle.h"
@@ -147,12 +149,12 @@ void EmitAndFree(OpState* op, std::uint32_t index, std::uint32_t final_state,
       cont->n = static_cast<std::uint8_t>(at + 1);
     }
     if (saturated != 0) flags |= NCCLSCOPE_OP_TIME_SATURATED;
-  } else if (Load(op->expected_channels) != 0) {
+  } else if (Load(op->expect) != kExpectNone &&
+             (extra_flags & NCCLSCOPE_OP_KERNEL_NEVER_CAME) == 0) {
     flags |= NCCLSCOPE_OP_GPU_TIMING_PARTIAL;
   }
   rec->flags = flags;
   // What the comm table needs, read before publishing: the slot is the agent's from then on.
-  const std::uint64_t op_index = rec->op_index;
   const std::uint64_t complete_ns = rec->complete_ns;
   const std::uint64_t seq = rec->seq;
   const std::uint32_t func = rec->func;
@@ -169,14 +171,11 @@ void EmitAndFree(OpState* op, std::uint32_t index, std::uint32_t final_state,
     if (comm->slot.generation.load(std::memory_order_acquire) == Load(op->comm_generation)) {
       const std::uint64_t completed =
           comm->ops_completed.fetch_add(1, std::memory_order_relaxed) + 1;
-      if (mask != 0) {
-        // This communicator does get KernelCh events: wait for them from now on.
-        if (Load(comm->kernel_seen) == 0) Store(comm->kernel_seen, 1);
-        if (Load(comm->no_kernel) != 0) Store(comm->no_kernel, 0);
-        if ((final_state & kOpForced) == 0) {
-          const std::uint64_t next = op_index + 1;
-          if (Load(comm->max_completed_index) < next) Store(comm->max_completed_index, next);
-        }
+      // A plan whose op finished with GPU timing: every earlier plan's kernel has finished.
+      const std::uint32_t plan = Load(op->plan);
+      if (mask != 0 && (final_state & kOpForced) == 0 && plan != 0) {
+        const std::uint32_t latest = Load(comm->max_timed_plan);
+        if (latest == 0 || PlanBefore(latest, plan)) Store(comm->max_timed_plan, plan);
       }
       if (ncclscope_comm_slot* slot = r.ring.comm_slot(comm_slot)) {
         StoreShared64(slot->ops_completed, completed);
@@ -196,6 +195,122 @@ void EmitAndFree(OpState* op, std::uint32_t index, std::uint32_t final_state,
 // A few KB at load time; if even that fails, the process cannot run NCCL either.
 Runtime* const g_runtime = new Runtime();  // NOLINT(cert-err58-cpp)
 
+namespace {
+
+// NCCL 2.27 (v4) has no API events: it copies the global at task append (src/enqueue.cc:2292 p2p,
+// :2370 coll at v2.27.7-1), before the plan's Coll events, which follow at ncclGroupEnd on the
+// same thread or on CUDA's host-callback thread (hostStreamPlanTask, src/enqueue.cc:1283 at
+// v2.27.7-1). KernelCh switched off within this window of the Coll start may still have been in
+// that copy.
+constexpr std::uint64_t kV4AppendWindowNs = 200'000'000;
+
+thread_local std::uint32_t t_seen_mask_writes = 0;
+
+bool IsCollNet(std::uint8_t algo) {
+  return algo == NCCLSCOPE_ALGO_COLLNET_DIRECT || algo == NCCLSCOPE_ALGO_COLLNET_CHAIN;
+}
+
+// The event mask NCCL used for a task: exact from the API handle (v5+, also for CUDA-graph
+// replays: NCCL passes the capture-time handle, src/plugin/profiler.cc:403/:438 at v2.28.9-1),
+// else (v4) the current mask. When the copy may predate a write, KernelCh is a candidate if it was
+// on at any time in the window the copy could have been taken in.
+struct TaskMask {
+  std::uint32_t mask = 0;
+  bool kernel_candidate = false;
+  std::uint8_t api_datatype = NCCLSCOPE_DT_UNKNOWN;
+};
+
+bool KernelOnWithin(const Runtime& r, std::uint64_t now, std::uint64_t window) {
+  const std::uint64_t off = Load(r.kernel_off_ns);
+  return off != 0 && now >= off && now - off < window;
+}
+
+TaskMask MaskOfTask(const Runtime& r, const void* parent, std::uint64_t now) {
+  TaskMask t;
+  const Handle api = DecodeHandle(parent);
+  if (api.kind == HandleKind::kApi) {
+    t.mask = api.index;
+    t.kernel_candidate = (t.mask & kEventKernelCh) != 0 || (api.sub & kApiKernelCandidate) != 0;
+    t.api_datatype = static_cast<std::uint8_t>(api.sub & kApiDatatypeMask);
+    return t;
+  }
+  t.mask = Load(r.current_mask);
+  t.kernel_candidate = (t.mask & kEventKernelCh) != 0 || KernelOnWithin(r, now, kV4AppendWindowNs);
+  return t;
+}
+
+}  // namespace
+
+void WriteNcclMask(std::uint32_t mask) {
+  Runtime& r = R();
+  const std::uint64_t now = clock::Now();
+  const bool kernel_off =
+      (Load(r.current_mask) & kEventKernelCh) != 0 && (mask & kEventKernelCh) == 0;
+  if (kernel_off) {
+    Store(r.kernel_off_ns, now);
+    Store(r.kernel_off_writer, ThreadToken());
+  }
+  Store(r.mask_write_ns, now);
+  // The write's number first, NCCL's int last (release): whoever reads the new value in StartApi
+  // (acquire) also sees which write switched KernelCh off.
+  const std::uint32_t writes = r.mask_writes.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (kernel_off) Store(r.kernel_off_write, writes);
+  r.current_mask.store(mask, std::memory_order_release);
+  if (int* target = r.mask_ptr.load(std::memory_order_relaxed)) {
+    __atomic_store_n(target, static_cast<int>(mask), __ATOMIC_RELEASE);
+  }
+  if (ncclscope_ring_header* header = r.ring.header()) {
+    std::atomic_ref<std::uint32_t>(header->effective_mask).store(mask, std::memory_order_relaxed);
+  }
+}
+
+void* StartApi(std::uint64_t type, const char* datatype) {
+  Runtime& r = R();
+  // The value NCCL read just before calling (src/plugin/profiler.cc:218, then :224/:269/:294 at
+  // v2.28.9-1): this thread has not written it since, and another thread's write in between is
+  // caught below.
+  const int* target = r.mask_ptr.load(std::memory_order_relaxed);
+  const std::uint32_t snapshot =
+      target != nullptr ? static_cast<std::uint32_t>(__atomic_load_n(target, __ATOMIC_ACQUIRE))
+                        : r.current_mask.load(std::memory_order_acquire);
+  std::uint32_t sub = datatype != nullptr ? names::Datatype(datatype) & kApiDatatypeMask : 0;
+  const std::uint32_t writes = r.mask_writes.load(std::memory_order_relaxed);
+  // GroupApi leaves the bookkeeping to the CollApi/P2pApi of the same call, which always follows
+  // it (src/enqueue.cc:2390-2393 and :2464-2466 at v2.28.9-1): that one's handle is the task's
+  // parent, and the writes since this thread's previous call are as suspect for it.
+  if (type != abi::kGroupApi && writes != t_seen_mask_writes) {
+    // Another thread switched KernelCh off since this thread's previous API event: NCCL's read
+    // for this call may have come before that write. (A sequence, not a time window: a thread can
+    // be descheduled between NCCL's read and this call for any length of time.)
+    const std::uint32_t off = Load(r.kernel_off_write);
+    if ((snapshot & kEventKernelCh) == 0 && off != 0 &&
+        static_cast<std::int32_t>(off - t_seen_mask_writes) > 0 &&
+        Load(r.kernel_off_writer) != ThreadToken()) {
+      sub |= kApiKernelCandidate;
+    }
+    t_seen_mask_writes = writes;
+  }
+  if (Load(r.api_events_seen) == 0) Store(r.api_events_seen, 1);
+  // A pending change is applied here, after NCCL's read for this call: NCCL's next read on this
+  // thread is the next API call, so the write can never land inside a snapshot of this thread.
+  // Not at GroupApi: the CollApi/P2pApi of the same call follows it and must read the same value.
+  if (type != abi::kGroupApi) {
+    const std::uint32_t pending = Load(r.pending_mask);
+    if (pending != Load(r.current_mask)) {
+      WriteNcclMask(pending);
+      t_seen_mask_writes = r.mask_writes.load(std::memory_order_relaxed);
+    }
+  }
+  return EncodeHandle(HandleKind::kApi, 0, snapshot, sub);
+}
+
+void* StartGroup() {
+  // One Group per kernel plan, emitted in launch order (src/enqueue.cc:1308 at v2.28.9-1).
+  std::uint32_t plan = R().plans.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (plan == 0) plan = R().plans.fetch_add(1, std::memory_order_relaxed) + 1;  // 0 = unknown
+  return EncodeHandle(HandleKind::kGroup, 0, plan);
+}
+
 void StartOp(void* context, void** handle, const OpArgs& args) {
   Runtime& r = R();
   std::uint32_t comm_index = 0;
@@ -205,6 +320,9 @@ void StartOp(void* context, void** handle, const OpArgs& args) {
     Count(NCCLSCOPE_CTR_INVALID_HANDLE);
     return;
   }
+  const std::uint64_t now = clock::Now();
+  const TaskMask task_mask = MaskOfTask(r, args.parent, now);
+  const std::uint8_t func = names::Func(args.func);
   std::uint16_t flags = 0;
   std::uint8_t datatype = names::Datatype(args.datatype);
   std::uint64_t size = ncclscope_datatype_size(datatype);
@@ -215,6 +333,16 @@ void StartOp(void* context, void** handle, const OpArgs& args) {
   }
   // Saturating: an absurd count must not wrap into a plausible size.
   const std::uint64_t bytes = args.count > UINT64_MAX / size ? UINT64_MAX : args.count * size;
+  std::uint64_t count = args.count;
+  // AllGather and Broadcast tasks carry count in bytes and datatype ncclInt8
+  // (src/enqueue.cc:2476-2480 at v2.28.9-1); the API's own count and type came with the CollApi.
+  const std::uint32_t api_size = ncclscope_datatype_size(task_mask.api_datatype);
+  if ((func == NCCLSCOPE_FUNC_ALL_GATHER || func == NCCLSCOPE_FUNC_BROADCAST) &&
+      datatype == NCCLSCOPE_DT_INT8 && api_size != 0 && task_mask.api_datatype != datatype) {
+    count = args.count / api_size;
+    datatype = task_mask.api_datatype;
+    flags |= NCCLSCOPE_OP_API_COUNT;
+  }
   if (bytes < r.min_bytes.load(std::memory_order_relaxed)) {
     *handle = nullptr;
     Count(NCCLSCOPE_CTR_OPS_FILTERED);
@@ -228,13 +356,12 @@ void StartOp(void* context, void** handle, const OpArgs& args) {
   }
   auto* op = reinterpret_cast<OpState*>(r.ops.At(index));
   const std::uint32_t generation = op->slot.generation.load(std::memory_order_relaxed);
-  const std::uint64_t now = clock::Now();
-  const std::uint8_t func = names::Func(args.func);
 
   std::uint64_t seq = args.seq;
   std::int32_t peer = args.root;
   std::uint8_t algo = NCCLSCOPE_ALGO_NONE;
   std::uint8_t proto = NCCLSCOPE_PROTO_NONE;
+  const std::int32_t rank = Load(comm->rank);
   if (args.kind == NCCLSCOPE_KIND_P2P) {
     // NCCL has no p2p sequence number; count per (comm, direction, peer) so the k-th send to a
     // peer matches that peer's k-th receive.
@@ -255,30 +382,53 @@ void StartOp(void* context, void** handle, const OpArgs& args) {
   const std::uint64_t op_index = Load(comm->ops_enqueued);
   Store(comm->ops_enqueued, op_index + 1);
 
+  // What completes the op. KernelCh come only from profiler proxy ops, which exist only when the
+  // task's own mask copy had KernelCh (ncclProfilerNeedsProxy, src/plugin/profiler.cc:677).
+  OpExpect expect = kExpectNone;
   std::uint8_t expected = 0;
-  const std::uint32_t mask = r.current_mask.load(std::memory_order_relaxed);
-  if (args.kind != NCCLSCOPE_KIND_CE && (mask & kEventKernelCh) != 0 &&
-      Load(comm->no_kernel) == 0) {
-    expected = args.n_channels;
+  if (args.kind == NCCLSCOPE_KIND_CE) {
+    // Copy-engine collectives are issued by the host (v6); they have no kernel channels.
+  } else if (args.kind == NCCLSCOPE_KIND_P2P && peer == rank) {
+    // Self send/recv get no proxy ops at all, so no KernelCh (nProxyOps = selfSend ? 0 : 2,
+    // src/enqueue.cc:805 at v2.28.9-1) although NCCL reports nChannels >= 1.
+  } else if (task_mask.kernel_candidate) {
+    if (args.n_channels != 0) {
+      expect = kExpectKnown;
+      expected = args.n_channels;
+    } else {
+      // CollNet tasks keep nChannels 0 (task->nChannels is set only on the ring/tree/NVLS path,
+      // src/enqueue.cc:638) yet get one KernelCh per channel of channelLo..channelHi (:579-597).
+      expect = kExpectUnknown;
+    }
   }
-  if (expected == 0) flags |= NCCLSCOPE_OP_KERNEL_NOT_REQUESTED;
+  if ((task_mask.mask & kEventKernelCh) == 0 && expect == kExpectNone &&
+      args.kind != NCCLSCOPE_KIND_CE) {
+    flags |= NCCLSCOPE_OP_KERNEL_NOT_REQUESTED;
+  }
   // Tells the agent whether the op's network steps were recorded (proxy duty cycle), so that it
   // can split the op's traffic into network and intra-node bytes (agent/analytics).
-  if ((mask & kProxyEvents) != 0) flags |= NCCLSCOPE_OP_PROXY_REQUESTED;
+  if ((task_mask.mask & kProxyEvents) != 0) flags |= NCCLSCOPE_OP_PROXY_REQUESTED;
+  const Handle group = DecodeHandle(args.parent_group);
+  const std::uint32_t plan = group.kind == HandleKind::kGroup ? group.index : 0;
+  if (plan != 0) {
+    const std::uint32_t latest = Load(comm->latest_plan);
+    if (latest == 0 || PlanBefore(latest, plan)) Store(comm->latest_plan, plan);
+  }
   const std::uint32_t comm_slot = Load(comm->comm_slot);
 
   Store(op->comm_index, comm_index);
   Store(op->comm_generation, comm->slot.generation.load(std::memory_order_relaxed));
   Store(op->comm_id, Load(comm->comm_id));
   Store(op->seq, seq);
-  Store(op->count, args.count);
+  Store(op->count, count);
   Store(op->bytes, bytes);
   Store(op->enqueue_ns, now);
   Store(op->enqueue_stop_ns, 0);
   Store(op->op_index, op_index);
-  Store(op->rank, Load(comm->rank));
+  Store(op->rank, rank);
   Store(op->peer, peer);
   Store(op->comm_slot, comm_slot);
+  Store(op->plan, plan);
   Store(op->flags, flags);
   Store(op->kind, args.kind);
   Store(op->func, func);
@@ -288,10 +438,13 @@ void StartOp(void* context, void** handle, const OpArgs& args) {
   Store(op->n_channels, args.n_channels);
   Store(op->n_warps, args.n_warps);
   Store(op->expected_channels, expected);
+  Store(op->expect, expect);
+  Store(op->channels_started, 0);
   Store(op->channels_stopped, 0);
+  Store(op->last_kernel_ns, 0);
   Store(op->timed_mask, 0);
   op->state.store(
-      generation << kStateGenShift | (expected == 0 ? std::uint32_t{kOpKernelDone} : 0u),
+      generation << kStateGenShift | (expect == kExpectNone ? std::uint32_t{kOpKernelDone} : 0u),
       std::memory_order_release);
 
   if (ncclscope_comm_slot* slot = r.ring.comm_slot(comm_slot)) {
@@ -328,19 +481,122 @@ void StartKernelCh(void* /*context*/, void** handle, void* parent, std::uint8_t 
   Store(ch.start, ptimer);
   Store(ch.stop, 0);
   Store(ch.tag, ChannelTag(generation, kChannelStarted));
+  Store(op->channels_started, Load(op->channels_started) + 1);
+  if (Load(op->expect) == kExpectUnknown) Store(op->last_kernel_ns, clock::Now());
   *handle = EncodeHandle(HandleKind::kKernelCh, generation, index, channel);
 }
 
+bool ClaimNetwork(ProxyOpState* po) {
+  std::uint8_t state = po->network.load(std::memory_order_acquire);
+  if (state == kProxyIsNetwork) return true;
+  while (state == kProxyUnclassified) {
+    if (po->network.compare_exchange_weak(state, kProxyIsNetwork, std::memory_order_acq_rel,
+                                          std::memory_order_acquire)) {
+      return true;
+    }
+  }
+  return state == kProxyIsNetwork;
+}
+
+ReleaseResult ReleaseIfNoNetwork(std::uint32_t index, std::uint32_t generation,
+                                 std::uint64_t max_age_ns, PlanEvidence plan_evidence) {
+  Runtime& r = R();
+  if (index >= r.proxy_ops.carved()) return ReleaseResult::kGone;
+  auto* po = reinterpret_cast<ProxyOpState*>(r.proxy_ops.At(index));
+  if (po->slot.generation.load(std::memory_order_acquire) != generation) {
+    return ReleaseResult::kGone;
+  }
+  if (po->network.load(std::memory_order_acquire) != kProxyUnclassified) {
+    return ReleaseResult::kKept;
+  }
+  const std::uint32_t parent = Load(po->parent_index);
+  bool parent_live = false;
+  if (parent != UINT32_MAX && parent < r.ops.carved()) {
+    auto* op = reinterpret_cast<OpState*>(r.ops.At(parent));
+    parent_live =
+        op->slot.generation.load(std::memory_order_acquire) == Load(po->parent_generation);
+  }
+  if (parent_live) return ReleaseResult::kKept;
+  bool proven = parent != UINT32_MAX && Load(po->parent_timed) != 0;
+  if (!proven && (Load(po->flags) & NCCLSCOPE_PROXY_FOREIGN) == 0) {
+    // A later plan's kernel finished, so this op's plan ran: a network receive of it would have
+    // been progressed by now (on the proxy thread, before the GPU could use its data).
+    const std::uint32_t comm_index = Load(po->comm_index);
+    if (comm_index < r.comms.carved()) {
+      auto* comm = reinterpret_cast<CommState*>(r.comms.At(comm_index));
+      if (comm->slot.generation.load(std::memory_order_acquire) == Load(po->comm_generation)) {
+        const std::uint32_t timed = plan_evidence == PlanEvidence::kLatest
+                                        ? Load(comm->max_timed_plan)
+                                        : Load(comm->swept_timed_plan);
+        proven = PlanBefore(Load(po->parent_plan), timed);
+      }
+    }
+  }
+  if (!proven) {
+    const std::uint64_t now = clock::Now();
+    const std::uint64_t started = Load(po->start_ns);
+    if (max_age_ns == 0 || now < started || now - started < max_age_ns) return ReleaseResult::kKept;
+  }
+  std::uint8_t expected = kProxyUnclassified;
+  if (!po->network.compare_exchange_strong(expected, kProxyReleased, std::memory_order_acq_rel)) {
+    return ReleaseResult::kKept;
+  }
+  r.proxy_ops.Free(index);
+  Count(NCCLSCOPE_CTR_PROXY_OPS_NO_NETWORK);
+  return ReleaseResult::kReleased;
+}
+
+namespace {
+
+// Unclassified ProxyOps of this thread (NCCL's proxy progress thread), oldest first, as
+// (index << 32 | generation). Released here, on the thread that starts them, as soon as the proof
+// is in (ReleaseIfNoNetwork): a few are looked at per ProxyOp start, and one that must wait goes
+// back to the end so it holds up none of the others. What does not fit is the sweep's job.
+constexpr std::uint32_t kUnclassifiedRing = 16384;
+struct UnclassifiedRing {
+  std::uint64_t entries[kUnclassifiedRing];
+  std::uint32_t head = 0;
+  std::uint32_t tail = 0;
+  bool Full() const { return tail - head >= kUnclassifiedRing; }
+  void Push(std::uint64_t entry) { entries[tail++ % kUnclassifiedRing] = entry; }
+};
+// On the heap, for the proxy threads only: a thread-local array would be allocated for every
+// thread of the process that touches any of the plugin's thread-locals.
+thread_local std::unique_ptr<UnclassifiedRing> t_unclassified;
+
+void ReleaseUnclassified(Runtime& r) {
+  UnclassifiedRing* ring = t_unclassified.get();
+  if (ring == nullptr) return;
+  for (int budget = 0; budget < 4 && ring->head != ring->tail; ++budget) {
+    const std::uint64_t entry = ring->entries[ring->head++ % kUnclassifiedRing];
+    const auto index = static_cast<std::uint32_t>(entry >> 32);
+    const auto generation = static_cast<std::uint32_t>(entry);
+    auto* po = reinterpret_cast<ProxyOpState*>(r.proxy_ops.At(index));
+    if (po->slot.generation.load(std::memory_order_acquire) != generation ||
+        Load(po->network) != kProxyUnclassified) {
+      continue;  // stopped, classified or released elsewhere
+    }
+    if (ReleaseIfNoNetwork(index, generation, /*max_age_ns=*/0, PlanEvidence::kLatest) ==
+        ReleaseResult::kKept) {
+      ring->Push(entry);  // not yet: to the back (there is room: one was just taken)
+    }
+  }
+}
+
+void TrackUnclassified(std::uint32_t index, std::uint32_t generation) {
+  if (!t_unclassified) {
+    t_unclassified.reset(new (std::nothrow) UnclassifiedRing());
+    if (!t_unclassified) return;
+  }
+  if (t_unclassified->Full()) return;
+  t_unclassified->Push(static_cast<std::uint64_t>(index) << 32 | generation);
+}
+
+}  // namespace
+
 void StartProxyOp(void* context, void** handle, const ProxyOpArgs& args) {
   Runtime& r = R();
-  const std::uint32_t index = r.proxy_ops.Allocate();
-  if (index == UINT32_MAX) {
-    *handle = nullptr;
-    Count(NCCLSCOPE_CTR_HANDLES_EXHAUSTED);
-    return;
-  }
-  auto* po = reinterpret_cast<ProxyOpState*>(r.proxy_ops.At(index));
-  const std::uint32_t generation = po->slot.generation.load(std::memory_order_relaxed);
+  ReleaseUnclassified(r);
   std::uint16_t flags = 0;
   std::uint32_t comm_index = 0;
   std::uint32_t comm_generation = 0;
@@ -349,6 +605,10 @@ void StartProxyOp(void* context, void** handle, const ProxyOpArgs& args) {
   std::uint64_t seq = 0;
   std::uint64_t op_index = 0;
   std::uint8_t func = 0;
+  std::uint32_t parent_index = UINT32_MAX;
+  std::uint32_t parent_generation = 0;
+  std::uint32_t parent_plan = 0;  // see ProxyOpState::parent_plan
+  std::uint8_t parent_timed = 0;
   if (args.pid != r.pid) {
     // PXN: raised by our proxy on behalf of another process. The context and parent are that
     // process's values: keep them as numbers for the agent to join, never decode them here.
@@ -359,6 +619,7 @@ void StartProxyOp(void* context, void** handle, const ProxyOpArgs& args) {
       comm_generation = comm->slot.generation.load(std::memory_order_relaxed);
       comm_id = Load(comm->comm_id);
       comm_slot = Load(comm->comm_slot);
+      parent_plan = Load(comm->latest_plan);
     }
     std::uint32_t op_slot = 0;
     std::uint32_t op_generation = 0;
@@ -367,12 +628,35 @@ void StartProxyOp(void* context, void** handle, const ProxyOpArgs& args) {
       seq = Load(op->seq);
       op_index = Load(op->op_index);
       func = Load(op->func);
+      const std::uint8_t algo = Load(op->algo);
+      const std::uint8_t expect = Load(op->expect);
+      const std::uint32_t plan = Load(op->plan);
       // Re-check: the op may have completed and been reused while we copied.
       if (op->slot.generation.load(std::memory_order_acquire) == op_generation) {
+        if (IsCollNet(algo) && args.is_send == 0) {
+          // CollNet proxy ops are progressed by the CollNet transport, which raises no profiler
+          // event (src/transport/coll_net.cc has no ncclProfiler call at v2.28.9-1): never stopped.
+          *handle = IgnoredHandle();
+          Count(NCCLSCOPE_CTR_PROXY_OPS_NO_NETWORK);
+          return;
+        }
         flags |= NCCLSCOPE_PROXY_PARENT_KNOWN;
+        parent_index = op_slot;
+        parent_generation = op_generation;
+        parent_timed = expect != kExpectNone ? 1 : 0;
+        parent_plan = plan;
       }
     }
   }
+  const std::uint32_t index = r.proxy_ops.Allocate();
+  if (index == UINT32_MAX) {
+    *handle = nullptr;
+    Count(NCCLSCOPE_CTR_HANDLES_EXHAUSTED);
+    if (Load(r.proxy_pressure) == 0) Store(r.proxy_pressure, 1);
+    return;
+  }
+  auto* po = reinterpret_cast<ProxyOpState*>(r.proxy_ops.At(index));
+  const std::uint32_t generation = po->slot.generation.load(std::memory_order_relaxed);
   Store(po->comm_index, comm_index);
   Store(po->comm_generation, comm_generation);
   Store(po->comm_id, comm_id);
@@ -390,6 +674,14 @@ void StartProxyOp(void* context, void** handle, const ProxyOpArgs& args) {
   Store(po->is_send, args.is_send != 0 ? 1 : 0);
   Store(po->n_steps, args.n_steps);
   Store(po->chunk_size, args.chunk_size);
+  Store(po->parent_index, parent_index);
+  Store(po->parent_generation, parent_generation);
+  Store(po->parent_timed, parent_timed);
+  Store(po->parent_plan, parent_plan);
+  Store(po->net_type, NCCLSCOPE_NET_UNKNOWN);
+  Store(po->net_dev_index, -1);
+  Store(po->qp_num[0], 0);
+  Store(po->qp_num[1], 0);
   Store(po->start_ns, clock::Now());
   Store(po->in_progress_ns, 0);
   Store(po->bytes, 0);
@@ -397,15 +689,21 @@ void StartProxyOp(void* context, void** handle, const ProxyOpArgs& args) {
   Store(po->steps_done, 0);
   for (auto& s : po->state_ns) Store(s, 0);
   for (auto& step : po->steps) Store(step.active, 0);
+  // Only network sends set isSend (src/plugin/profiler.cc:492 at v2.28.9-1).
+  const bool network = args.is_send != 0;
+  po->network.store(network ? kProxyIsNetwork : kProxyUnclassified, std::memory_order_release);
+  if (!network) TrackUnclassified(index, generation);
   *handle = EncodeHandle(HandleKind::kProxyOp, generation, index);
 }
 
 void StartProxyStep(void* /*context*/, void** handle, void* parent, int step) {
   std::uint32_t index = 0;
   ProxyOpState* po = FindProxyOp(parent, HandleKind::kProxyOp, &index, nullptr);
-  if (po == nullptr) {
+  if (po == nullptr || !ClaimNetwork(po)) {
     *handle = nullptr;
-    if (parent != nullptr) Count(NCCLSCOPE_CTR_INVALID_HANDLE);
+    if (parent != nullptr && DecodeHandle(parent).kind != HandleKind::kIgnored) {
+      Count(NCCLSCOPE_CTR_INVALID_HANDLE);
+    }
     return;
   }
   const auto slot_index = static_cast<std::uint32_t>(step) % kStepSlots;
@@ -418,6 +716,32 @@ void StartProxyStep(void* /*context*/, void** handle, void* parent, int step) {
   Store(slot.active, 1);
   *handle = EncodeHandle(HandleKind::kProxyStep,
                          po->slot.generation.load(std::memory_order_relaxed), index, slot_index);
+}
+
+void StartNetPlugin(void** handle, const void* parent, std::int64_t plugin_id, const void* data) {
+  *handle = IgnoredHandle();  // NetPlugin stop and NetPluginUpdate states need nothing back
+  std::uint32_t sub = 0;
+  ProxyOpState* po = FindProxyOp(parent, HandleKind::kProxyStep, nullptr, &sub);
+  if (po == nullptr || !ClaimNetwork(po)) return;
+  const auto type = static_cast<std::uint32_t>(static_cast<std::uint64_t>(plugin_id) >> 16);
+  const auto version = static_cast<std::uint32_t>(plugin_id & 0xFFFF);
+  if (type == abi::kNetPluginTypeIb && version == abi::kNetIbDescrVersion && data != nullptr) {
+    abi::NetIbDescrV1 descr;
+    std::memcpy(&descr, data, sizeof(descr));
+    if (descr.type != abi::kNetIbQpEvent) return;
+    Store(po->net_type, NCCLSCOPE_NET_IB);
+    Store(po->net_dev_index, descr.qp.device);
+    const auto qp = static_cast<std::uint32_t>(descr.qp.qpNum);
+    const std::uint32_t first = Load(po->qp_num[0]);
+    if (first == 0) {
+      Store(po->qp_num[0], qp);
+    } else if (first != qp && Load(po->qp_num[1]) == 0) {
+      Store(po->qp_num[1], qp);
+    }
+  } else if (Load(po->net_type) == NCCLSCOPE_NET_UNKNOWN) {
+    Store(po->net_type,
+          type == abi::kNetPluginTypeSocket ? NCCLSCOPE_NET_SOCKET : NCCLSCOPE_NET_OTHER);
+  }
 }
 
 namespace {
@@ -463,6 +787,7 @@ void StopKernelCh(const Handle& h, void* handle) {
   }
   const std::uint32_t stopped = Load(op->channels_stopped) + 1;
   Store(op->channels_stopped, stopped);
+  if (Load(op->expect) == kExpectUnknown) Store(op->last_kernel_ns, clock::Now());
   const std::uint32_t expected = Load(op->expected_channels);
   if (expected != 0 && stopped == expected) {
     const std::uint32_t old = SetStateBits(op, generation, kOpKernelDone);
@@ -499,6 +824,10 @@ void EmitProxyOp(ProxyOpState* po, std::uint32_t index, std::uint16_t extra_flag
   rec.is_send = Load(po->is_send);
   rec.func = Load(po->func);
   rec.max_step_ns = Load(po->max_step_ns);
+  rec.net_type = Load(po->net_type);
+  rec.net_dev_index = Load(po->net_dev_index);
+  rec.qp_num[0] = Load(po->qp_num[0]);
+  rec.qp_num[1] = Load(po->qp_num[1]);
   r.ring.Write(&rec, 1, ThreadLaneHint());
   r.proxy_ops.Free(index);
 }
@@ -544,11 +873,11 @@ void StopEvent(void* handle) {
     case HandleKind::kProxyOp: {
       std::uint32_t index = 0;
       ProxyOpState* po = FindProxyOp(handle, HandleKind::kProxyOp, &index, nullptr);
-      if (po == nullptr) {
+      if (po == nullptr || !ClaimNetwork(po)) {
         Count(NCCLSCOPE_CTR_INVALID_HANDLE);
         return;
       }
-      EmitProxyOp(po, index, 0);
+      EmitProxyOp(po, index, 0);  // only the network transport stops ProxyOps
       return;
     }
     case HandleKind::kProxyStep: {
@@ -571,6 +900,8 @@ void StopEvent(void* handle) {
       return;
     }
     case HandleKind::kIgnored:
+    case HandleKind::kApi:
+    case HandleKind::kGroup:
       return;
     default:
       if (handle != nullptr) Count(NCCLSCOPE_CTR_INVALID_HANDLE);
@@ -618,7 +949,7 @@ void RecordEventState(void* handle, int state, const abi::StateArgsV4* args) {
     case HandleKind::kProxyOp: {
       if (state != abi::kProxyOpInProgress) return;  // deprecated v1-v3 op states: ignore
       ProxyOpState* po = FindProxyOp(handle, HandleKind::kProxyOp, nullptr, nullptr);
-      if (po == nullptr) {
+      if (po == nullptr || !ClaimNetwork(po)) {
         Count(NCCLSCOPE_CTR_INVALID_HANDLE);
         return;
       }
@@ -626,7 +957,9 @@ void RecordEventState(void* handle, int state, const abi::StateArgsV4* args) {
       return;
     }
     case HandleKind::kIgnored:
-      return;  // Group/API states (23, 24) and the like
+    case HandleKind::kApi:
+    case HandleKind::kGroup:
+      return;  // GroupApi states (23, 24), NetPluginUpdate and the like
     case HandleKind::kOp:
       break;
     default:
@@ -634,6 +967,16 @@ void RecordEventState(void* handle, int state, const abi::StateArgsV4* args) {
       return;
   }
   Count(NCCLSCOPE_CTR_UNKNOWN_EVENTS);
+}
+
+void CompleteKernel(std::uint32_t index, std::uint32_t generation) {
+  Runtime& r = R();
+  if (index >= r.ops.carved()) return;
+  auto* op = reinterpret_cast<OpState*>(r.ops.At(index));
+  const std::uint32_t old = SetStateBits(op, generation, kOpKernelDone);
+  if (old != UINT32_MAX && !OpComplete(old) && OpComplete(old | kOpKernelDone)) {
+    EmitAndFree(op, index, old | kOpKernelDone, 0);
+  }
 }
 
 bool ForceFinalizeOp(std::uint32_t index, std::uint32_t generation, std::uint16_t flags) {
@@ -651,7 +994,13 @@ void FlushProxyOp(std::uint32_t index, std::uint32_t generation) {
   if (index >= r.proxy_ops.carved()) return;
   auto* po = reinterpret_cast<ProxyOpState*>(r.proxy_ops.At(index));
   if (po->slot.generation.load(std::memory_order_acquire) != generation) return;
-  EmitProxyOp(po, index, NCCLSCOPE_PROXY_FLUSHED);
+  std::uint8_t expected = kProxyUnclassified;
+  if (po->network.compare_exchange_strong(expected, kProxyReleased, std::memory_order_acq_rel)) {
+    r.proxy_ops.Free(index);  // never did network work: no record
+    Count(NCCLSCOPE_CTR_PROXY_OPS_NO_NETWORK);
+    return;
+  }
+  if (expected == kProxyIsNetwork) EmitProxyOp(po, index, NCCLSCOPE_PROXY_FLUSHED);
 }
 
 }  // namespace ncclscope::plugin

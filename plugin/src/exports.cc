@@ -14,7 +14,10 @@ namespace ncclscope::plugin {
 namespace {
 
 // Runs `body`; any exception (only possible on cold paths: allocation at init) becomes a NULL
-// handle or a failed init, never an escape into NCCL.
+// handle or context, never an escape into NCCL. Init never reports an error either: on an error
+// NCCL 2.28 continues with whatever context was set, and NCCL 2.29+ unloads the plugin at once and
+// again at communicator destroy (src/plugin/profiler.cc:252-253 at v2.30.7-1),
+// taking profiling from every other live communicator. A NULL context with success opts out.
 template <typename Body>
 abi::Result Guard(Body&& body, abi::Result on_error = abi::kSuccess) noexcept {
   try {
@@ -24,12 +27,31 @@ abi::Result Guard(Body&& body, abi::Result on_error = abi::kSuccess) noexcept {
   }
 }
 
+// The Group (kernel plan) of a Coll/P2p task: v5+ pass it in parentGroup and the CollApi/P2pApi
+// as parentObj (src/plugin/profiler.cc:402-403 and :437-438 at v2.28.9-1); v4 passes the Group as
+// parentObj (src/plugin/profiler.cc:245/:281 at v2.27.7-1).
+const void* CollGroup(const abi::EventDescrV4* d) { return d->parentObj; }
+const void* P2pGroup(const abi::EventDescrV4* d) { return d->parentObj; }
+template <typename Descr>
+const void* CollGroup(const Descr* d) {
+  return d->coll.parentGroup;
+}
+template <typename Descr>
+const void* P2pGroup(const Descr* d) {
+  return d->p2p.parentGroup;
+}
+
 template <typename Descr>
 void StartCommon(void* context, void** handle, const Descr* d, std::uint64_t type) {
   switch (type) {
+    case abi::kGroup:
+      *handle = StartGroup();
+      return;
     case abi::kColl: {
       OpArgs args;
       args.kind = NCCLSCOPE_KIND_COLL;
+      args.parent = d->parentObj;
+      args.parent_group = CollGroup(d);
       args.seq = d->coll.seqNumber;
       args.func = d->coll.func;
       args.count = d->coll.count;
@@ -46,6 +68,8 @@ void StartCommon(void* context, void** handle, const Descr* d, std::uint64_t typ
     case abi::kP2p: {
       OpArgs args;
       args.kind = NCCLSCOPE_KIND_P2P;
+      args.parent = d->parentObj;
+      args.parent_group = P2pGroup(d);
       args.func = d->p2p.func;
       args.count = d->p2p.count;
       args.root = d->p2p.peer;
@@ -74,8 +98,11 @@ void StartCommon(void* context, void** handle, const Descr* d, std::uint64_t typ
     case abi::kProxyStep:
       StartProxyStep(context, handle, d->parentObj, d->proxyStep.step);
       return;
+    case abi::kNetPlugin:
+      StartNetPlugin(handle, d->parentObj, d->netPlugin.id, d->netPlugin.data);
+      return;
     default:
-      // Group, API, KernelLaunch, ProxyCtrl, NetPlugin, CeSync, CeBatch: accepted, not tracked.
+      // KernelLaunch, ProxyCtrl, CeSync, CeBatch: accepted, not tracked.
       // A non-NULL handle keeps NCCL's bookkeeping (e.g. seqNumber of graph plans) unchanged.
       *handle = IgnoredHandle();
       return;
@@ -106,13 +133,31 @@ abi::Result FinalizeV(void* context) {
 abi::Result InitV6(void** context, std::uint64_t comm_id, int* mask, const char* name, int nnodes,
                    int nranks, int rank, abi::DebugLogger logger) {
   *context = nullptr;
-  return Guard([&] { return Init(context, comm_id, mask, name, nnodes, nranks, rank, logger, 6); },
-               abi::kInternalError);
+  return Guard([&] { return Init(context, comm_id, mask, name, nnodes, nranks, rank, logger, 6); });
+}
+
+// GroupApi, CollApi and P2pApi (v5+) are where NCCL copies its mask for the call.
+template <typename Descr>
+bool StartApiEvent(void** handle, const Descr* d) {
+  switch (d->type) {
+    case abi::kGroupApi:
+      *handle = StartApi(abi::kGroupApi, nullptr);
+      return true;
+    case abi::kCollApi:
+      *handle = StartApi(abi::kCollApi, d->collApi.datatype);
+      return true;
+    case abi::kP2pApi:
+      *handle = StartApi(abi::kP2pApi, d->p2pApi.datatype);
+      return true;
+    default:
+      return false;
+  }
 }
 
 abi::Result StartV6(void* context, void** handle, abi::EventDescrV6* d) {
   *handle = nullptr;
   return Guard([&] {
+    if (StartApiEvent(handle, d)) return abi::kSuccess;
     if (d->type == abi::kCeColl) {
       OpArgs args;
       args.kind = NCCLSCOPE_KIND_CE;
@@ -135,13 +180,13 @@ abi::Result StartV6(void* context, void** handle, abi::EventDescrV6* d) {
 abi::Result InitV5(void** context, std::uint64_t comm_id, int* mask, const char* name, int nnodes,
                    int nranks, int rank, abi::DebugLogger logger) {
   *context = nullptr;
-  return Guard([&] { return Init(context, comm_id, mask, name, nnodes, nranks, rank, logger, 5); },
-               abi::kInternalError);
+  return Guard([&] { return Init(context, comm_id, mask, name, nnodes, nranks, rank, logger, 5); });
 }
 
 abi::Result StartV5(void* context, void** handle, abi::EventDescrV5* d) {
   *handle = nullptr;
   return Guard([&] {
+    if (StartApiEvent(handle, d)) return abi::kSuccess;
     StartCommon(context, handle, d, d->type);
     return abi::kSuccess;
   });
@@ -153,8 +198,7 @@ abi::Result InitV4(void** context, int* mask, const char* name, std::uint64_t co
                    int nranks, int rank, abi::DebugLogger logger) {
   *context = nullptr;
   return Guard(
-      [&] { return Init(context, comm_hash, mask, name, nnodes, nranks, rank, logger, 4); },
-      abi::kInternalError);
+      [&] { return Init(context, comm_hash, mask, name, nnodes, nranks, rank, logger, 4); });
 }
 
 abi::Result StartV4(void* context, void** handle, abi::EventDescrV4* d) {

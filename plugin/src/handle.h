@@ -23,8 +23,18 @@ enum class HandleKind : std::uint32_t {
   kProxyOp = 3,
   kProxyStep = 4,  // one step slot of a ProxyOp (lives inside it)
   kContext = 5,    // a communicator
-  kIgnored = 6,    // events accepted but not tracked (Group, API, KernelLaunch, ...)
+  kIgnored = 6,    // events accepted but not tracked (KernelLaunch, ProxyCtrl, NetPlugin, ...)
+  // Stateless handles that carry what a later event needs to know about its parent:
+  kApi = 7,    // GroupApi/CollApi/P2pApi: index = NCCL's mask snapshot of that API call,
+               // sub = ApiSub bits (the API datatype; KernelCh uncertain)
+  kGroup = 8,  // Group (one kernel plan): index = the plan's number in this process
 };
+
+// ApiSub bits of a kApi handle: the API call's datatype code (ncclscope_datatype, 4 bits) and
+// whether NCCL's copy may have had KernelCh although the value read lacks it (another thread
+// switched it off just around the call).
+inline constexpr std::uint32_t kApiDatatypeMask = 0x0F;
+inline constexpr std::uint32_t kApiKernelCandidate = 0x10;
 
 inline constexpr std::uint32_t kGenerationMask = (1u << 20) - 1;
 

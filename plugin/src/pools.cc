@@ -24,11 +24,14 @@ ThreadCache g_caches[kMaxThreadCaches];
 std::atomic<std::uint32_t> g_cache_count{0};
 std::atomic<std::uint32_t> g_lane_counter{0};
 
-// Plain thread-locals (trivially destructible, so access is a TLS load and no guard). The
-// initial-exec model makes that load one instruction instead of a __tls_get_addr call in a
-// dlopen()ed library; the 8 bytes come from glibc's static TLS surplus reserved for this case.
-__attribute__((tls_model("initial-exec"))) thread_local std::uint32_t t_cache = 0;  // index + 1
-__attribute__((tls_model("initial-exec"))) thread_local std::uint32_t t_lane = 0;   // hint + 1
+// Plain thread-locals (trivially destructible, so access is a TLS load and no guard). They use the
+// dynamic TLS model, never initial-exec: a library loaded with dlopen() that needs static TLS
+// (DF_STATIC_TLS) fails to load ("cannot allocate memory in static TLS block") once the
+// process's small static TLS surplus is used up, which happens in crowded processes (PyTorch).
+// The plugin is built with TLS descriptors (-mtls-dialect=gnu2 on x86-64, the default on Arm), so
+// an access is a load through the descriptor, not a __tls_get_addr call.
+thread_local std::uint32_t t_cache = 0;  // index + 1
+thread_local std::uint32_t t_lane = 0;   // hint + 1
 
 // Gives the thread's cache back when the thread exits.
 struct CacheRelease {
@@ -126,6 +129,8 @@ void SlotArena::Free(std::uint32_t index) {
   } while (!list.remote.compare_exchange_weak(head, index + 1, std::memory_order_release,
                                               std::memory_order_relaxed));
 }
+
+std::uint32_t ThreadToken() { return MyCache(); }
 
 std::uint32_t ThreadLaneHint() {
   if (t_lane == 0) t_lane = g_lane_counter.fetch_add(1, std::memory_order_relaxed) + 1;

@@ -62,6 +62,10 @@ class SlotArena {
 // The calling thread's lane preference for the ring (stable per thread, spread across threads).
 std::uint32_t ThreadLaneHint();
 
+// A small number that tells the calling thread from every other live thread (its slot cache;
+// 0 when there are more threads than caches).
+std::uint32_t ThreadToken();
+
 // Thread caches in use (for tests and diagnostics).
 std::uint32_t ThreadCachesInUse();
 

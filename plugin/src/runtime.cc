@@ -28,8 +28,18 @@ namespace ncclscope::plugin {
 namespace {
 
 constexpr std::uint64_t kMaintenanceInterval = 200'000'000;  // ns
-constexpr std::uint64_t kNoKernelGrace = 1'000'000'000;      // ns without KernelCh before we stop
-                                                             // waiting for them on a comm
+// A CollNet op does not say how many KernelCh it gets (nChannels 0): it is complete once every
+// channel that started has stopped and none has started or stopped for this long. The channels of
+// one op are the blocks of one kernel launch and start together.
+constexpr std::uint64_t kUnknownChannelsQuiet = 500'000'000;  // ns
+// An unclassified ProxyOp with no proof (its parent had no KernelCh and no later plan was timed
+// yet, or a PXN op of another process) is released after this long without network activity. A
+// network receive queued behind other ops on its connection (nextPeer, src/proxy.cc:441-446 at
+// v2.28.9-1) waits for them first. When ProxyOps ran out of slots, the wait is cut short: a
+// network receive mistaken this way loses its record (counted as invalid_handle), while keeping
+// the slots would lose every later network op.
+constexpr std::uint64_t kUnclassifiedProxyMaxAge = 30'000'000'000;    // ns
+constexpr std::uint64_t kUnclassifiedProxyMaxAgeTight = 100'000'000;  // ns
 
 void Log(int level, const char* format, ...) __attribute__((format(printf, 2, 3)));
 void Log(int level, const char* format, ...) {
@@ -55,16 +65,6 @@ void CopyString(char* dst, std::size_t capacity, const char* src) {
 
 std::uint32_t AbiEvents(int abi_version) {
   return abi_version >= 6 ? kUsableEvents : (kUsableEvents & ~kEventCeColl);
-}
-
-void SetNcclMask(Runtime& r, std::uint32_t mask) {
-  r.current_mask.store(mask, std::memory_order_relaxed);
-  if (int* target = r.mask_ptr.load(std::memory_order_relaxed)) {
-    __atomic_store_n(target, static_cast<int>(mask), __ATOMIC_RELAXED);
-  }
-  if (ncclscope_ring_header* header = r.ring.header()) {
-    std::atomic_ref<std::uint32_t>(header->effective_mask).store(mask, std::memory_order_relaxed);
-  }
 }
 
 // Applies a new controls snapshot from the ring header (the agent's YAML), unless pinned.
@@ -108,65 +108,91 @@ void ApplyAgentControls(Runtime& r) {
   std::atomic_ref<std::uint32_t>(header->applied_control_seq).store(seq, std::memory_order_relaxed);
 }
 
-bool AnyChannelStarted(const OpState& op, std::uint32_t generation) {
-  for (const ChannelTime& ch : op.channels) {
-    const std::uint32_t tag = Load(ch.tag);
-    if (tag == ChannelTag(generation, kChannelStarted) ||
-        tag == ChannelTag(generation, kChannelStopped)) {
-      return true;
+void SweepOp(Runtime& r, std::uint32_t i, std::uint64_t now) {
+  auto* op = reinterpret_cast<OpState*>(r.ops.At(i));
+  if (op->slot.in_use.load(std::memory_order_acquire) == 0) return;
+  const std::uint32_t generation = op->slot.generation.load(std::memory_order_acquire);
+  const std::uint32_t state = op->state.load(std::memory_order_acquire);
+  if ((state >> 8) != generation || OpComplete(state)) return;
+  const std::uint32_t comm_index = Load(op->comm_index);
+  if (comm_index >= r.comms.carved()) return;
+  auto* comm = reinterpret_cast<CommState*>(r.comms.At(comm_index));
+  if (comm->slot.generation.load(std::memory_order_acquire) != Load(op->comm_generation) ||
+      comm->live.load(std::memory_order_acquire) == 0) {
+    if (ForceFinalizeOp(i, generation, NCCLSCOPE_OP_FLUSHED)) {
+      r.ring.Count(NCCLSCOPE_CTR_OPS_FLUSHED);
     }
+    return;
   }
-  return false;
+  if ((state & kOpEnqueued) == 0 || (state & kOpKernelDone) != 0) return;
+  const bool later_plan_ran = PlanBefore(Load(op->plan), Load(comm->swept_timed_plan));
+  const std::uint32_t started = Load(op->channels_started);
+  if (started == 0) {
+    if (later_plan_ran) ForceFinalizeOp(i, generation, NCCLSCOPE_OP_KERNEL_NEVER_CAME);
+    return;
+  }
+  if (Load(op->expect) != kExpectUnknown || Load(op->channels_stopped) != started) return;
+  const std::uint64_t last = Load(op->last_kernel_ns);
+  if (later_plan_ran || (now > last && now - last >= kUnknownChannelsQuiet)) {
+    CompleteKernel(i, generation);
+  }
 }
 
-// Stale ops: enqueued, waiting for KernelCh that will not come. Two cases are certain enough to
-// act on: a later op of the same communicator already completed with GPU timing (ops of one
-// communicator run in order, so this one's kernel is done), or the communicator has never
-// produced a KernelCh event and the op has waited past the grace period (CUDA graphs without
-// KernelCh; an old NCCL). An op whose kernel started and never stopped is left alone: that is
-// what a hang looks like, and the agent must see it in flight.
-// At most this many op slots are looked at per pass (round robin), so a process with a large
-// in-flight high-water mark pays a bounded, small cost every 200 ms.
-constexpr std::uint32_t kSweepBatch = 4096;
+// Ops that NCCL will not complete by itself. An op whose kernel started and never stopped is left
+// alone: that is what a hang looks like, and the agent must see it in flight.
+//  - No KernelCh has come, yet a later plan of the communicator completed an op with GPU timing
+//    at least one sweep ago (plans run in order, CommState): this op's kernel ran without
+//    KernelCh, which happens only when the mask NCCL copied for it differed from what the plugin
+//    could see (a write by another thread around the API call, 2.27's copy at task append).
+//    Complete, without GPU timing, flagged KERNEL_NEVER_CAME. A late first kernel is never cut
+//    short: only evidence from the GPU's own order ends the wait, never a timeout.
+//  - CollNet ops (number of channels unknown): once every started channel stopped and the op's
+//    channels have been quiet for kUnknownChannelsQuiet, or a later plan completed.
+// At most this many op and ProxyOp slots are looked at per pass (round robin), so a process with a
+// large in-flight high-water mark pays a bounded cost every 200 ms on this thread (about 1 ms for
+// a full default arena); the default arenas are swept whole every pass, so what waits on the
+// sweep (CollNet ops, ProxyOps without network work) is released within two passes.
+constexpr std::uint32_t kSweepBatch = 65536;
+constexpr std::uint32_t kProxySweepBatch = 65536;
 
 void SweepStaleOps(Runtime& r, std::uint64_t now) {
   static std::uint32_t cursor = 0;  // maintenance thread only
   const std::uint32_t carved = r.ops.carved();
-  if (carved == 0) return;
-  if (cursor >= carved) cursor = 0;
-  const std::uint32_t end = carved - cursor > kSweepBatch ? cursor + kSweepBatch : carved;
-  const std::uint32_t begin = cursor;
-  cursor = end;
-  for (std::uint32_t i = begin; i < end; ++i) {
-    auto* op = reinterpret_cast<OpState*>(r.ops.At(i));
-    if (op->slot.in_use.load(std::memory_order_acquire) == 0) continue;
-    const std::uint32_t generation = op->slot.generation.load(std::memory_order_acquire);
-    const std::uint32_t state = op->state.load(std::memory_order_acquire);
-    if ((state >> 8) != generation || OpComplete(state)) continue;
-    const std::uint32_t comm_index = Load(op->comm_index);
-    if (comm_index >= r.comms.carved()) continue;
-    auto* comm = reinterpret_cast<CommState*>(r.comms.At(comm_index));
-    if (comm->slot.generation.load(std::memory_order_acquire) != Load(op->comm_generation) ||
-        comm->live.load(std::memory_order_acquire) == 0) {
-      if (ForceFinalizeOp(i, generation, NCCLSCOPE_OP_FLUSHED)) {
-        r.ring.Count(NCCLSCOPE_CTR_OPS_FLUSHED);
+  if (carved != 0) {
+    if (cursor >= carved) cursor = 0;
+    const std::uint32_t end = carved - cursor > kSweepBatch ? cursor + kSweepBatch : carved;
+    const std::uint32_t begin = cursor;
+    cursor = end;
+    for (std::uint32_t i = begin; i < end; ++i) SweepOp(r, i, now);
+  }
+  // Evidence for the next pass: what later plans had completed by now.
+  const std::uint32_t comms = r.comms.carved();
+  for (std::uint32_t i = 0; i < comms; ++i) {
+    auto* comm = reinterpret_cast<CommState*>(r.comms.At(i));
+    if (comm->live.load(std::memory_order_acquire) == 0) continue;
+    Store(comm->swept_timed_plan, Load(comm->max_timed_plan));
+  }
+  static std::uint32_t proxy_cursor = 0;  // maintenance thread only
+  const std::uint32_t proxies = r.proxy_ops.carved();
+  if (proxies != 0) {
+    if (proxy_cursor >= proxies) proxy_cursor = 0;
+    const std::uint64_t max_age =
+        Load(r.proxy_pressure) != 0 ? kUnclassifiedProxyMaxAgeTight : kUnclassifiedProxyMaxAge;
+    Store(r.proxy_pressure, 0);
+    const std::uint32_t end =
+        proxies - proxy_cursor > kProxySweepBatch ? proxy_cursor + kProxySweepBatch : proxies;
+    for (std::uint32_t i = proxy_cursor; i < end; ++i) {
+      auto* po = reinterpret_cast<ProxyOpState*>(r.proxy_ops.At(i));
+      if (po->slot.in_use.load(std::memory_order_acquire) == 0 ||
+          po->network.load(std::memory_order_acquire) != kProxyUnclassified) {
+        continue;
       }
-      continue;
+      ReleaseIfNoNetwork(i, po->slot.generation.load(std::memory_order_acquire), max_age,
+                         PlanEvidence::kSwept);
     }
-    if ((state & kOpEnqueued) == 0 || (state & kOpKernelDone) != 0) continue;
-    if (Load(op->op_index) < Load(comm->max_completed_index)) {
-      ForceFinalizeOp(i, generation, 0);
-      continue;
-    }
-    const std::uint64_t enqueued = Load(op->enqueue_stop_ns);
-    if (Load(comm->kernel_seen) == 0 && enqueued != 0 && now > enqueued &&
-        now - enqueued > kNoKernelGrace && !AnyChannelStarted(*op, generation)) {
-      Store(comm->no_kernel, 1);
-      ForceFinalizeOp(i, generation, 0);
-    }
+    proxy_cursor = end;
   }
 }
-
 void MaintenanceLoop() {
   Runtime& r = R();
   std::uint64_t last_calibration = clock::RealtimeNow();
@@ -332,7 +358,14 @@ void MaintenancePass(std::uint64_t now_ns) {
   Runtime& r = R();
   ApplyAgentControls(r);
   const std::uint32_t mask = DesiredMask(now_ns);
-  if (mask != r.current_mask.load(std::memory_order_relaxed)) SetNcclMask(r, mask);
+  r.pending_mask.store(mask, std::memory_order_relaxed);
+  // With API events (v5+) the user threads apply the change right after NCCL's read of a call
+  // (StartApi); this thread writes only when they are idle, or for 2.27, which has no API events.
+  const bool api_threads_active = r.abi_version >= 5 && Load(r.api_events_seen) != 0;
+  Store(r.api_events_seen, 0);
+  if (mask != r.current_mask.load(std::memory_order_relaxed) && !api_threads_active) {
+    WriteNcclMask(mask);
+  }
   SweepStaleOps(r, clock::Now());
 }
 
@@ -374,9 +407,9 @@ abi::Result Init(void** context, std::uint64_t comm_id, int* mask, const char* n
   Store(comm->ops_enqueued, 0);
   Store(comm->ops_completed, 0);
   Store(comm->ops_flushed, 0);
-  Store(comm->max_completed_index, 0);
-  Store(comm->kernel_seen, 0);
-  Store(comm->no_kernel, 0);
+  Store(comm->max_timed_plan, 0);
+  Store(comm->swept_timed_plan, 0);
+  Store(comm->latest_plan, 0);
   // Per-peer p2p counters, reused from this slot's previous communicator when large enough.
   const std::uint32_t peers =
       nranks > 0 && nranks <= 65536 ? static_cast<std::uint32_t>(nranks) : 0;
@@ -424,7 +457,9 @@ abi::Result Init(void** context, std::uint64_t comm_id, int* mask, const char* n
 
   // Every init gets the same process-global mask pointer; keep it to steer NCCL at run time.
   if (mask != nullptr) r.mask_ptr.store(mask, std::memory_order_relaxed);
-  SetNcclMask(r, DesiredMask(clock::RealtimeNow()));
+  const std::uint32_t desired = DesiredMask(clock::RealtimeNow());
+  r.pending_mask.store(desired, std::memory_order_relaxed);
+  WriteNcclMask(desired);
   *context = handle;
   return abi::kSuccess;
 }

@@ -45,8 +45,22 @@ struct Runtime {
   std::vector<std::atomic<std::uint64_t>*> p2p_arrays;
 
   // The NCCL event mask: NCCL's process-global int (saved from init) and what we last put there.
+  // NCCL copies it into every task at the API call (its "snapshot", src/plugin/profiler.cc:218 and
+  // src/enqueue.cc:2403/2486 at v2.28.9-1; at task append in 2.27, src/enqueue.cc:2292/2370 at
+  // v2.27.7-1) and that copy alone decides which child events the task gets. To know the copy,
+  // the plugin changes the int where no API call can be between NCCL's read and the plugin's own
+  // (see WriteNcclMask in runtime.cc).
   std::atomic<int*> mask_ptr{nullptr};
   std::atomic<std::uint32_t> current_mask{0};
+  std::atomic<std::uint32_t> pending_mask{0};       // what the controls and duty cycle want now
+  std::atomic<std::uint64_t> mask_write_ns{0};      // host time of the latest write
+  std::atomic<std::uint64_t> kernel_off_ns{0};      // host time KernelCh was last switched off
+  std::atomic<std::uint32_t> kernel_off_write{0};   // mask_writes after that write
+  std::atomic<std::uint32_t> kernel_off_writer{0};  // thread token of that writer
+  std::atomic<std::uint32_t> mask_writes{0};        // writes so far
+  std::atomic<std::uint32_t> api_events_seen{0};    // an API event ran since the last maintenance
+  std::atomic<std::uint32_t> plans{0};              // kernel plans (Group events) so far
+  std::atomic<std::uint32_t> proxy_pressure{0};     // a ProxyOp found no free slot since the sweep
 
   // Controls in force (environment, controls file, then the agent through the ring header).
   std::atomic<std::uint32_t> event_mask{0};
@@ -71,6 +85,9 @@ inline Runtime& R() { return *g_runtime; }
 
 struct OpArgs {
   std::uint8_t kind = NCCLSCOPE_KIND_COLL;
+  // v5+: the CollApi/P2pApi handle (our kApi, carrying NCCL's mask snapshot); v4: the Group.
+  const void* parent = nullptr;
+  const void* parent_group = nullptr;  // the Group handle (our kGroup, carrying the plan number)
   std::uint64_t seq = 0;
   const char* func = nullptr;
   std::uint64_t count = 0;
@@ -94,6 +111,14 @@ struct ProxyOpArgs {
   int is_send = 0;
 };
 
+// API events (v5+): GroupApi, CollApi, P2pApi. Returns a stateless handle carrying the mask
+// snapshot NCCL took for this API call and the call's datatype; CollApi/P2pApi also apply a
+// pending mask change (it takes effect from the next API call on).
+void* StartApi(std::uint64_t type, const char* datatype);
+// Group (one kernel plan): a stateless handle carrying the plan's number.
+void* StartGroup();
+// NetPlugin: which NIC and queue pair a network step used (parent: the ProxyStep).
+void StartNetPlugin(void** handle, const void* parent, std::int64_t plugin_id, const void* data);
 void StartOp(void* context, void** handle, const OpArgs& args);
 void StartKernelCh(void* context, void** handle, void* parent, std::uint8_t channel,
                    std::uint64_t ptimer);
@@ -142,6 +167,22 @@ inline ProxyOpState* FindProxyOp(const void* handle, HandleKind kind, std::uint3
   return po;
 }
 
+// Marks a ProxyOp as doing network work; false when it was already released (its handle is dead).
+bool ClaimNetwork(ProxyOpState* po);
+// Releases an unclassified ProxyOp that will never do network work (no record is written): its
+// parent op is gone and either had GPU timing, or a later plan of its communicator has completed
+// with GPU timing (`plan_evidence`: that communicator's max_timed_plan, or the value of one sweep
+// ago when another thread asks), or (max_age_ns != 0) it is older than max_age_ns.
+enum class ReleaseResult { kReleased, kKept, kGone };
+enum class PlanEvidence { kLatest, kSwept };
+ReleaseResult ReleaseIfNoNetwork(std::uint32_t index, std::uint32_t generation,
+                                 std::uint64_t max_age_ns, PlanEvidence plan_evidence);
+// Sets the NCCL event mask now, remembering what it replaces and when (see StartApi).
+void WriteNcclMask(std::uint32_t mask);
+
+// Marks an op's kernel as done (all the KernelCh it will get have stopped) and completes it if it
+// is also enqueued.
+void CompleteKernel(std::uint32_t index, std::uint32_t generation);
 // Completes an op that NCCL will not complete (communicator ended, KernelCh that never came).
 // `flags` are added to the record (ncclscope_op_flag). Returns whether this call finalized it.
 bool ForceFinalizeOp(std::uint32_t index, std::uint32_t generation, std::uint16_t flags);

@@ -253,6 +253,8 @@ std::optional<std::uint32_t> ParseEvents(std::string_view text) {
       mask |= kEventProxyOp;
     else if (name == "proxy_step")
       mask |= kEventProxyStep | kEventProxyOp;
+    else if (name == "net_plugin")
+      mask |= kEventNetPlugin | kEventProxyStep | kEventProxyOp;
     else if (name == "ce_coll")
       mask |= kEventCeColl;
     else

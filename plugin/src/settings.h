@@ -20,10 +20,14 @@ inline constexpr std::uint32_t kEventP2p = 0x4;
 inline constexpr std::uint32_t kEventProxyOp = 0x8;
 inline constexpr std::uint32_t kEventProxyStep = 0x10;
 inline constexpr std::uint32_t kEventKernelCh = 0x40;
+inline constexpr std::uint32_t kEventNetPlugin = 0x80;
 inline constexpr std::uint32_t kEventCeColl = 0x1000;
-inline constexpr std::uint32_t kUsableEvents =
-    kEventColl | kEventP2p | kEventProxyOp | kEventProxyStep | kEventKernelCh | kEventCeColl;
-inline constexpr std::uint32_t kProxyEvents = kEventProxyOp | kEventProxyStep;
+inline constexpr std::uint32_t kUsableEvents = kEventColl | kEventP2p | kEventProxyOp |
+                                               kEventProxyStep | kEventKernelCh | kEventNetPlugin |
+                                               kEventCeColl;
+// Sampled together by the proxy duty cycle: NCCL raises all three from its proxy thread, per
+// network op, step and work request.
+inline constexpr std::uint32_t kProxyEvents = kEventProxyOp | kEventProxyStep | kEventNetPlugin;
 
 struct Settings {
   bool disabled = false;                    // NCCLSCOPE_DISABLE=1

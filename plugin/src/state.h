@@ -57,6 +57,13 @@ struct ChannelTime {
   std::uint32_t pad = 0;
 };
 
+// What an op waits for before it is complete (OpState::expect).
+enum OpExpect : std::uint8_t {
+  kExpectNone = 0,     // no KernelCh will come: complete at NCCL's stop
+  kExpectKnown = 1,    // expected_channels KernelCh will come
+  kExpectUnknown = 2,  // KernelCh will come, but NCCL did not say how many (CollNet: nChannels 0)
+};
+
 struct alignas(64) OpState {
   PoolSlot slot;
   // Identity: written by the enqueuing thread at start, read by whoever finalizes.
@@ -72,6 +79,7 @@ struct alignas(64) OpState {
   std::atomic<std::int32_t> rank{0};
   std::atomic<std::int32_t> peer{-1};
   std::atomic<std::uint32_t> comm_slot{UINT32_MAX};
+  std::atomic<std::uint32_t> plan{0};  // kernel plan number (0: unknown), see CommState
   std::atomic<std::uint16_t> flags{0};
   std::atomic<std::uint8_t> kind{0};
   std::atomic<std::uint8_t> func{0};
@@ -81,11 +89,14 @@ struct alignas(64) OpState {
   std::atomic<std::uint8_t> n_channels{0};
   std::atomic<std::uint8_t> n_warps{0};
   std::atomic<std::uint8_t> expected_channels{0};
+  std::atomic<std::uint8_t> expect{kExpectNone};  // OpExpect
   // Completion.
   std::atomic<std::uint32_t> state{0};
   // KernelCh side (the proxy / profiler thread).
-  alignas(64) std::atomic<std::uint32_t> channels_stopped{0};
-  std::atomic<std::uint64_t> timed_mask{0};  // channels that reported start and stop
+  alignas(64) std::atomic<std::uint32_t> channels_started{0};
+  std::atomic<std::uint32_t> channels_stopped{0};
+  std::atomic<std::uint64_t> last_kernel_ns{0};  // host time of the latest KernelCh event
+  std::atomic<std::uint64_t> timed_mask{0};      // channels that reported start and stop
   ChannelTime channels[NCCLSCOPE_MAX_CHANNELS];
 };
 
@@ -100,6 +111,18 @@ struct StepSlot {
   std::atomic<std::uint64_t> state_since{0};
   std::atomic<std::uint64_t> started{0};
   std::atomic<std::uint64_t> trans_size{0};
+};
+
+// How a ProxyOp is known to be a network operation (ProxyOpState::network). NCCL starts a ProxyOp
+// for every proxy op of every transport (src/proxy.cc:427 at v2.28.9-1) but only the network
+// transport progresses (InProgress, steps) and stops it (src/transport/net.cc:1228/1364 send,
+// :1409/:1635 recv); CollNet, P2P copy-engine and SHM-memcpy proxy ops are started and never
+// stopped. `isSend` is set only for network sends (src/plugin/profiler.cc:492), so at start a
+// network receive looks exactly like those.
+enum ProxyNetwork : std::uint8_t {
+  kProxyUnclassified = 0,  // not yet seen doing network work
+  kProxyIsNetwork = 1,     // a network send, or an op that showed network activity
+  kProxyReleased = 2,      // released without network work; its handle is dead
 };
 
 struct alignas(64) ProxyOpState {
@@ -119,10 +142,23 @@ struct alignas(64) ProxyOpState {
   std::atomic<std::int32_t> n_steps{0};
   std::atomic<std::int32_t> chunk_size{0};
   std::atomic<std::uint32_t> comm_slot{UINT32_MAX};
+  // The parent op (this process only), to release the op if it never does network work.
+  std::atomic<std::uint32_t> parent_index{UINT32_MAX};
+  std::atomic<std::uint32_t> parent_generation{0};
+  // The parent's plan, or when the parent was already gone at start (an op without KernelCh
+  // completes at NCCL's stop, which races the proxy thread), the communicator's latest plan then:
+  // a bound that later timed plans still beat.
+  std::atomic<std::uint32_t> parent_plan{0};
   std::atomic<std::uint16_t> flags{0};
   std::atomic<std::uint8_t> channel{0};
   std::atomic<std::uint8_t> is_send{0};
   std::atomic<std::uint8_t> func{0};
+  std::atomic<std::uint8_t> network{kProxyUnclassified};  // ProxyNetwork
+  std::atomic<std::uint8_t> parent_timed{0};              // the parent op waits for KernelCh
+  std::atomic<std::uint8_t> net_type{0};                  // ncclscope_net_type
+  // The NIC, from net-plugin events.
+  std::atomic<std::int32_t> net_dev_index{-1};
+  std::atomic<std::uint32_t> qp_num[2] = {};
   // Accumulated by step events (the proxy thread).
   std::atomic<std::uint64_t> bytes{0};
   std::atomic<std::uint64_t> max_step_ns{0};
@@ -149,9 +185,18 @@ struct alignas(64) CommState {
   // Completion side.
   alignas(64) std::atomic<std::uint64_t> ops_completed{0};
   std::atomic<std::uint64_t> ops_flushed{0};
-  std::atomic<std::uint64_t> max_completed_index{0};  // highest op_index + 1 completed with timing
-  std::atomic<std::uint32_t> kernel_seen{0};          // some op of this comm got KernelCh events
-  std::atomic<std::uint32_t> no_kernel{0};  // NCCL sends this comm no KernelCh: don't wait
+  // Plans of one communicator run on the GPU one after another (every launch waits on the
+  // communicator's deviceStream, src/enqueue.cc:1495-1503 at v2.28.9-1), while the ops inside one
+  // plan run concurrently and complete in any order. So "a later plan has completed an op with GPU
+  // timing" proves that every earlier plan's kernel is done, and nothing else does.
+  std::atomic<std::uint32_t> max_timed_plan{0};    // latest plan with an op completed with timing
+  std::atomic<std::uint32_t> swept_timed_plan{0};  // max_timed_plan at the previous sweep
+  std::atomic<std::uint32_t> latest_plan{0};       // latest plan that started an op
 };
+
+// Plan numbers wrap (32 bits); `a` comes before `b` when the distance is below half the range.
+inline bool PlanBefore(std::uint32_t a, std::uint32_t b) {
+  return a != 0 && b != 0 && static_cast<std::int32_t>(a - b) < 0;
+}
 
 }  // namespace ncclscope::plugin

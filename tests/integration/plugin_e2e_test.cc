@@ -168,9 +168,11 @@ TEST(PluginEndToEndTest, CountsAndBytesEqualWhatEachAbiVersionDrove) {
       },
       seconds(20)))
       << why;
-  // Every op had GPU timing (KernelCh always on here), so every op is in the histogram.
+  // Every op had GPU timing (KernelCh always on here) but the AlltoAlls' send and receive to the
+  // rank itself, which NCCL gives no KernelCh (src/enqueue.cc:805 at v2.28.9-1):
+  // 3 ABI versions x 2 comms x 3 ranks x 2 AlltoAlls x (Send + Recv).
   EXPECT_EQ(Total(body, "ncclscope_nccl_op_gpu_duration_seconds_count"),
-            Total(body, "ncclscope_nccl_ops_total"));
+            Total(body, "ncclscope_nccl_ops_total") - 3 * 2 * 3 * 2 * 2);
   EXPECT_GT(Total(body, "ncclscope_nccl_network_ops_total"), 0);
   EXPECT_GT(Total(body, "ncclscope_nccl_network_bytes_total"), 0);
   EXPECT_EQ(Total(body, "ncclscope_nccl_records_dropped_total"), 0);
@@ -328,14 +330,18 @@ TEST(PluginEndToEndTest, ControlsFromTheConfigReachJobsAtStartAndWhileRunning) {
   const auto phase2 = Sum(ParseExpectations(job->Stdout()), {2});
   std::uint64_t phase2_ops = 0;
   for (const auto& [labels, v] : phase2) phase2_ops += v.first;
+  // The AlltoAll's send and receive to the rank itself get no KernelCh from NCCL (no proxy ops
+  // for self p2p, src/enqueue.cc:805 at v2.28.9-1): 1 AlltoAll x 2 ranks x (Send + Recv).
+  const std::uint64_t self_p2p = 1 * 2 * 2;
   EXPECT_TRUE(WaitFor(
       [&] {
         body = agent.Get("/metrics").body;
         return Total(body, "ncclscope_nccl_op_gpu_duration_seconds_count") ==
-               static_cast<double>(phase2_ops);
+               static_cast<double>(phase2_ops - self_p2p);
       },
       seconds(20)))
-      << Total(body, "ncclscope_nccl_op_gpu_duration_seconds_count") << " != " << phase2_ops;
+      << Total(body, "ncclscope_nccl_op_gpu_duration_seconds_count")
+      << " != " << phase2_ops - self_p2p;
   EXPECT_EQ(Total(body, "ncclscope_nccl_ops_total"), static_cast<double>(big + phase2_ops));
   EXPECT_EQ(job->Wait(seconds(30)), 0);
 }

@@ -4,9 +4,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
+#include <string>
+#include <thread>
 
 namespace ncclscope::replay {
 namespace {
@@ -40,6 +44,29 @@ bool IsV5Event(std::uint64_t type) {
          type == abi::kKernelLaunch;
 }
 
+bool IsAllGatherOrBroadcast(const char* func) {
+  return std::strcmp(func, "AllGather") == 0 || std::strcmp(func, "Broadcast") == 0;
+}
+
+std::size_t DatatypeBytes(const char* datatype) {
+  static const struct {
+    const char* name;
+    std::size_t bytes;
+  } kSizes[] = {{"ncclInt8", 1},      {"ncclUint8", 1},    {"Unknown", 1},
+                {"ncclInt32", 4},     {"ncclUint32", 4},   {"ncclInt64", 8},
+                {"ncclUint64", 8},    {"ncclFloat16", 2},  {"ncclFloat32", 4},
+                {"ncclFloat64", 8},   {"ncclBfloat16", 2}, {"ncclFloat8e4m3", 1},
+                {"ncclFloat8e5m2", 1}};
+  for (const auto& s : kSizes) {
+    if (std::strcmp(s.name, datatype) == 0) return s.bytes;
+  }
+  return 1;
+}
+
+bool IsCollNetAlgo(const char* algo) {
+  return std::strcmp(algo, "COLLNET_DIRECT") == 0 || std::strcmp(algo, "COLLNET_CHAIN") == 0;
+}
+
 bool IsV6Event(std::uint64_t type) {
   return type == abi::kCeColl || type == abi::kCeSync || type == abi::kCeBatch;
 }
@@ -68,6 +95,7 @@ bool EmitsProxyOp(int snapshot) {
   return (snapshot & (abi::kProxyOp | abi::kProxyStep | abi::kNetPlugin)) != 0;
 }
 bool EmitsProxyStep(int snapshot) { return (snapshot & (abi::kProxyStep | abi::kNetPlugin)) != 0; }
+bool EmitsNetPlugin(int snapshot) { return (snapshot & abi::kNetPlugin) != 0; }
 
 // ---- ProfilerPlugin ----
 
@@ -333,7 +361,7 @@ void ReplayComm::KernelChannels(const EnqueuedOp& op, int channels, const GpuTim
 
 void* ReplayComm::KernelChannelStart(const EnqueuedOp& op, int channel,
                                      std::uint64_t gpu_start_ns) {
-  if (!EmitsKernelCh(op.mask)) return nullptr;
+  if (op.self || !EmitsKernelCh(op.mask)) return nullptr;
   abi::EventDescrV6 d{};
   std::memset(&d, 0, sizeof(d));
   d.type = abi::kKernelCh;
@@ -354,7 +382,38 @@ void ReplayComm::KernelChannelStop(void* handle, std::uint64_t gpu_stop_ns) {
 }
 
 void* ReplayComm::ProxyOpStart(const EnqueuedOp& op, const ProxyOpSpec& spec) {
-  if (!EmitsProxyOp(op.mask)) return nullptr;
+  void* handle = ProxyOpStartOnly(op, spec);
+  if (handle != nullptr) {
+    process_.plugin().Record(process_.version(), handle, abi::kProxyOpInProgress, nullptr);
+  }
+  return handle;
+}
+
+void ReplayComm::NetPluginEvent(const EnqueuedOp& op, void* step, const ProxyOpSpec& spec) {
+  if (step == nullptr || spec.qp_num == 0 || !EmitsNetPlugin(op.mask)) return;
+  // src/plugin/profiler.cc:687-712: parent = the step's handle; id = type << 16 | version.
+  abi::NetIbDescrV1 descr{};
+  descr.type = abi::kNetIbQpEvent;
+  descr.qp.device = spec.ib_device;
+  descr.qp.opcode = spec.send ? 4 /* IBV_WR_RDMA_WRITE_WITH_IMM */ : 0;
+  descr.qp.qpNum = spec.qp_num;
+  descr.qp.length = spec.chunk_bytes;
+  abi::EventDescrV6 d{};
+  std::memset(&d, 0, sizeof(d));
+  d.type = abi::kNetPlugin;
+  d.parentObj = step;
+  d.rank = rank_;
+  d.netPlugin.id = static_cast<std::int64_t>(abi::kNetPluginTypeIb << 16 | abi::kNetIbDescrVersion);
+  d.netPlugin.data = &descr;
+  void* context = spec.foreign_context != nullptr ? spec.foreign_context : context_;
+  void* handle = nullptr;
+  process_.plugin().Start(process_.version(), context, &handle, d);
+  // Stopped when the work request completes (ncclIbTest, src/transport/net_ib.cc).
+  if (handle != nullptr) process_.plugin().Stop(process_.version(), handle);
+}
+
+void* ReplayComm::ProxyOpStartOnly(const EnqueuedOp& op, const ProxyOpSpec& spec) {
+  if (op.self || !EmitsProxyOp(op.mask)) return nullptr;
   abi::EventDescrV6 d{};
   std::memset(&d, 0, sizeof(d));
   d.type = abi::kProxyOp;
@@ -369,9 +428,6 @@ void* ReplayComm::ProxyOpStart(const EnqueuedOp& op, const ProxyOpSpec& spec) {
   void* context = spec.foreign_context != nullptr ? spec.foreign_context : context_;
   void* handle = nullptr;
   process_.plugin().Start(process_.version(), context, &handle, d);
-  if (handle != nullptr) {
-    process_.plugin().Record(process_.version(), handle, abi::kProxyOpInProgress, nullptr);
-  }
   return handle;
 }
 
@@ -489,6 +545,10 @@ CollectiveEnqueue ReplayComm::BeginCollective(const CollSpec& spec, std::uint64_
     d.coll.count = spec.count;
     d.coll.root = spec.root;
     d.coll.datatype = spec.datatype;
+    if (IsAllGatherOrBroadcast(spec.func)) {  // bytes and ncclInt8 (src/enqueue.cc:2476-2480)
+      d.coll.count = spec.count * DatatypeBytes(spec.datatype);
+      d.coll.datatype = "ncclInt8";
+    }
     d.coll.nChannels = spec.channels;
     d.coll.nWarps = spec.warps;
     d.coll.algo = spec.algo;
@@ -505,59 +565,54 @@ void ReplayComm::EndCollective(const CollectiveEnqueue& enqueue) {
   StopIf(enqueue.group_api);
 }
 
+namespace {
+
+PlanTiming TimingOf(const GpuTimes& gpu, std::size_t ops) {
+  PlanTiming t;
+  t.base_ns = gpu.base;
+  t.duration_ns.assign(ops, gpu.duration_ns);
+  t.skew_ns = gpu.skew_ns;
+  return t;
+}
+
+}  // namespace
+
 void ReplayComm::Collective(const CollSpec& spec, std::uint64_t seq, const GpuTimes& gpu,
                             const ProxyPlan& proxy) {
-  const CollectiveEnqueue enqueue = BeginCollective(spec, seq);
-  const int kernel_channels = spec.kernel_channels >= 0 ? spec.kernel_channels : spec.channels;
-  const bool kernel = spec.kernel_events;
-  auto work = [this, op = enqueue.op, kernel_channels, kernel, gpu, proxy,
-               channels = spec.channels] {
-    ProxyWork(op, channels, proxy);
-    if (kernel) KernelChannels(op, kernel_channels, gpu);
-  };
-  // The proxy side runs concurrently with the Coll stop, as in NCCL.
-  if (proxy_ != nullptr) proxy_->Post(work);
-  EndCollective(enqueue);
-  if (proxy_ == nullptr) work();
+  GroupTask task;
+  task.coll = spec;
+  task.seq = static_cast<std::int64_t>(seq);
+  const PlanTiming timing = TimingOf(gpu, 1);
+  Group({task}, nullptr, [&](const PlanLaunch& plan) { RunPlan(plan, timing, proxy); });
 }
 
 P2pEnqueue ReplayComm::BeginP2pGroup(const std::vector<P2pSpec>& tasks) {
+  // ncclGroupStart(); per task ncclSend/ncclRecv, each taking its own mask copy; ncclGroupEnd().
   const int version = process_.version();
-  const int snapshot = process_.MaskSnapshot();
   P2pEnqueue e;
   abi::EventDescrV6 d{};
   abi::StateArgsV6 no_args{};
-  // ncclGroupStart(); per task ncclSend/ncclRecv; ncclGroupEnd().
-  if (version >= 5 && (snapshot & kGroupApiMask) != 0) {
-    std::memset(&d, 0, sizeof(d));
-    d.type = abi::kGroupApi;
-    d.rank = rank_;
-    d.groupApi.groupDepth = 2;
-    Start(&e.group_api, d);
-    if (e.group_api != nullptr) {
-      process_.plugin().Record(version, e.group_api, abi::kGroupStartApiStop, &no_args);
-    }
-  }
   std::vector<void*> api_handles;
-  for (const P2pSpec& task : tasks) {
-    void* p2p_api = nullptr;
-    if (version >= 5 && (snapshot & kP2pApiMask) != 0) {
-      std::memset(&d, 0, sizeof(d));
-      d.type = abi::kP2pApi;
-      d.parentObj = e.group_api;
-      d.rank = rank_;
-      d.p2pApi.func = task.func;
-      d.p2pApi.count = task.count;
-      d.p2pApi.datatype = task.datatype;
-      Start(&p2p_api, d);
-    }
-    StopIf(p2p_api);
-    api_handles.push_back(p2p_api);
+  std::vector<int> masks;
+  for (std::size_t i = 0; i < tasks.size(); ++i) {
+    GroupTask task;
+    task.p2p = true;
+    task.send_recv = tasks[i];
+    const int snapshot = process_.MaskSnapshot();
+    masks.push_back(snapshot);
+    api_handles.push_back(ApiCall(task, snapshot, false, i == 0, &e.group_api));
   }
   if (e.group_api != nullptr) {
     process_.plugin().Record(version, e.group_api, abi::kGroupEndApiStart, &no_args);
   }
-  if ((snapshot & kGroupMask) != 0) {
+  int first_mask = 0;
+  for (int m : masks) {
+    if (m != 0) {
+      first_mask = m;
+      break;
+    }
+  }
+  if ((first_mask & kGroupMask) != 0) {
     std::memset(&d, 0, sizeof(d));
     d.type = abi::kGroup;
     Start(&e.group, d);
@@ -565,9 +620,10 @@ P2pEnqueue ReplayComm::BeginP2pGroup(const std::vector<P2pSpec>& tasks) {
   for (std::size_t i = 0; i < tasks.size(); ++i) {
     const P2pSpec& task = tasks[i];
     EnqueuedOp op;
-    op.mask = snapshot;
+    op.mask = masks[i];
     op.channels = task.channels;
-    if (EmitsTask(snapshot, true)) {
+    op.self = task.peer == rank_;  // no proxy ops, no KernelCh (src/enqueue.cc:805)
+    if (EmitsTask(op.mask, true)) {
       std::memset(&d, 0, sizeof(d));
       d.type = abi::kP2p;
       d.parentObj = version >= 5 ? api_handles[i] : e.group;
@@ -593,20 +649,20 @@ void ReplayComm::EndP2pGroup(const P2pEnqueue& enqueue) {
 
 void ReplayComm::P2pGroup(const std::vector<P2pSpec>& tasks, const GpuTimes& gpu,
                           const ProxyPlan& proxy) {
-  const P2pEnqueue enqueue = BeginP2pGroup(tasks);
-  auto work = [this, ops = enqueue.ops, gpu, proxy] {
-    for (const EnqueuedOp& op : ops) {
-      ProxyWork(op, op.channels, proxy);
-      KernelChannels(op, op.channels, gpu);
-    }
-  };
-  if (proxy_ != nullptr) proxy_->Post(work);
-  EndP2pGroup(enqueue);
-  if (proxy_ == nullptr) work();
+  std::vector<GroupTask> group;
+  for (const P2pSpec& spec : tasks) {
+    GroupTask task;
+    task.p2p = true;
+    task.send_recv = spec;
+    group.push_back(task);
+  }
+  const PlanTiming timing = TimingOf(gpu, group.size());
+  Group(group, nullptr, [&](const PlanLaunch& plan) { RunPlan(plan, timing, proxy); });
 }
 
 void ReplayComm::AllToAll(std::size_t count_per_peer, const char* datatype, const GpuTimes& gpu,
                           const ProxyPlan& proxy) {
+  // ncclAlltoAll appends a Send and a Recv per peer, this rank included (src/enqueue.cc:2585-2589).
   std::vector<P2pSpec> tasks;
   for (int peer = 0; peer < nranks_; ++peer) {
     tasks.push_back({"Send", count_per_peer, datatype, peer, 1});
@@ -632,6 +688,359 @@ void ReplayComm::CeCollective(const char* func, std::size_t count, const char* d
   void* h = nullptr;
   Start(&h, d);
   StopIf(h);
+}
+
+}  // namespace ncclscope::replay
+
+// ---- Groups and plans ----
+
+namespace ncclscope::replay {
+namespace {
+
+constexpr int kMaxChannels = 64;  // MAXCHANNELS in 2.27-2.30
+constexpr int kTaskEventMask = abi::kProxyOp | abi::kProxyStep | abi::kKernelCh | abi::kNetPlugin;
+
+}  // namespace
+
+std::uint64_t ReplayComm::NextSeq(const char* func) const {
+  const auto it = seq_numbers_.find(func);
+  return it == seq_numbers_.end() ? 0 : it->second;
+}
+
+void* ReplayComm::ApiCall(const GroupTask& task, int snapshot, bool graph_captured,
+                          bool first_in_group, void** group_api) {
+  const int version = process_.version();
+  if (version < 5) return nullptr;  // 2.27 has no API events
+  abi::EventDescrV6 d{};
+  abi::StateArgsV6 no_args{};
+  // GroupApi only for the outermost call of a group (src/plugin/profiler.cc:221-227).
+  if (first_in_group && (snapshot & kGroupApiMask) != 0) {
+    std::memset(&d, 0, sizeof(d));
+    d.type = abi::kGroupApi;
+    d.rank = rank_;
+    d.groupApi.graphCaptured = graph_captured;
+    d.groupApi.groupDepth = 1;
+    Start(group_api, d);
+    if (*group_api != nullptr) {
+      process_.plugin().Record(version, *group_api, abi::kGroupStartApiStop, &no_args);
+    }
+  }
+  void* api = nullptr;
+  std::memset(&d, 0, sizeof(d));
+  d.parentObj = *group_api;
+  d.rank = rank_;
+  if (task.p2p && (snapshot & kP2pApiMask) != 0) {
+    d.type = abi::kP2pApi;  // src/plugin/profiler.cc:258-272
+    d.p2pApi.func = task.send_recv.func;
+    d.p2pApi.count = task.send_recv.count;
+    d.p2pApi.datatype = task.send_recv.datatype;
+    d.p2pApi.graphCaptured = graph_captured;
+    Start(&api, d);
+  } else if (!task.p2p && (snapshot & kCollApiMask) != 0) {
+    d.type = abi::kCollApi;  // src/plugin/profiler.cc:282-297
+    d.collApi.func = task.coll.func;
+    d.collApi.count = task.coll.count;
+    d.collApi.datatype = task.coll.datatype;
+    d.collApi.root = task.coll.root;
+    d.collApi.graphCaptured = graph_captured;
+    Start(&api, d);
+  }
+  StopIf(api);  // the API event ends when the call returns (src/enqueue.cc:2449/2493)
+  return api;
+}
+
+PlanLaunch ReplayComm::Group(const std::vector<GroupTask>& tasks, ProxyThread* host_callback,
+                             const Upload& upload, const std::function<void()>& before_launch) {
+  std::vector<int> masks;
+  std::vector<void*> apis;
+  void* group_api = nullptr;
+  for (std::size_t i = 0; i < tasks.size(); ++i) {
+    const int snapshot = process_.MaskSnapshot();  // each call takes its own copy
+    masks.push_back(snapshot);
+    apis.push_back(ApiCall(tasks[i], snapshot, false, i == 0, &group_api));
+  }
+  if (before_launch) before_launch();
+  abi::StateArgsV6 no_args{};
+  if (group_api != nullptr) {  // ncclGroupEnd (src/group.cc:666)
+    process_.plugin().Record(process_.version(), group_api, abi::kGroupEndApiStart, &no_args);
+  }
+  PlanLaunch plan;
+  if (host_callback != nullptr) {
+    host_callback->Post([&] { plan = LaunchPlan(tasks, masks, apis, false, upload); });
+    host_callback->Drain();
+  } else {
+    plan = LaunchPlan(tasks, masks, apis, false, upload);
+  }
+  StopIf(group_api);  // src/group.cc:754
+  return plan;
+}
+
+CapturedGraph ReplayComm::CaptureGraph(const std::vector<GroupTask>& tasks) {
+  CapturedGraph graph;
+  graph.tasks = tasks;
+  void* group_api = nullptr;
+  for (std::size_t i = 0; i < tasks.size(); ++i) {
+    const int snapshot = process_.MaskSnapshot();
+    graph.masks.push_back(snapshot);
+    graph.api_handles.push_back(ApiCall(tasks[i], snapshot, true, i == 0, &group_api));
+  }
+  abi::StateArgsV6 no_args{};
+  if (group_api != nullptr) {
+    process_.plugin().Record(process_.version(), group_api, abi::kGroupEndApiStart, &no_args);
+  }
+  StopIf(group_api);
+  return graph;
+}
+
+PlanLaunch ReplayComm::LaunchGraph(const CapturedGraph& graph, ProxyThread* host_callback,
+                                   const Upload& upload) {
+  // A persistent plan's task events run from the host callback captured into the graph, at every
+  // launch, with the tasks' capture-time parents and masks (src/enqueue.cc:1520-1532, 1307-1315).
+  PlanLaunch plan;
+  if (host_callback != nullptr) {
+    host_callback->Post(
+        [&] { plan = LaunchPlan(graph.tasks, graph.masks, graph.api_handles, true, upload); });
+    host_callback->Drain();
+  } else {
+    plan = LaunchPlan(graph.tasks, graph.masks, graph.api_handles, true, upload);
+  }
+  return plan;
+}
+
+PlanLaunch ReplayComm::LaunchPlan(const std::vector<GroupTask>& tasks,
+                                  const std::vector<int>& masks,
+                                  const std::vector<void*>& api_handles, bool persistent,
+                                  const Upload& upload) {
+  const int version = process_.version();
+  // NCCL's plan order (ncclPrepareTasks, src/enqueue.cc:348-438): collectives come out of the
+  // sorter size-descending, are binned by (func, op, type) in the order of each bin's first task,
+  // each bin size-ascending (LIFO), CollNet bins after the others; p2p tasks follow the
+  // collectives (src/plugin/profiler.cc:395-449). Simplified: one plan (NCCL splits a group into
+  // several plans when its work budget is full), the reduction op is not modeled, and channels are
+  // handed out as contiguous ranges in plan order (NCCL balances them by traffic and neighbours
+  // may share a boundary channel).
+  std::vector<std::size_t> colls;
+  std::vector<std::size_t> p2ps;
+  for (std::size_t i = 0; i < tasks.size(); ++i) (tasks[i].p2p ? p2ps : colls).push_back(i);
+  std::stable_sort(colls.begin(), colls.end(), [&](std::size_t a, std::size_t b) {
+    return tasks[a].coll.count * DatatypeBytes(tasks[a].coll.datatype) >
+           tasks[b].coll.count * DatatypeBytes(tasks[b].coll.datatype);
+  });
+  std::vector<std::vector<std::size_t>> bins;
+  std::vector<std::string> bin_keys;
+  for (std::size_t i : colls) {
+    const std::string key = std::string(tasks[i].coll.func) + "/" + tasks[i].coll.datatype +
+                            (IsCollNetAlgo(tasks[i].coll.algo) ? "/collnet" : "");
+    std::size_t b = 0;
+    while (b < bin_keys.size() && bin_keys[b] != key) ++b;
+    if (b == bin_keys.size()) {
+      bin_keys.push_back(key);
+      bins.emplace_back();
+    }
+    bins[b].insert(bins[b].begin(), i);  // LIFO: size ascending within the bin
+  }
+  std::vector<std::size_t> order;
+  for (int collnet = 0; collnet <= 1; ++collnet) {
+    for (std::size_t b = 0; b < bins.size(); ++b) {
+      if ((bin_keys[b].find("/collnet") != std::string::npos) != (collnet == 1)) continue;
+      order.insert(order.end(), bins[b].begin(), bins[b].end());
+    }
+  }
+  order.insert(order.end(), p2ps.begin(), p2ps.end());
+
+  PlanLaunch plan;
+  // The Group event follows the first task with a non-zero mask (src/plugin/profiler.cc:350-378).
+  int first_mask = 0;
+  for (std::size_t i : order) {
+    if (masks[i] != 0) {
+      first_mask = masks[i];
+      break;
+    }
+  }
+  abi::EventDescrV6 d{};
+  if ((first_mask & kGroupMask) != 0) {
+    std::memset(&d, 0, sizeof(d));
+    d.type = abi::kGroup;
+    Start(&plan.group, d);
+  }
+  int channel_cursor = 0;
+  int p2p_cursor = 0;
+  for (std::size_t i : order) {
+    const GroupTask& task = tasks[i];
+    const int mask = masks[i];
+    PlannedOp op;
+    op.mask = mask;
+    op.p2p = task.p2p;
+    op.proxy_never_stopped = task.proxy_never_stopped;
+    std::memset(&d, 0, sizeof(d));
+    d.rank = rank_;
+    d.parentObj = version >= 5 ? api_handles[i] : plan.group;
+    if (!task.p2p) {
+      const CollSpec& c = task.coll;
+      op.collnet = IsCollNetAlgo(c.algo);
+      const int kernel = !c.kernel_events         ? 0
+                         : c.kernel_channels >= 0 ? c.kernel_channels
+                                                  : c.channels;
+      if (op.collnet) {
+        for (int k = 0; k < kernel; ++k) op.channel_ids.push_back(k);  // src/enqueue.cc:579-580
+      } else {
+        for (int k = 0; k < kernel; ++k)
+          op.channel_ids.push_back((channel_cursor + k) % kMaxChannels);
+        channel_cursor = (channel_cursor + c.channels) % kMaxChannels;
+      }
+      std::size_t count = c.count;
+      const char* datatype = c.datatype;
+      if (IsAllGatherOrBroadcast(c.func)) {  // src/enqueue.cc:2476-2480
+        count = c.count * DatatypeBytes(c.datatype);
+        datatype = "ncclInt8";
+      }
+      op.bytes = count * DatatypeBytes(datatype);
+      std::uint64_t& seq = seq_numbers_[c.func];
+      if ((mask & (abi::kColl | kTaskEventMask)) != 0) {  // src/plugin/profiler.cc:398-417
+        d.type = abi::kColl;
+        d.coll.parentGroup = plan.group;
+        d.coll.seqNumber = task.seq >= 0 ? static_cast<std::uint64_t>(task.seq) : seq;
+        d.coll.func = c.func;
+        d.coll.count = count;
+        d.coll.root = c.root;
+        d.coll.datatype = datatype;
+        d.coll.nChannels = op.collnet ? 0 : c.channels;
+        d.coll.nWarps = c.warps;
+        d.coll.algo = c.algo;
+        d.coll.proto = c.proto;
+        Start(&op.handle, d);
+      }
+      // seqNumber: graph-captured collectives count only with KernelCh in their mask
+      // (src/plugin/profiler.cc:425-427).
+      if (!persistent ||
+          ((plan.group != nullptr || api_handles[i] != nullptr) && (mask & abi::kKernelCh) != 0)) {
+        ++seq;
+      }
+    } else {
+      const P2pSpec& p = task.send_recv;
+      op.peer = p.peer;
+      op.send = std::strcmp(p.func, "Send") == 0;
+      op.self = p.peer == rank_;  // nProxyOps = selfSend ? 0 : 2 (src/enqueue.cc:805)
+      op.bytes = p.count * DatatypeBytes(p.datatype);
+      for (int k = 0; k < p.channels; ++k)
+        op.channel_ids.push_back((p2p_cursor + k) % kMaxChannels);
+      p2p_cursor = (p2p_cursor + p.channels) % kMaxChannels;
+      if ((mask & (abi::kP2p | kTaskEventMask)) != 0) {  // src/plugin/profiler.cc:433-447
+        d.type = abi::kP2p;
+        d.p2p.parentGroup = plan.group;
+        d.p2p.func = p.func;
+        d.p2p.count = p.count;
+        d.p2p.datatype = p.datatype;
+        d.p2p.peer = p.peer;
+        d.p2p.nChannels = p.channels;
+        Start(&op.handle, d);
+      }
+    }
+    plan.ops.push_back(std::move(op));
+  }
+  // The proxy upload happens here in NCCL, before the stops (src/enqueue.cc:1310-1313): the
+  // proxy side may run concurrently with what follows.
+  if (upload) upload(plan);
+  for (const PlannedOp& op : plan.ops) StopIf(op.handle);  // src/plugin/profiler.cc:455-470
+  StopIf(plan.group);
+  return plan;
+}
+
+void ReplayComm::RunPlan(const PlanLaunch& plan, const PlanTiming& timing, const ProxyPlan& net) {
+  auto work = [this, plan, timing, net] {
+    struct Net {
+      void* handle = nullptr;
+      ProxyOpSpec spec;
+      const PlannedOp* op = nullptr;
+      EnqueuedOp enqueued;
+    };
+    std::vector<Net> nets;
+    // ProxyOps at append, before the kernel runs (src/proxy.cc:427).
+    for (const PlannedOp& op : plan.ops) {
+      if (op.self || !EmitsProxyOp(op.mask)) continue;
+      EnqueuedOp e{op.handle, op.mask, static_cast<std::uint8_t>(op.channel_ids.size())};
+      const bool never_stopped = op.collnet || op.proxy_never_stopped;
+      if (!never_stopped && !net.enabled) continue;
+      for (int channel : op.channel_ids) {
+        for (int dir = 0; dir < 2; ++dir) {
+          const bool send = dir == 1;
+          if (op.p2p && send != op.send) continue;  // a send task has send proxy ops only
+          Net n;
+          n.op = &op;
+          n.enqueued = e;
+          n.spec.channel = channel;
+          n.spec.send = send && !never_stopped;  // isSend: network sends only
+          n.spec.peer =
+              op.p2p ? op.peer : (send ? (rank_ + 1) % nranks_ : (rank_ + nranks_ - 1) % nranks_);
+          n.spec.steps = never_stopped ? 0 : net.steps;
+          n.spec.chunk_bytes = net.step_bytes;
+          n.spec.pid = net.pid;
+          n.spec.foreign_parent = net.foreign_parent;
+          n.spec.foreign_context = net.foreign_context;
+          n.spec.ib_device = net.ib_device;
+          n.spec.qp_num = net.qp_base != 0 ? net.qp_base + 2 * channel + dir : 0;
+          n.handle = ProxyOpStartOnly(e, n.spec);
+          if (!never_stopped) nets.push_back(n);
+        }
+      }
+    }
+    if (timing.first_kernel_delay_ms != 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(timing.first_kernel_delay_ms));
+    }
+    const std::uint64_t base = timing.base_ns != 0 ? timing.base_ns : RealtimeNs();
+    struct Channel {
+      void* handle = nullptr;
+      std::uint64_t end = 0;
+    };
+    std::vector<Channel> channels;
+    for (std::size_t i = 0; i < plan.ops.size(); ++i) {
+      const PlannedOp& op = plan.ops[i];
+      if (op.self) continue;
+      const std::uint64_t duration = i < timing.duration_ns.size() ? timing.duration_ns[i] : 50'000;
+      EnqueuedOp e{op.handle, op.mask, static_cast<std::uint8_t>(op.channel_ids.size())};
+      for (std::size_t k = 0; k < op.channel_ids.size(); ++k) {
+        const std::uint64_t start = base + k * timing.skew_ns;
+        Channel ch;
+        ch.handle = KernelChannelStart(e, op.channel_ids[k], start);
+        ch.end = start + duration + k * timing.skew_ns;
+        if (ch.handle != nullptr) channels.push_back(ch);
+      }
+    }
+    // Network work while the kernel runs: in progress, steps (with net-plugin events), stop.
+    for (Net& n : nets) {
+      if (n.handle == nullptr) continue;
+      process_.plugin().Record(process_.version(), n.handle, abi::kProxyOpInProgress, nullptr);
+      for (int step = 0; step < n.spec.steps; ++step) {
+        void* h = ProxyStepStart(n.enqueued, n.handle, n.spec, step);
+        if (h == nullptr) continue;
+        NetPluginEvent(n.enqueued, h, n.spec);
+        const int states_send[] = {abi::kProxyStepSendGpuWait, abi::kProxyStepSendPeerWait,
+                                   abi::kProxyStepSendWait};
+        const int states_recv[] = {abi::kProxyStepRecvWait, abi::kProxyStepRecvFlushWait,
+                                   abi::kProxyStepRecvGpuWait};
+        for (int state : n.spec.send ? states_send : states_recv) {
+          ProxyStepState(h, state, n.spec.chunk_bytes);
+        }
+        ProxyStepStop(h);
+      }
+      ProxyOpStop(n.handle);
+    }
+    // The channels end in the order of their GPU end times: a plan's ops finish out of order.
+    std::stable_sort(channels.begin(), channels.end(),
+                     [](const Channel& a, const Channel& b) { return a.end < b.end; });
+    const auto wall_start = std::chrono::steady_clock::now();
+    for (const Channel& ch : channels) {
+      if (timing.real_time) {
+        std::this_thread::sleep_until(wall_start + std::chrono::nanoseconds(ch.end - base));
+      }
+      KernelChannelStop(ch.handle, ch.end);
+    }
+  };
+  if (proxy_ != nullptr) {
+    proxy_->Post(work);
+  } else {
+    work();
+  }
 }
 
 }  // namespace ncclscope::replay

@@ -41,7 +41,8 @@ TEST(SettingsTest, Parsers) {
   EXPECT_EQ(ParseEvents("none"), 0u);
   EXPECT_EQ(ParseEvents("all"), kUsableEvents);
   EXPECT_EQ(ParseEvents("coll,bogus"), std::nullopt);
-  EXPECT_EQ(ParseEvents("0x80"), std::nullopt);  // NetPlugin is not ours to ask for
+  EXPECT_EQ(ParseEvents("net_plugin"), kEventNetPlugin | kEventProxyStep | kEventProxyOp);
+  EXPECT_EQ(ParseEvents("0x20"), std::nullopt);  // ProxyCtrl is not ours to ask for
 }
 
 TEST(SettingsTest, DefaultsRecordEverythingWithGpuTimingAndSampleTheNetwork) {

@@ -1,0 +1,80 @@
+#include "tests/support/plugin_harness.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "agent/profiler/ring_file.h"
+#include "plugin/abi/nccl_profiler_abi.h"
+
+namespace ncclscope::testing {
+
+void SetUpPluginEnvironment() {
+  static const bool done = [] {
+    setenv("NCCLSCOPE_RING_DIR", PluginRingDir().path().c_str(),
+           1);                                  // NOLINT(concurrency-mt-unsafe)
+    setenv("NCCLSCOPE_PROXY_DUTY", "1", 1);     // NOLINT(concurrency-mt-unsafe)
+    setenv("NCCLSCOPE_RING_SIZE", "32MiB", 1);  // NOLINT(concurrency-mt-unsafe)
+    return true;
+  }();
+  (void)done;
+}
+
+TempDir& PluginRingDir() {
+  static TempDir dir;
+  return dir;
+}
+
+replay::ProfilerPlugin& PluginUnderTest() {
+  static replay::ProfilerPlugin plugin(NCCLSCOPE_PLUGIN_PATH);
+  return plugin;
+}
+
+RingRecords& PluginRecords() {
+  static RingRecords records(PluginRingDir().path());
+  return records;
+}
+
+std::uint64_t PluginCounter(ncclscope_counter counter) {
+  PluginRecords().Poll();
+  return PluginRecords().snapshot().plugin_counters[counter];
+}
+
+std::uint64_t NextCommId() {
+  static std::uint64_t next = 0xC0FFEE0000000000ull + static_cast<std::uint64_t>(getpid()) * 100000;
+  return ++next;
+}
+
+bool WaitForOps(std::uint64_t comm_id, std::size_t n, std::chrono::milliseconds timeout) {
+  return PluginRecords().PollUntil([&] { return PluginRecords().CountOps(comm_id) >= n; }, timeout);
+}
+
+ncclscope_controls DefaultControls() {
+  ncclscope_controls controls{};
+  controls.event_mask = abi::kColl | abi::kP2p | abi::kKernelCh | abi::kProxyOp | abi::kProxyStep |
+                        abi::kNetPlugin | abi::kCeColl;
+  controls.duty_period_ns = 10'000'000'000ull;
+  controls.kernel_duty_pm = 1000;
+  controls.proxy_duty_pm = 1000;
+  return controls;
+}
+
+bool SetPluginControls(const ncclscope_controls& controls, bool expect_kernel_ch,
+                       std::chrono::milliseconds timeout) {
+  const std::string ring = OnlyRing(PluginRingDir().path());
+  if (ring.empty()) return false;
+  std::string reason;
+  auto file = profiler::RingFile::Open(ring, &reason);
+  if (file == nullptr || !file->WriteControls(controls)) return false;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (((replay::ReplayProcess::MaskSnapshot() & abi::kKernelCh) != 0) == expect_kernel_ch) {
+      return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return false;
+}
+
+}  // namespace ncclscope::testing
