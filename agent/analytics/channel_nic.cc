@@ -220,6 +220,9 @@ void ChannelNic::OnQpDump(const rdma::netlink::QpDump& dump, Clock::time_point n
   index_.reserve(dump.qps.size());
   // QP pids are the creating threads; a process's QPs are keyed by its thread group.
   absl::flat_hash_map<std::int32_t, std::int32_t> groups;  // task -> tgid, 0: gone
+  const std::string* last_device = nullptr;
+  std::uint32_t last_port = 0;
+  std::optional<std::uint16_t> last_nic;
   for (const rdma::netlink::QpEntry& qp : dump.qps) {
     if (qp.kernel || qp.pid <= 0) {
       ++table_no_owner_;
@@ -235,7 +238,13 @@ void ChannelNic::OnQpDump(const rdma::netlink::QpDump& dump, Clock::time_point n
       ++table_no_owner_;
       continue;
     }
-    const std::optional<std::uint16_t> nic = Intern(qp.device, qp.port);
+    // A device's QPs come together: intern its (device, port) once per run of entries.
+    if (last_device == nullptr || qp.port != last_port || qp.device != *last_device) {
+      last_nic = Intern(qp.device, qp.port);
+      last_device = &qp.device;
+      last_port = qp.port;
+    }
+    const std::optional<std::uint16_t> nic = last_nic;
     if (!nic) {
       ++table_nic_limit_;
       continue;

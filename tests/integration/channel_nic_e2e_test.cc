@@ -290,17 +290,18 @@ TEST(ChannelNicE2eTest, AgentNamesTheHcaPortOfEachChannelOfJobsInPods) {
     ++series;
   }
   EXPECT_EQ(series, 3u) << body;
-  EXPECT_EQ(SampleValue(body, "ncclscope_nccl_channel_nic_lookup_failures_total{reason="
-                              "\"qp_not_found\"}"),
+  EXPECT_EQ(SampleValue(body,
+                        "ncclscope_nccl_channel_nic_lookup_failures_total{reason="
+                        "\"qp_not_found\"}"),
             1);
-  EXPECT_EQ(SampleValue(body, "ncclscope_nccl_channel_nic_lookup_failures_total{reason="
-                              "\"owner_unknown\"}"),
+  EXPECT_EQ(SampleValue(body,
+                        "ncclscope_nccl_channel_nic_lookup_failures_total{reason="
+                        "\"owner_unknown\"}"),
             0);
   // 6 QP numbers in 5 records: 0x1a0, 0x1a1, 0x1a2, 0x1a7 of rank 0, 0x1a0 twice of rank 1.
   EXPECT_EQ(SampleValue(body, "ncclscope_nccl_channel_nic_lookups_total"), 6);
   EXPECT_EQ(SampleValue(body, "ncclscope_nccl_qp_table_refreshes_total{result=\"ok\"}"), 1);
-  EXPECT_EQ(SampleValue(body, "ncclscope_nccl_network_ops_by_net_type_total{net_type=\"ib\"}"),
-            5);
+  EXPECT_EQ(SampleValue(body, "ncclscope_nccl_network_ops_by_net_type_total{net_type=\"ib\"}"), 5);
   EXPECT_EQ(SampleValue(body, "ncclscope_nccl_qp_table_skipped_total{reason=\"no_owner\"}"), 1);
 
   // A new connection's QP: one more dump, no sooner than 5 s after the last one, then named.
