@@ -86,7 +86,7 @@ class NcclAnalytics : public profiler::RecordSink {
   void Op(const profiler::OpView& view);
   // A network record and, for IB records, the process that wrote its ring (channel_nic.h).
   struct HeldProxy {
-    ncclscope_proxy_op_record record;
+    ncclscope_proxy_op_record record{};
     RingOwner owner;
   };
   void ProxyOp(const ncclscope_proxy_op_record& record, const RingOwner& owner);

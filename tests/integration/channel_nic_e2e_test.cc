@@ -16,10 +16,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <string_view>
 #include <thread>
 
 #include "plugin/ring/ring_writer.h"
@@ -37,7 +39,7 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 
 constexpr std::uint64_t kComm = 0x5eedf00d12345678ull;
-const std::string kCommLabel = "comm=\"0x5eedf00d12345678\"";
+constexpr char kCommLabel[] = "comm=\"0x5eedf00d12345678\"";
 
 // What a job writes: its communicator rank and, per phase, network records.
 struct JobScript {
@@ -173,8 +175,13 @@ class Job {
     for (int tries = 0; tries < 200 && proxy_tid_ == 0; ++tries) {
       if (DIR* d = ::opendir(("/proc/" + std::to_string(host_pid_) + "/task").c_str())) {
         while (dirent* e = ::readdir(d)) {
-          const int tid = std::atoi(e->d_name);
-          if (tid > 0 && tid != host_pid_) proxy_tid_ = tid;
+          const std::string_view name(e->d_name);
+          int tid = 0;
+          const auto [end, error] = std::from_chars(name.data(), name.data() + name.size(), tid);
+          if (error == std::errc() && end == name.data() + name.size() && tid > 0 &&
+              tid != host_pid_) {
+            proxy_tid_ = tid;
+          }
         }
         ::closedir(d);
       }
@@ -217,9 +224,9 @@ nl::Qp Qp(std::uint32_t lqpn, std::int32_t task) {
 }
 
 std::string Info(int rank, int channel, const std::string& direction, const std::string& device) {
-  return "ncclscope_nccl_channel_nic_info{" + kCommLabel + ",rank=\"" + std::to_string(rank) +
-         "\",channel=\"" + std::to_string(channel) + "\",direction=\"" + direction +
-         "\",device=\"" + device + "\",port=\"1\"}";
+  return std::string("ncclscope_nccl_channel_nic_info{") + kCommLabel + ",rank=\"" +
+         std::to_string(rank) + "\",channel=\"" + std::to_string(channel) + "\",direction=\"" +
+         direction + "\",device=\"" + device + "\",port=\"1\"}";
 }
 
 bool WaitFor(const std::function<bool()>& done, milliseconds timeout) {

@@ -30,10 +30,10 @@ using testutil::Proxy;
 
 // Two local ranks in two containers: both writers are pid 7 in their own namespace; on the host
 // they are processes 5000 and 6000, whose proxy threads 5003 and 6002 created their QPs.
-const profiler::RingOrigin kRing0 = Origin("ncclscope-7-111.ring", 7);
-const profiler::RingOrigin kRing1 = Origin("ncclscope-7-222.ring", 7);
+profiler::RingOrigin Ring0() { return Origin("ncclscope-7-111.ring", 7); }
+profiler::RingOrigin Ring1() { return Origin("ncclscope-7-222.ring", 7); }
 constexpr std::uint64_t kComm = 0xA1;
-const std::string kCommLabel = "comm=\"0x00000000000000a1\"";
+constexpr char kCommLabel[] = "comm=\"0x00000000000000a1\"";
 
 class FakeHosts : public HostProcesses {
  public:
@@ -47,8 +47,8 @@ class FakeHosts : public HostProcesses {
     if (it == groups.end()) return std::nullopt;
     return it->second;
   }
-  std::map<std::string, RingOwner> owners = {{kRing0.ring, {OwnerStatus::kOk, 5000}},
-                                             {kRing1.ring, {OwnerStatus::kOk, 6000}}};
+  std::map<std::string, RingOwner> owners = {{Ring0().ring, {OwnerStatus::kOk, 5000}},
+                                             {Ring1().ring, {OwnerStatus::kOk, 6000}}};
   std::map<std::int32_t, std::int32_t> groups = {
       {5000, 5000}, {5003, 5000}, {6000, 6000}, {6002, 6000}, {7001, 7000}};
   int owner_calls = 0;
@@ -71,6 +71,7 @@ struct DeviceQps {
 // The QP table the kernel would give: each device's dump reply, parsed by the agent's parser.
 rdma::netlink::QpDump Table(const std::vector<DeviceQps>& devices) {
   std::vector<nl::Bytes> replies;
+  replies.reserve(devices.size());
   std::uint32_t seq = 1;
   for (const DeviceQps& d : devices) {
     replies.push_back(nl::QpDumpReply(d.index, d.name, d.qps, seq++, 0x5151, 3));
@@ -104,9 +105,9 @@ std::string Render(const NcclAnalytics& a) {
 
 std::string Info(const std::string& rank, const std::string& channel, const std::string& direction,
                  const std::string& device, const std::string& port = "1") {
-  return "ncclscope_nccl_channel_nic_info{" + kCommLabel + ",rank=\"" + rank + "\",channel=\"" +
-         channel + "\",direction=\"" + direction + "\",device=\"" + device + "\",port=\"" + port +
-         "\"}";
+  return std::string("ncclscope_nccl_channel_nic_info{") + kCommLabel + ",rank=\"" + rank +
+         "\",channel=\"" + channel + "\",direction=\"" + direction + "\",device=\"" + device +
+         "\",port=\"" + port + "\"}";
 }
 
 double Failures(const std::string& text, const std::string& reason) {
@@ -127,8 +128,8 @@ class ChannelNicTest : public ::testing::Test {
  protected:
   ChannelNicTest() {
     a_.SetHostProcesses(hosts_);
-    a_.OnCommInit(kRing0, Init(kComm, 0, 16, 2));
-    a_.OnCommInit(kRing1, Init(kComm, 1, 16, 2));
+    a_.OnCommInit(Ring0(), Init(kComm, 0, 16, 2));
+    a_.OnCommInit(Ring1(), Init(kComm, 1, 16, 2));
     Pass(t0_);
   }
   void Pass(Clock::time_point now) {
@@ -140,10 +141,10 @@ class ChannelNicTest : public ::testing::Test {
 };
 
 TEST_F(ChannelNicTest, NamesTheDeviceAndPortOfEachChannel) {
-  a_.OnProxyOp(kRing0, IbProxy(kComm, 0, 0, 9, true, 0x1a0, 0x1a1));
-  a_.OnProxyOp(kRing0, IbProxy(kComm, 0, 0, 9, false, 0x1a2));
-  a_.OnProxyOp(kRing0, IbProxy(kComm, 0, 1, 9, true, 0x1a3));
-  a_.OnProxyOp(kRing1, IbProxy(kComm, 1, 0, 8, true, 0x2b0, 0x2b1));
+  a_.OnProxyOp(Ring0(), IbProxy(kComm, 0, 0, 9, true, 0x1a0, 0x1a1));
+  a_.OnProxyOp(Ring0(), IbProxy(kComm, 0, 0, 9, false, 0x1a2));
+  a_.OnProxyOp(Ring0(), IbProxy(kComm, 0, 1, 9, true, 0x1a3));
+  a_.OnProxyOp(Ring1(), IbProxy(kComm, 1, 0, 8, true, 0x2b0, 0x2b1));
   Pass(t0_ + seconds(1));
   EXPECT_EQ(a_.nic().pending(), 6u);  // waiting for the QP table...
   ASSERT_TRUE(a_.WantsQpRefresh());
@@ -152,7 +153,7 @@ TEST_F(ChannelNicTest, NamesTheDeviceAndPortOfEachChannel) {
   EXPECT_FALSE(a_.WantsQpRefresh());
 
   // ...known ones need no dump: the same connections keep their QPs.
-  for (int i = 0; i < 10; ++i) a_.OnProxyOp(kRing0, IbProxy(kComm, 0, 0, 9, true, 0x1a1, 0x1a0));
+  for (int i = 0; i < 10; ++i) a_.OnProxyOp(Ring0(), IbProxy(kComm, 0, 0, 9, true, 0x1a1, 0x1a0));
   Pass(t0_ + seconds(2));
   EXPECT_FALSE(a_.WantsQpRefresh());
 
@@ -187,7 +188,7 @@ TEST_F(ChannelNicTest, MergedNicChannelGetsBothPhysicalDevices) {
   // NCCL_IB_MERGE_NICS: one virtual device over mlx5_0 and mlx5_1, QPs striped across them
   // (net_ib.cc:1437-1453 assigns qps[q].devIndex round robin); net_dev_index is 0 or 1 within the
   // virtual device, the table knows which HCA each QP is on.
-  a_.OnProxyOp(kRing0, IbProxy(kComm, 0, 2, 9, true, 0x1a0, 0x1a3, 0));
+  a_.OnProxyOp(Ring0(), IbProxy(kComm, 0, 2, 9, true, 0x1a0, 0x1a3, 0));
   Pass(t0_ + seconds(1));
   a_.OnQpDump(NodeTable(), t0_ + seconds(1));
   const std::string text = Render(a_);
@@ -196,8 +197,8 @@ TEST_F(ChannelNicTest, MergedNicChannelGetsBothPhysicalDevices) {
 }
 
 TEST_F(ChannelNicTest, UnknownQpIsDecidedAtTheNextDumpThenRemembered) {
-  a_.OnProxyOp(kRing0, IbProxy(kComm, 0, 3, 9, true, 0x999));
-  a_.OnProxyOp(kRing0, IbProxy(kComm, 0, 3, 9, true, 0x999));
+  a_.OnProxyOp(Ring0(), IbProxy(kComm, 0, 3, 9, true, 0x999));
+  a_.OnProxyOp(Ring0(), IbProxy(kComm, 0, 3, 9, true, 0x999));
   Pass(t0_ + seconds(1));
   ASSERT_TRUE(a_.WantsQpRefresh());
   a_.OnQpDump(NodeTable(), t0_ + seconds(1));
@@ -206,15 +207,15 @@ TEST_F(ChannelNicTest, UnknownQpIsDecidedAtTheNextDumpThenRemembered) {
   EXPECT_EQ(Count(text, "ncclscope_nccl_channel_nic_info{"), 0u);
 
   // Remembered: no new dump for it, failures counted right away.
-  a_.OnProxyOp(kRing0, IbProxy(kComm, 0, 3, 9, true, 0x999));
+  a_.OnProxyOp(Ring0(), IbProxy(kComm, 0, 3, 9, true, 0x999));
   Pass(t0_ + seconds(20));
   EXPECT_FALSE(a_.WantsQpRefresh());
   EXPECT_EQ(Failures(Render(a_), "qp_not_found"), 3);
 
   // A new QP a second after a dump waits for the refresh interval.
-  a_.OnProxyOp(kRing0, IbProxy(kComm, 0, 4, 9, true, 0x1a2));
+  a_.OnProxyOp(Ring0(), IbProxy(kComm, 0, 4, 9, true, 0x1a2));
   a_.OnQpDump(NodeTable(), t0_ + seconds(21));  // (a dump for someone else)
-  a_.OnProxyOp(kRing0, IbProxy(kComm, 0, 5, 9, true, 0x1c1));
+  a_.OnProxyOp(Ring0(), IbProxy(kComm, 0, 5, 9, true, 0x1c1));
   Pass(t0_ + seconds(22));
   EXPECT_FALSE(a_.WantsQpRefresh());
   Pass(t0_ + seconds(26));
@@ -229,20 +230,20 @@ TEST_F(ChannelNicTest, UnknownQpIsDecidedAtTheNextDumpThenRemembered) {
   // After negative_ttl the remembered QP is looked for again. (Records are timed by the pass
   // before them.)
   Pass(t0_ + seconds(90));
-  a_.OnProxyOp(kRing0, IbProxy(kComm, 0, 3, 9, true, 0x999));
+  a_.OnProxyOp(Ring0(), IbProxy(kComm, 0, 3, 9, true, 0x999));
   Pass(t0_ + seconds(90));
   EXPECT_TRUE(a_.WantsQpRefresh());
 }
 
 TEST_F(ChannelNicTest, NoRdmaNetlinkBacksOffAndCountsUnavailable) {
-  a_.OnProxyOp(kRing0, IbProxy(kComm, 0, 0, 9, true, 0x1a0, 0x1a1));
+  a_.OnProxyOp(Ring0(), IbProxy(kComm, 0, 0, 9, true, 0x1a0, 0x1a1));
   Pass(t0_ + seconds(1));
   ASSERT_TRUE(a_.WantsQpRefresh());
   rdma::netlink::QpDump unsupported;
   unsupported.status = rdma::netlink::DumpStatus::kUnsupported;
   unsupported.error = "the kernel has no rdma netlink";
   a_.OnQpDump(unsupported, t0_ + seconds(1));
-  a_.OnProxyOp(kRing0, IbProxy(kComm, 0, 0, 9, true, 0x1a0));
+  a_.OnProxyOp(Ring0(), IbProxy(kComm, 0, 0, 9, true, 0x1a0));
   Pass(t0_ + seconds(30));
   EXPECT_FALSE(a_.WantsQpRefresh());  // backing off: nothing pending, failures counted
   std::string text = Render(a_);
@@ -252,7 +253,7 @@ TEST_F(ChannelNicTest, NoRdmaNetlinkBacksOffAndCountsUnavailable) {
       1);
   // After the back-off it is tried again, and works once the module is loaded.
   Pass(t0_ + seconds(62));
-  a_.OnProxyOp(kRing0, IbProxy(kComm, 0, 0, 9, true, 0x1a0));
+  a_.OnProxyOp(Ring0(), IbProxy(kComm, 0, 0, 9, true, 0x1a0));
   Pass(t0_ + seconds(62));
   ASSERT_TRUE(a_.WantsQpRefresh());
   a_.OnQpDump(NodeTable(), t0_ + seconds(62));
@@ -262,21 +263,21 @@ TEST_F(ChannelNicTest, NoRdmaNetlinkBacksOffAndCountsUnavailable) {
 }
 
 TEST_F(ChannelNicTest, RingWithoutKnownWriterCountsOwnerFailuresAndIsRetried) {
-  hosts_->owners[kRing0.ring] = {OwnerStatus::kUnknown, 0};
-  hosts_->owners[kRing1.ring] = {OwnerStatus::kAmbiguous, 0};
-  a_.OnProxyOp(kRing0, IbProxy(kComm, 0, 0, 9, true, 0x1a0, 0x1a1));
-  a_.OnProxyOp(kRing1, IbProxy(kComm, 1, 0, 8, true, 0x2b0));
+  hosts_->owners[Ring0().ring] = {OwnerStatus::kUnknown, 0};
+  hosts_->owners[Ring1().ring] = {OwnerStatus::kAmbiguous, 0};
+  a_.OnProxyOp(Ring0(), IbProxy(kComm, 0, 0, 9, true, 0x1a0, 0x1a1));
+  a_.OnProxyOp(Ring1(), IbProxy(kComm, 1, 0, 8, true, 0x2b0));
   Pass(t0_ + seconds(1));
   EXPECT_FALSE(a_.WantsQpRefresh());  // nothing to look up
   std::string text = Render(a_);
   EXPECT_EQ(Failures(text, "owner_unknown"), 2);  // per QP number
   EXPECT_EQ(Failures(text, "owner_ambiguous"), 1);
   // Within owner_retry the verdict is cached; after it the ring is asked about again.
-  hosts_->owners[kRing0.ring] = {OwnerStatus::kOk, 5000};
-  a_.OnProxyOp(kRing0, IbProxy(kComm, 0, 0, 9, true, 0x1a0));
+  hosts_->owners[Ring0().ring] = {OwnerStatus::kOk, 5000};
+  a_.OnProxyOp(Ring0(), IbProxy(kComm, 0, 0, 9, true, 0x1a0));
   EXPECT_EQ(Failures(Render(a_), "owner_unknown"), 3);
   Pass(t0_ + seconds(10));
-  a_.OnProxyOp(kRing0, IbProxy(kComm, 0, 0, 9, true, 0x1a0));
+  a_.OnProxyOp(Ring0(), IbProxy(kComm, 0, 0, 9, true, 0x1a0));
   Pass(t0_ + seconds(10));
   ASSERT_TRUE(a_.WantsQpRefresh());
   a_.OnQpDump(NodeTable(), t0_ + seconds(10));
@@ -285,11 +286,11 @@ TEST_F(ChannelNicTest, RingWithoutKnownWriterCountsOwnerFailuresAndIsRetried) {
 
 TEST_F(ChannelNicTest, QpNumberOnTwoDevicesOfOneProcessIsAmbiguous) {
   // QP numbers are per device: a process with QPs on two HCAs can hold 0x300 on both.
-  a_.OnProxyOp(kRing0, IbProxy(kComm, 0, 0, 9, true, 0x300));
+  a_.OnProxyOp(Ring0(), IbProxy(kComm, 0, 0, 9, true, 0x300));
   Pass(t0_ + seconds(1));
   a_.OnQpDump(Table({{0, "mlx5_0", {Qp(0x300, 5003)}}, {1, "mlx5_1", {Qp(0x300, 5000)}}}),
               t0_ + seconds(1));
-  a_.OnProxyOp(kRing0, IbProxy(kComm, 0, 0, 9, true, 0x300));
+  a_.OnProxyOp(Ring0(), IbProxy(kComm, 0, 0, 9, true, 0x300));
   const std::string text = Render(a_);
   EXPECT_EQ(Failures(text, "qp_ambiguous"), 2);
   EXPECT_EQ(Count(text, "ncclscope_nccl_channel_nic_info{"), 0u);
@@ -299,7 +300,7 @@ TEST_F(ChannelNicTest, QpsOfExitedThreadsAndKernelQpsAreNotMatched) {
   // The QP's creating thread exited: the kernel leaves out its PID (fill_res_name_pid); a task
   // the host no longer has is likewise unusable.
   nl::Qp orphan = Qp(0x1a0, 0);
-  a_.OnProxyOp(kRing0, IbProxy(kComm, 0, 0, 9, true, 0x1a0, 0x1a1));
+  a_.OnProxyOp(Ring0(), IbProxy(kComm, 0, 0, 9, true, 0x1a0, 0x1a1));
   Pass(t0_ + seconds(1));
   a_.OnQpDump(Table({{0, "mlx5_0", {orphan, Qp(0x1a1, 4444)}}}), t0_ + seconds(1));
   const std::string text = Render(a_);
@@ -315,11 +316,11 @@ TEST_F(ChannelNicTest, OtherTransportsAreCountedNotLookedUp) {
   external.net_type = NCCLSCOPE_NET_OTHER;
   ncclscope_proxy_op_record none = Proxy(kComm, 0, 0, 9, true, 100, 1, 0, 10);
   ncclscope_proxy_op_record no_qp = IbProxy(kComm, 0, 0, 9, true, 0, 0);
-  a_.OnProxyOp(kRing0, socket);
-  a_.OnProxyOp(kRing0, external);
-  a_.OnProxyOp(kRing0, external);
-  a_.OnProxyOp(kRing0, none);
-  a_.OnProxyOp(kRing0, no_qp);
+  a_.OnProxyOp(Ring0(), socket);
+  a_.OnProxyOp(Ring0(), external);
+  a_.OnProxyOp(Ring0(), external);
+  a_.OnProxyOp(Ring0(), none);
+  a_.OnProxyOp(Ring0(), no_qp);
   Pass(t0_ + seconds(1));
   EXPECT_FALSE(a_.WantsQpRefresh());
   const std::string text = Render(a_);
@@ -340,7 +341,7 @@ TEST_F(ChannelNicTest, PxnOpsUseTheQpsOfTheProcessThatPostedThem) {
   pxn.flags = NCCLSCOPE_PROXY_FOREIGN;
   pxn.origin_pid = 100;  // Live(kComm, 0, ...): pid 100 + rank
   pxn.origin_context = 0xC0;
-  a_.OnProxyOp(kRing1, pxn);
+  a_.OnProxyOp(Ring1(), pxn);
   Pass(t0_ + seconds(1));
   a_.OnQpDump(NodeTable(), t0_ + seconds(1));
   EXPECT_EQ(testing::SampleValue(Render(a_), Info("0", "6", "send", "mlx5_2")), 1);
@@ -349,8 +350,8 @@ TEST_F(ChannelNicTest, PxnOpsUseTheQpsOfTheProcessThatPostedThem) {
 TEST_F(ChannelNicTest, RecordsWaitingForTheirCommunicatorKeepTheirWriter) {
   // A communicator nothing has described yet: its records wait for the end of the pass, but the
   // ring's writer is resolved when they arrive (a ring reclaimed during the pass is gone later).
-  a_.OnProxyOp(kRing0, IbProxy(0xB2, 0, 0, 1, true, 0x1a0));
-  hosts_->owners.erase(kRing0.ring);
+  a_.OnProxyOp(Ring0(), IbProxy(0xB2, 0, 0, 1, true, 0x1a0));
+  hosts_->owners.erase(Ring0().ring);
   a_.EndPass({Live(0xB2, 0, 4, 2)}, t0_ + seconds(1));
   a_.OnQpDump(NodeTable(), t0_ + seconds(1));
   EXPECT_EQ(testing::SampleValue(Render(a_),
@@ -366,8 +367,8 @@ TEST(ChannelNicSettingsTest, EndedCommunicatorsTakeTheirRowsAlong) {
   NcclAnalytics a(settings);
   auto hosts = std::make_shared<FakeHosts>();
   a.SetHostProcesses(hosts);
-  a.OnCommInit(kRing0, Init(kComm, 0, 16, 2));
-  a.OnProxyOp(kRing0, IbProxy(kComm, 0, 0, 9, true, 0x1a0));
+  a.OnCommInit(Ring0(), Init(kComm, 0, 16, 2));
+  a.OnProxyOp(Ring0(), IbProxy(kComm, 0, 0, 9, true, 0x1a0));
   const auto t0 = Clock::now();
   a.EndPass({}, t0 + seconds(2));
   a.OnQpDump(NodeTable(), t0 + seconds(2));
@@ -385,8 +386,8 @@ TEST(ChannelNicSettingsTest, OffWithoutChannelMetricsOrWithoutQpTable) {
     NcclAnalytics a(settings);
     auto hosts = std::make_shared<FakeHosts>();
     a.SetHostProcesses(hosts);
-    a.OnCommInit(kRing0, Init(kComm, 0, 16, 2));
-    a.OnProxyOp(kRing0, IbProxy(kComm, 0, 0, 9, true, 0x1a0));
+    a.OnCommInit(Ring0(), Init(kComm, 0, 16, 2));
+    a.OnProxyOp(Ring0(), IbProxy(kComm, 0, 0, 9, true, 0x1a0));
     a.EndPass({Live(kComm, 0, 16, 2)}, Clock::now());
     EXPECT_FALSE(a.WantsQpRefresh());
     EXPECT_EQ(hosts->owner_calls, 0);
@@ -435,8 +436,8 @@ TEST(ChannelNicExpositionTest, PassesPromtool) {
   auto hosts = std::make_shared<FakeHosts>();
   NcclAnalytics a;
   a.SetHostProcesses(hosts);
-  a.OnCommInit(kRing0, Init(kComm, 0, 16, 2));
-  a.OnProxyOp(kRing0, IbProxy(kComm, 0, 0, 9, true, 0x1a0, 0x1a3));
+  a.OnCommInit(Ring0(), Init(kComm, 0, 16, 2));
+  a.OnProxyOp(Ring0(), IbProxy(kComm, 0, 0, 9, true, 0x1a0, 0x1a3));
   a.EndPass({Live(kComm, 0, 16, 2)}, Clock::now());
   a.OnQpDump(NodeTable(), Clock::now());
   const std::string text = Render(a);

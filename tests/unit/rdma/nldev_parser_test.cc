@@ -44,7 +44,7 @@ nl::Qp Owned(std::uint32_t lqpn, std::int32_t pid) {
 }
 
 struct Parsed {
-  DumpReader::State state;
+  DumpReader::State state = DumpReader::State::kMore;
   int error = 0;
   std::vector<QpEntry> qps;
   DumpStats stats;
