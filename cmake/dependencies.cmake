@@ -8,6 +8,8 @@ find_package(absl REQUIRED)  # flat hash maps on the analytics' hot path
 pkg_check_modules(LIBBPF REQUIRED IMPORTED_TARGET libbpf)
 pkg_check_modules(LIBELF REQUIRED IMPORTED_TARGET libelf)
 pkg_check_modules(IBVERBS REQUIRED IMPORTED_TARGET libibverbs)
+# rdma netlink (QP resources), as rdma-core's own util/rdma_nl.c talks to it
+pkg_check_modules(LIBNL REQUIRED IMPORTED_TARGET libnl-3.0)
 
 # civetweb is the HTTP server inside prometheus-cpp's Exposer (its package config defines
 # civetweb::civetweb); we use civetweb's request hook for /healthz.

@@ -11,6 +11,7 @@ NcclAnalytics::NcclAnalytics(const AnalyticsSettings& settings)
       now_(Clock::now()),
       last_expiry_(Clock::now()) {
   arrivals_.SetLimits({settings.match_window, settings.match_timeout});
+  nic_.SetEnabled(settings.nic_lookup && settings.channel_metrics);
 }
 
 void NcclAnalytics::Configure(const AnalyticsSettings& settings) {
@@ -18,6 +19,15 @@ void NcclAnalytics::Configure(const AnalyticsSettings& settings) {
   registry_.SetLimits(settings.max_comms, settings.max_peers);
   arrivals_.SetLimits({settings.match_window, settings.match_timeout});
   gpus_.SetRoot(settings.sysfs_root);
+  nic_.SetEnabled(settings.nic_lookup && settings.channel_metrics);
+}
+
+void NcclAnalytics::SetHostProcesses(std::shared_ptr<HostProcesses> processes) {
+  nic_.SetHostProcesses(std::move(processes));
+}
+
+void NcclAnalytics::OnQpDump(const rdma::netlink::QpDump& dump, Clock::time_point now) {
+  nic_.OnQpDump(dump, now);
 }
 
 void NcclAnalytics::OnCommInit(const profiler::RingOrigin& origin,
@@ -57,18 +67,20 @@ void NcclAnalytics::Op(const profiler::OpView& view) {
   }
 }
 
-void NcclAnalytics::OnProxyOp(const profiler::RingOrigin& /*origin*/,
+void NcclAnalytics::OnProxyOp(const profiler::RingOrigin& origin,
                               const ncclscope_proxy_op_record& record) {
+  // The ring's writer is resolved now: a reclaimed ring's origin is gone by the end of the pass.
+  const RingOwner owner = nic_.NeedsOwner(record) ? nic_.Owner(origin, now_) : RingOwner{};
   const Comm* known = record.comm_id != 0 ? registry_.Find(record.comm_id) : nullptr;
   if (record.comm_id != 0 && (known == nullptr || known->nranks == 0) &&
       held_proxy_.size() < kMaxHeld) {
-    held_proxy_.push_back(record);
+    held_proxy_.push_back({record, owner});
     return;
   }
-  ProxyOp(record);
+  ProxyOp(record, owner);
 }
 
-void NcclAnalytics::ProxyOp(const ncclscope_proxy_op_record& record) {
+void NcclAnalytics::ProxyOp(const ncclscope_proxy_op_record& record, const RingOwner& owner) {
   std::uint64_t comm_id = record.comm_id;
   if (comm_id == 0 && (record.flags & NCCLSCOPE_PROXY_FOREIGN) != 0) {
     comm_id = pxn_.Resolve(record.origin_pid, record.origin_context);
@@ -81,13 +93,14 @@ void NcclAnalytics::ProxyOp(const ncclscope_proxy_op_record& record) {
   }
   network_.Observe(registry_, comm, record, settings_.channel_metrics);
   if (settings_.channel_metrics) channels_.OnProxyOp(record, pass_);
+  nic_.Observe(registry_, comm, owner, record, now_);
 }
 
 void NcclAnalytics::EndPass(const std::vector<profiler::LiveComm>& comms, Clock::time_point now) {
   registry_.OnPass(comms, now);
   pxn_.Rebuild(comms);
   // Network records first: the ops they belong to may join them in this pass's attribution.
-  for (const ncclscope_proxy_op_record& record : held_proxy_) ProxyOp(record);
+  for (const HeldProxy& held : held_proxy_) ProxyOp(held.record, held.owner);
   for (const profiler::OpView& view : held_ops_) Op(view);
   held_proxy_.clear();
   held_ops_.clear();
@@ -110,6 +123,7 @@ void NcclAnalytics::EndPass(const std::vector<profiler::LiveComm>& comms, Clock:
       network_.DropLabels(labels);
       channels_.DropLabels(labels);
       arrivals_.DropLabels(labels);
+      nic_.DropLabels(labels);
     }
   }
   ++pass_;
@@ -157,6 +171,7 @@ void NcclAnalytics::Render(metrics::TextWriter& out, std::uint64_t now_ns) const
   p2p_.Render(out);
   network_.Render(out, settings_.channel_metrics);
   if (settings_.channel_metrics) channels_.Render(out);
+  nic_.Render(out, settings_.channel_metrics);
   arrivals_.Render(out);
   RenderInfo(out);
   RenderProgress(registry_, now_ns, static_cast<std::uint64_t>(settings_.hang_timeout.count()),
@@ -194,6 +209,8 @@ void NcclAnalytics::Render(metrics::TextWriter& out, std::uint64_t now_ns) const
              static_cast<std::uint64_t>(channels_.series()));
   out.Sample("ncclscope_nccl_analytics_series", "group=\"arrival\"",
              static_cast<std::uint64_t>(arrivals_.series()));
+  out.Sample("ncclscope_nccl_analytics_series", "group=\"nic\"",
+             static_cast<std::uint64_t>(nic_.series()));
 }
 
 }  // namespace ncclscope::analytics

@@ -11,6 +11,7 @@
 //   arrival_matcher    last arriver and arrival lag across the node's ranks (slow ranks)
 //   hang_tracker       progress, in-flight ops and their age, hung ops, last seq per function
 //   gpu_index          dcgm-exporter's `gpu` index from the PCI bus id
+//   channel_nic        the HCA device and port behind each network channel (QP table join)
 //
 // Not thread-safe: the profiler source calls it from its reader thread and renders it under its
 // own lock.
@@ -20,6 +21,7 @@
 #include <string>
 
 #include "agent/analytics/arrival_matcher.h"
+#include "agent/analytics/channel_nic.h"
 #include "agent/analytics/channel_transport.h"
 #include "agent/analytics/comm_registry.h"
 #include "agent/analytics/gpu_index.h"
@@ -41,6 +43,7 @@ struct AnalyticsSettings {
   Clock::duration match_timeout = std::chrono::seconds(10);          // detection.match_timeout
   std::chrono::nanoseconds hang_timeout = std::chrono::seconds(60);  // detection.hang_timeout
   std::string sysfs_root = "/sys";                                   // rdma.sysfs_root
+  bool nic_lookup = true;  // plugin.qp_table is not "off": name the NIC behind each channel
 };
 
 class NcclAnalytics : public profiler::RecordSink {
@@ -64,23 +67,36 @@ class NcclAnalytics : public profiler::RecordSink {
   // Every family, `now_ns` being the host's CLOCK_REALTIME (ages of in-flight ops).
   void Render(metrics::TextWriter& out, std::uint64_t now_ns) const;
 
+  // Channel -> NIC (channel_nic.h): who the rings' writers are, and the kernel's QP table, which
+  // the caller dumps when WantsQpRefresh() says so (outside its lock: a dump can take a while)
+  // and hands over with OnQpDump().
+  void SetHostProcesses(std::shared_ptr<HostProcesses> processes);
+  bool WantsQpRefresh() const { return nic_.WantsRefresh(now_); }
+  void OnQpDump(const rdma::netlink::QpDump& dump, Clock::time_point now);
+
   const CommRegistry& registry() const { return registry_; }
   const OpSeries& ops() const { return ops_; }
   const NetworkWaits& network() const { return network_; }
   const ChannelTransport& channels() const { return channels_; }
   const ArrivalMatcher& arrivals() const { return arrivals_; }
+  const ChannelNic& nic() const { return nic_; }
 
  private:
   void RenderInfo(metrics::TextWriter& out) const;
   void Op(const profiler::OpView& view);
-  void ProxyOp(const ncclscope_proxy_op_record& record);
+  // A network record and, for IB records, the process that wrote its ring (channel_nic.h).
+  struct HeldProxy {
+    ncclscope_proxy_op_record record{};
+    RingOwner owner;
+  };
+  void ProxyOp(const ncclscope_proxy_op_record& record, const RingOwner& owner);
 
   // Records of a communicator nothing has described yet (its init record lies in a lane not read
   // yet, or was consumed by an earlier agent) wait for the end of the pass, when the rings' tables
   // say what it is (size, nodes, local ranks). Bounded; beyond, they are taken as they are.
   static constexpr std::size_t kMaxHeld = 4096;
   std::vector<profiler::OpView> held_ops_;
-  std::vector<ncclscope_proxy_op_record> held_proxy_;
+  std::vector<HeldProxy> held_proxy_;
   AnalyticsSettings settings_;
   CommRegistry registry_;
   OpSeries ops_;
@@ -89,6 +105,7 @@ class NcclAnalytics : public profiler::RecordSink {
   ChannelTransport channels_;
   ArrivalMatcher arrivals_;
   PxnResolver pxn_;
+  ChannelNic nic_;
   GpuIndex gpus_;
   std::uint64_t pass_ = 1;
   Clock::time_point now_{};  // of the current pass (the arrival matcher's clock)

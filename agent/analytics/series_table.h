@@ -41,6 +41,10 @@ class SeriesTable {
     auto it = index_.find(key);
     return it == index_.end() ? nullptr : &rows_[it->second].stats;
   }
+  Stats* FindMutable(std::uint64_t key) {
+    auto it = index_.find(key);
+    return it == index_.end() ? nullptr : &rows_[it->second].stats;
+  }
 
   void DropLabels(const absl::flat_hash_set<std::uint32_t>& labels) {
     if (labels.empty()) return;

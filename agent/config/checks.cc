@@ -40,6 +40,12 @@ std::optional<std::string> AbsolutePath::operator()(const std::string& value) co
   return std::nullopt;
 }
 
+std::optional<std::string> OneOfOrAbsolutePath::operator()(const std::string& value) const {
+  if (!value.empty() && value[0] == '/') return std::nullopt;
+  if (!words(value)) return std::nullopt;
+  return "\"" + value + "\" is not one of " + Describe();
+}
+
 std::optional<std::string> ListenAddress::operator()(const std::string& value) const {
   const std::size_t colon = value.rfind(':');
   if (colon == std::string::npos) {

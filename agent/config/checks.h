@@ -58,6 +58,14 @@ struct AbsolutePath {
   std::string Describe() const { return "absolute path"; }
 };
 
+// One of a fixed set of words, or an absolute path.
+struct OneOfOrAbsolutePath {
+  OneOf words;
+  OneOfOrAbsolutePath(std::initializer_list<std::string> allowed) : words(allowed) {}
+  std::optional<std::string> operator()(const std::string& value) const;
+  std::string Describe() const { return words.Describe() + ", or an absolute path"; }
+};
+
 // "HOST:PORT", ":PORT" (all interfaces) or "[IPv6]:PORT"; PORT 0 picks a free port.
 struct ListenAddress {
   std::optional<std::string> operator()(const std::string& value) const;

@@ -51,6 +51,7 @@ struct PluginConfig {
   std::uint32_t max_comms = 64;
   std::uint32_t max_peers = 16;
   bool channel_metrics = true;
+  std::string qp_table = "netlink";
   Duration series_retention = Seconds(600);
   std::vector<std::string> events = {"coll",       "p2p",        "kernel_ch", "proxy_op",
                                      "proxy_step", "net_plugin", "ce_coll"};
@@ -82,6 +83,13 @@ struct PluginConfig {
     v.Field("channel_metrics", channel_metrics,
             "Export per-channel series (bytes and busy time by transport, network wait "
             "decomposition per channel and peer). Off: per-rank totals only.");
+    v.Field("qp_table", qp_table,
+            "Where the QPs behind NCCL's IB channels are looked up to name each channel's HCA "
+            "port (ncclscope_nccl_channel_nic_info; needs channel_metrics): netlink (the "
+            "kernel's rdma netlink, dumped only when unknown QPs appear, at most every 5 s; a "
+            "dump queries every QP of the node), off, or the absolute path of a file of "
+            "recorded rdma netlink QP-dump replies (tests, offline replay).",
+            checks::OneOfOrAbsolutePath{"netlink", "off"});
     v.Field("series_retention", series_retention,
             "How long a communicator's series stay after its last record once no running job "
             "has it.",

@@ -12,6 +12,8 @@
 #include "agent/core/log.h"
 #include "agent/core/metric_family.h"
 #include "agent/core/text_exposition.h"
+#include "agent/profiler/ring_owner.h"
+#include "rdma/netlink/netlink_qp_source.h"
 
 namespace ncclscope::profiler {
 namespace {
@@ -129,7 +131,14 @@ analytics::AnalyticsSettings AnalyticsFromConfig(const config::Config& config) {
   s.match_timeout = config.detection.match_timeout.value();
   s.hang_timeout = config.detection.hang_timeout.value();
   s.sysfs_root = config.rdma.sysfs_root;
+  s.nic_lookup = config.plugin.qp_table != "off";
   return s;
+}
+
+std::unique_ptr<rdma::netlink::QpSource> QpSourceFromConfig(const config::PluginConfig& plugin) {
+  if (plugin.qp_table == "off") return nullptr;
+  if (plugin.qp_table == "netlink") return std::make_unique<rdma::netlink::NetlinkQpSource>();
+  return std::make_unique<rdma::netlink::FileQpSource>(plugin.qp_table);
 }
 
 // Hands each record to the analytics, then to the extra sinks.
@@ -194,6 +203,9 @@ SourceStatus ProfilerSource::Start(const config::Config& config) {
   {
     std::lock_guard<std::mutex> lock(analytics_mutex_);
     analytics_->Configure(AnalyticsFromConfig(config));
+    // Ring writers are found in the host's /proc (ebpf.proc_root: the agent runs with hostPID).
+    analytics_->SetHostProcesses(
+        std::make_shared<ProcRingOwners>(plugin.ring_dir, config.ebpf.proc_root));
   }
   std::vector<std::shared_ptr<RecordSink>> sinks = {analytics_};
   sinks.insert(sinks.end(), extra_sinks_.begin(), extra_sinks_.end());
@@ -205,6 +217,8 @@ SourceStatus ProfilerSource::Start(const config::Config& config) {
     plugin_ = plugin;
     directory_ = std::make_unique<RingDirectory>(plugin.ring_dir);
     directory_->SetControls(ControlsFromConfig(plugin));
+    qp_source_ = QpSourceFromConfig(plugin);
+    last_dump_status_ = rdma::netlink::DumpStatus::kOk;
     controls_dirty_ = false;
   }
   thread_ = std::thread([this] { Run(); });
@@ -217,7 +231,8 @@ SourceStatus ProfilerSource::Reconfigure(const config::Config& config) {
   bool restart = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    restart = !thread_.joinable() || plugin.ring_dir != plugin_.ring_dir;
+    restart = !thread_.joinable() || plugin.ring_dir != plugin_.ring_dir ||
+              plugin.qp_table != plugin_.qp_table;
   }
   if (restart) return Start(config);
   SourceStatus status = PrepareDirectory(plugin);
@@ -244,6 +259,7 @@ void ProfilerSource::Stop() {
   if (thread_.joinable()) thread_.join();
   std::lock_guard<std::mutex> lock(mutex_);
   directory_.reset();
+  qp_source_.reset();
 }
 
 SourceStatus ProfilerSource::Status() const {
@@ -269,6 +285,7 @@ void ProfilerSource::Run() {
         more = directory.Poll(*sink_);
         analytics_->EndPass(directory.snapshot().comms, std::chrono::steady_clock::now());
       }
+      RefreshQpTable();
       // The data-path counters for scrapes; the communicators live in the analytics.
       const DirectorySnapshot& latest = directory.snapshot();
       std::lock_guard<std::mutex> snap(snapshot_mutex_);
@@ -289,6 +306,28 @@ void ProfilerSource::Run() {
     lock.lock();
     if (!more) wake_.wait_for(lock, interval, [this] { return stop_ || controls_dirty_; });
   }
+}
+
+void ProfilerSource::RefreshQpTable() {
+  if (qp_source_ == nullptr) return;
+  {
+    std::lock_guard<std::mutex> pass(analytics_mutex_);
+    if (!analytics_->WantsQpRefresh()) return;
+  }
+  // Scrapes go on meanwhile: a dump queries every QP of the node and can take a while.
+  const rdma::netlink::QpDump dump = qp_source_->Dump();
+  if (dump.status != last_dump_status_) {
+    if (dump.status == rdma::netlink::DumpStatus::kOk) {
+      NCCLSCOPE_LOG(kInfo, "profiler") << "QP table readable again (" << dump.qps.size()
+                                       << " QPs on " << dump.devices << " devices)";
+    } else {
+      NCCLSCOPE_LOG(kWarn, "profiler") << "cannot read the QP table, so channels get no NIC "
+                                       << "names (retried every minute): " << dump.error;
+    }
+    last_dump_status_ = dump.status;
+  }
+  std::lock_guard<std::mutex> pass(analytics_mutex_);
+  analytics_->OnQpDump(dump, std::chrono::steady_clock::now());
 }
 
 void ProfilerSource::CollectText(metrics::TextWriter& out) const {

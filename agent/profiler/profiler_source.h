@@ -18,6 +18,7 @@
 #include "agent/config/config.h"
 #include "agent/core/source.h"
 #include "agent/profiler/ring_directory.h"
+#include "rdma/netlink/qp_table.h"
 
 namespace ncclscope::profiler {
 
@@ -26,6 +27,8 @@ ncclscope_controls ControlsFromConfig(const config::PluginConfig& plugin);
 std::string ControlsFileText(const config::PluginConfig& plugin);
 // The analytics' limits and settings from the config.
 analytics::AnalyticsSettings AnalyticsFromConfig(const config::Config& config);
+// Where the QP table comes from (plugin.qp_table); null for "off".
+std::unique_ptr<rdma::netlink::QpSource> QpSourceFromConfig(const config::PluginConfig& plugin);
 
 class ProfilerSource : public Source {
  public:
@@ -47,6 +50,8 @@ class ProfilerSource : public Source {
   class Fanout;
   void Run();
   SourceStatus PrepareDirectory(const config::PluginConfig& plugin);
+  // Dumps the QP table when the analytics want it (channel -> NIC), outside the analytics lock.
+  void RefreshQpTable();
 
   // The reader thread holds analytics_mutex_ for a whole pass; a scrape holds it to render.
   mutable std::mutex analytics_mutex_;
@@ -59,7 +64,9 @@ class ProfilerSource : public Source {
   std::condition_variable wake_;
   bool stop_ = false;
   std::thread thread_;
-  std::unique_ptr<RingDirectory> directory_;  // reader thread only while running
+  std::unique_ptr<RingDirectory> directory_;            // reader thread only while running
+  std::unique_ptr<rdma::netlink::QpSource> qp_source_;  // likewise; null when plugin.qp_table off
+  rdma::netlink::DumpStatus last_dump_status_ = rdma::netlink::DumpStatus::kOk;  // for the log
   config::PluginConfig plugin_;
   bool controls_dirty_ = false;
 

@@ -81,6 +81,29 @@ inline ncclscope_proxy_op_record Proxy(std::uint64_t comm, int rank, int channel
   return r;
 }
 
+// A network record of NCCL's IB transport: its net-plugin events named QPs `qp0` and `qp1` (0:
+// only one QP) on device `dev_index` of the communicator's (possibly merged) net device, as the
+// plugin folds them into the record (ncclscope_ring.h: net_type, net_dev_index, qp_num).
+inline ncclscope_proxy_op_record IbProxy(std::uint64_t comm, int rank, int channel, int peer,
+                                         bool send, std::uint32_t qp0, std::uint32_t qp1 = 0,
+                                         int dev_index = 0) {
+  ncclscope_proxy_op_record r = Proxy(comm, rank, channel, peer, send, 1 << 20, 1, 1000, 2000);
+  r.net_type = NCCLSCOPE_NET_IB;
+  r.net_dev_index = dev_index;
+  r.qp_num[0] = qp0;
+  r.qp_num[1] = qp1;
+  return r;
+}
+
+// The ring a record came from: its file name and the writer's pid in its own namespace.
+inline profiler::RingOrigin Origin(const std::string& ring, std::int32_t pid) {
+  profiler::RingOrigin o;
+  o.ring = ring;
+  o.pid = pid;
+  o.hostname = "pod-" + ring;
+  return o;
+}
+
 inline ncclscope_comm_init_record Init(std::uint64_t comm, int rank, int nranks, int nnodes,
                                        const char* name = "") {
   ncclscope_comm_init_record r{};
