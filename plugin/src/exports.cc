@@ -2,11 +2,14 @@
 // (2.28) and ncclProfiler_v4 (2.27). NCCL takes the newest one it knows. Each adapter translates
 // its version's descriptor into the version-neutral calls of events.cc and runtime.cc. These are
 // the only symbols the library exports (-fvisibility=hidden plus a version script), and no
-// exception leaves them: NCCL is C and would terminate the job.
+// exception leaves them: NCCL is C and would terminate the job. With NCCLSCOPE_CHAIN set, each
+// entry point hands the event to chain.h, which calls the same functions ("...Own") for ncclscope
+// and forwards the event to the chained plugin; unset, that costs one predictable branch.
 
 #include <exception>
 
 #include "plugin/abi/nccl_profiler_abi.h"
+#include "plugin/src/chain.h"
 #include "plugin/src/handle.h"
 #include "plugin/src/runtime.h"
 
@@ -82,35 +85,70 @@ void StartCommon(void* context, void** handle, const Descr* d, std::uint64_t typ
   }
 }
 
-abi::Result StopV(void* handle) {
+abi::Result StopOwn(void* handle) {
   return Guard([&] {
     StopEvent(handle);
     return abi::kSuccess;
   });
 }
 
-template <typename StateArgs>
-abi::Result RecordV(void* handle, int state, StateArgs* args) {
+abi::Result StopV(void* handle) {
+  if (__builtin_expect(chain::Active(), 0)) {
+    return Guard([&] { return chain::Stop(StopOwn, handle); });
+  }
+  return StopOwn(handle);
+}
+
+abi::Result RecordOwn(void* handle, int state, abi::StateArgsV4* args) {
   return Guard([&] {
     RecordEventState(handle, state, args);
     return abi::kSuccess;
   });
 }
 
-abi::Result FinalizeV(void* context) {
+template <typename StateArgs>
+abi::Result RecordV(void* handle, int state, StateArgs* args) {
+  if (__builtin_expect(chain::Active(), 0)) {
+    return Guard([&] { return chain::Record(RecordOwn, handle, state, args); });
+  }
+  return RecordOwn(handle, state, args);
+}
+
+abi::Result FinalizeOwn(void* context) {
   return Guard([&] { return Finalize(context); });
+}
+
+abi::Result FinalizeV(void* context) {
+  return Guard([&] { return chain::Finalize(FinalizeOwn, context); });
+}
+
+abi::Result InitOwn(void** context, std::uint64_t comm_id, int* mask, const char* name, int nnodes,
+                    int nranks, int rank, abi::DebugLogger logger, int version) {
+  *context = nullptr;
+  return Guard(
+      [&] { return Init(context, comm_id, mask, name, nnodes, nranks, rank, logger, version); },
+      abi::kInternalError);
+}
+
+abi::Result InitAny(void** context, std::uint64_t comm_id, int* mask, const char* name, int nnodes,
+                    int nranks, int rank, abi::DebugLogger logger, int version) {
+  *context = nullptr;
+  return Guard(
+      [&] {
+        return chain::Init(InitOwn, context, comm_id, mask, name, nnodes, nranks, rank, logger,
+                           version);
+      },
+      abi::kInternalError);
 }
 
 // ---- v6 ----
 
 abi::Result InitV6(void** context, std::uint64_t comm_id, int* mask, const char* name, int nnodes,
                    int nranks, int rank, abi::DebugLogger logger) {
-  *context = nullptr;
-  return Guard([&] { return Init(context, comm_id, mask, name, nnodes, nranks, rank, logger, 6); },
-               abi::kInternalError);
+  return InitAny(context, comm_id, mask, name, nnodes, nranks, rank, logger, 6);
 }
 
-abi::Result StartV6(void* context, void** handle, abi::EventDescrV6* d) {
+abi::Result StartV6Own(void* context, void** handle, abi::EventDescrV6* d) {
   *handle = nullptr;
   return Guard([&] {
     if (d->type == abi::kCeColl) {
@@ -130,16 +168,21 @@ abi::Result StartV6(void* context, void** handle, abi::EventDescrV6* d) {
   });
 }
 
+abi::Result StartV6(void* context, void** handle, abi::EventDescrV6* d) {
+  if (__builtin_expect(chain::Active(), 0)) {
+    return Guard([&] { return chain::Start(StartV6Own, context, handle, d); });
+  }
+  return StartV6Own(context, handle, d);
+}
+
 // ---- v5 ----
 
 abi::Result InitV5(void** context, std::uint64_t comm_id, int* mask, const char* name, int nnodes,
                    int nranks, int rank, abi::DebugLogger logger) {
-  *context = nullptr;
-  return Guard([&] { return Init(context, comm_id, mask, name, nnodes, nranks, rank, logger, 5); },
-               abi::kInternalError);
+  return InitAny(context, comm_id, mask, name, nnodes, nranks, rank, logger, 5);
 }
 
-abi::Result StartV5(void* context, void** handle, abi::EventDescrV5* d) {
+abi::Result StartV5Own(void* context, void** handle, abi::EventDescrV5* d) {
   *handle = nullptr;
   return Guard([&] {
     StartCommon(context, handle, d, d->type);
@@ -147,22 +190,33 @@ abi::Result StartV5(void* context, void** handle, abi::EventDescrV5* d) {
   });
 }
 
+abi::Result StartV5(void* context, void** handle, abi::EventDescrV5* d) {
+  if (__builtin_expect(chain::Active(), 0)) {
+    return Guard([&] { return chain::Start(StartV5Own, context, handle, d); });
+  }
+  return StartV5Own(context, handle, d);
+}
+
 // ---- v4: init takes (mask, commName, commHash, ...) and the event type is one byte. ----
 
 abi::Result InitV4(void** context, int* mask, const char* name, std::uint64_t comm_hash, int nnodes,
                    int nranks, int rank, abi::DebugLogger logger) {
-  *context = nullptr;
-  return Guard(
-      [&] { return Init(context, comm_hash, mask, name, nnodes, nranks, rank, logger, 4); },
-      abi::kInternalError);
+  return InitAny(context, comm_hash, mask, name, nnodes, nranks, rank, logger, 4);
 }
 
-abi::Result StartV4(void* context, void** handle, abi::EventDescrV4* d) {
+abi::Result StartV4Own(void* context, void** handle, abi::EventDescrV4* d) {
   *handle = nullptr;
   return Guard([&] {
     StartCommon(context, handle, d, static_cast<std::uint64_t>(d->type));
     return abi::kSuccess;
   });
+}
+
+abi::Result StartV4(void* context, void** handle, abi::EventDescrV4* d) {
+  if (__builtin_expect(chain::Active(), 0)) {
+    return Guard([&] { return chain::Start(StartV4Own, context, handle, d); });
+  }
+  return StartV4Own(context, handle, d);
 }
 
 }  // namespace

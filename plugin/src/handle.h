@@ -24,6 +24,10 @@ enum class HandleKind : std::uint32_t {
   kProxyStep = 4,  // one step slot of a ProxyOp (lives inside it)
   kContext = 5,    // a communicator
   kIgnored = 6,    // events accepted but not tracked (Group, API, KernelLaunch, ...)
+  // Kinds 14 and 15 belong to plugin chaining (chain.h, NCCLSCOPE_CHAIN) and appear only while a
+  // chained plugin is loaded.
+  kChain = 14,  // one event: a chain slot holding ncclscope's and the chained plugin's handle
+  kChainContext = 15,  // a communicator only the chained plugin profiles (ncclscope has no context)
 };
 
 inline constexpr std::uint32_t kGenerationMask = (1u << 20) - 1;

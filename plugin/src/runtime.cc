@@ -16,6 +16,7 @@
 #include <new>
 #include <type_traits>
 
+#include "plugin/src/chain.h"
 #include "plugin/src/clock.h"
 #include "plugin/src/cuda_info.h"
 #include "plugin/src/handle.h"
@@ -334,6 +335,7 @@ void MaintenancePass(std::uint64_t now_ns) {
   const std::uint32_t mask = DesiredMask(now_ns);
   if (mask != r.current_mask.load(std::memory_order_relaxed)) SetNcclMask(r, mask);
   SweepStaleOps(r, clock::Now());
+  chain::Maintain();  // NCCLSCOPE_CHAIN: NCCL's mask = ours | the chained plugin's (chain.h)
 }
 
 abi::Result Init(void** context, std::uint64_t comm_id, int* mask, const char* name, int nnodes,
