@@ -652,7 +652,7 @@ void* ChainedStart(const ChainedTable& t, void* context, const Descr* d, void* p
       }
       // v5 behind v6: the same layout for every non-CE event (plugin/abi static_asserts).
       static_assert(sizeof(abi::EventDescrV5) == sizeof(abi::EventDescrV6));
-      abi::EventDescrV5 v5;
+      abi::EventDescrV5 v5{};
       std::memcpy(&v5, &copy, sizeof(v5));
       return static_cast<const abi::ProfilerV5*>(t.table)->startEvent(context, &handle, &v5);
     }

@@ -100,6 +100,8 @@ const char* TypeName(std::uint64_t type) {
   }
 }
 
+std::string Named(std::uint64_t type) { return TypeName(type); }
+
 // The parent NCCL passes for each event type (src/plugin/profiler.cc; v4: Coll/P2p under Group).
 bool LegalParent(int version, std::uint64_t child, std::uint64_t parent) {
   switch (child) {
@@ -248,8 +250,7 @@ abi::Result StartAny(int version, void* context, void** handle, Descr* d) {
   }
   ++s.counts.starts;
   ++s.counts.starts_by_type[BitIndex(type)];
-  const std::string what =
-      std::string(TypeName(type)) + " start (v" + std::to_string(version) + ")";
+  const std::string what = Named(type) + " start (v" + std::to_string(version) + ")";
 
   // PXN: the context and parent of a ProxyOp raised for another process are that process's.
   bool foreign = type == abi::kProxyOp && e.descr.proxyOp.pid != s.pid;
@@ -259,7 +260,7 @@ abi::Result StartAny(int version, void* context, void** handle, Descr* d) {
     if (parent == nullptr || parent->type == 0) {
       Violation(s, what + ": parentObj is not a handle it issued");
     } else if (!LegalParent(version, type, parent->type)) {
-      Violation(s, what + ": parentObj is a " + TypeName(parent->type));
+      Violation(s, what + ": parentObj is a " + Named(parent->type));
     }
     if (parent != nullptr && parent->foreign) foreign = true;
   }
@@ -328,7 +329,7 @@ abi::Result Stop(void* handle) {
     e.type = obj->type;
     e.version = obj->version;
     e.parent_of_handle = obj->parent;
-    if (obj->stopped) Violation(s, std::string(TypeName(obj->type)) + " stopped twice");
+    if (obj->stopped) Violation(s, Named(obj->type) + " stopped twice");
     obj->stopped = true;
   }
   if (Every(s.config.fail_stop_every, ++s.stop_calls)) {
@@ -356,7 +357,7 @@ abi::Result Record(void* handle, int state, abi::StateArgsV4* args) {
     e.type = obj->type;
     e.version = obj->version;
     e.parent_of_handle = obj->parent;
-    if (obj->stopped) Violation(s, std::string(TypeName(obj->type)) + " recorded after its stop");
+    if (obj->stopped) Violation(s, Named(obj->type) + " recorded after its stop");
   }
   if (Every(s.config.fail_record_every, ++s.record_calls)) {
     ++s.counts.record_errors;

@@ -36,7 +36,6 @@ namespace ncclscope::testing {
 namespace {
 
 using replay::CollSpec;
-using replay::EnqueuedOp;
 using replay::GpuTimes;
 using replay::ProfilerPlugin;
 using replay::ProxyOpSpec;
