@@ -216,43 +216,37 @@ void FlushLogs(Chain& g) {
 constexpr std::uint32_t kNetChildren =
     abi::kProxyOp | abi::kProxyStep | abi::kKernelCh | abi::kNetPlugin;
 
-// The mask bits that make NCCL emit an event of `type` (for a task snapshot or the global mask).
+// The mask bits that make NCCL emit an event of `type` (for a task snapshot or the global mask),
+// by the bit index of the type.
+constexpr std::uint32_t kGates[15] = {
+    // Group :374
+    abi::kGroup | abi::kColl | abi::kP2p | kNetChildren,
+    // Coll :398, P2p :433
+    abi::kColl | kNetChildren,
+    abi::kP2p | kNetChildren,
+    // ProxyOp :482, ProxyStep :516/:535, ProxyCtrl :568, KernelCh :593, NetPlugin :692
+    abi::kProxyOp | abi::kProxyStep | abi::kNetPlugin,
+    abi::kProxyStep | abi::kNetPlugin,
+    abi::kProxyCtrl,
+    abi::kKernelCh,
+    abi::kNetPlugin,
+    // GroupApi :219 (HEAD adds the CE bits, :281-283)
+    abi::kGroupApi | abi::kP2pApi | abi::kCollApi | abi::kKernelLaunch | abi::kGroup | abi::kColl |
+        abi::kP2p | kNetChildren | kCeEvents,
+    // CollApi :292 (HEAD: CE bits, :366-367), P2pApi :267, KernelLaunch :333
+    abi::kCollApi | abi::kColl | kNetChildren | kCeEvents,
+    abi::kP2pApi | abi::kP2p | kNetChildren,
+    abi::kKernelLaunch,
+    // CeColl HEAD :826-827, CeSync :873, CeBatch :908
+    kCeEvents,
+    abi::kCeSync,
+    abi::kCeBatch,
+};
+
 std::uint32_t Gate(std::uint64_t type) {
-  switch (type) {
-    case abi::kGroupApi:  // :219 (HEAD adds the CE bits, :281-283)
-      return abi::kGroupApi | abi::kP2pApi | abi::kCollApi | abi::kKernelLaunch | abi::kGroup |
-             abi::kColl | abi::kP2p | kNetChildren | kCeEvents;
-    case abi::kCollApi:  // :292 (HEAD: CE bits, :366-367)
-      return abi::kCollApi | abi::kColl | kNetChildren | kCeEvents;
-    case abi::kP2pApi:  // :267
-      return abi::kP2pApi | abi::kP2p | kNetChildren;
-    case abi::kKernelLaunch:  // :333
-      return abi::kKernelLaunch;
-    case abi::kGroup:  // :374
-      return abi::kGroup | abi::kColl | abi::kP2p | kNetChildren;
-    case abi::kColl:  // :398
-      return abi::kColl | kNetChildren;
-    case abi::kP2p:  // :433
-      return abi::kP2p | kNetChildren;
-    case abi::kProxyOp:  // :482
-      return abi::kProxyOp | abi::kProxyStep | abi::kNetPlugin;
-    case abi::kProxyStep:  // :516, :535
-      return abi::kProxyStep | abi::kNetPlugin;
-    case abi::kProxyCtrl:  // :568
-      return abi::kProxyCtrl;
-    case abi::kKernelCh:  // :593
-      return abi::kKernelCh;
-    case abi::kNetPlugin:  // :692
-      return abi::kNetPlugin;
-    case abi::kCeColl:  // HEAD :826-827
-      return kCeEvents;
-    case abi::kCeSync:  // HEAD :873
-      return abi::kCeSync;
-    case abi::kCeBatch:  // HEAD :908
-      return abi::kCeBatch;
-    default:
-      return ~0u;  // not ours to judge: forward
-  }
+  // One bit set, below 1 << 15: a known type; anything else is not ours to judge (forward it).
+  if (type == 0 || (type & (type - 1)) != 0 || type >= (1u << 15)) return ~0u;
+  return kGates[__builtin_ctzll(type)];
 }
 
 // Events NCCL starts only when the parent's handle is non-NULL: CeSync/CeBatch (HEAD :872,
@@ -630,30 +624,23 @@ abi::Result ChainedFinalize(const ChainedTable& t, void* context) {
   });
 }
 
-// The descriptor as the chained plugin gets it: its own parents, in its own layout.
+// Starts the event in the chained plugin. `d` already carries the chained plugin's parents.
 template <typename Descr>
-void* ChainedStart(const ChainedTable& t, void* context, const Descr* d, void* parent,
-                   void* parent_group) {
+void* ChainedStart(const ChainedTable& t, void* context, Descr* d) {
   void* handle = nullptr;
-  Descr copy = *d;
-  copy.parentObj = parent;
-  if constexpr (!std::is_same_v<Descr, abi::EventDescrV4>) {
-    if (copy.type == abi::kColl) copy.coll.parentGroup = parent_group;
-    if (copy.type == abi::kP2p) copy.p2p.parentGroup = parent_group;
-  }
   const abi::Result rc = Guarded([&] {
     if constexpr (std::is_same_v<Descr, abi::EventDescrV4>) {
-      return static_cast<const abi::ProfilerV4*>(t.table)->startEvent(context, &handle, &copy);
+      return static_cast<const abi::ProfilerV4*>(t.table)->startEvent(context, &handle, d);
     } else if constexpr (std::is_same_v<Descr, abi::EventDescrV5>) {
-      return static_cast<const abi::ProfilerV5*>(t.table)->startEvent(context, &handle, &copy);
+      return static_cast<const abi::ProfilerV5*>(t.table)->startEvent(context, &handle, d);
     } else {
       if (t.version == 6) {
-        return static_cast<const abi::ProfilerV6*>(t.table)->startEvent(context, &handle, &copy);
+        return static_cast<const abi::ProfilerV6*>(t.table)->startEvent(context, &handle, d);
       }
       // v5 behind v6: the same layout for every non-CE event (plugin/abi static_asserts).
       static_assert(sizeof(abi::EventDescrV5) == sizeof(abi::EventDescrV6));
       abi::EventDescrV5 v5{};
-      std::memcpy(&v5, &copy, sizeof(v5));
+      std::memcpy(&v5, d, sizeof(v5));
       return static_cast<const abi::ProfilerV5*>(t.table)->startEvent(context, &handle, &v5);
     }
   });
@@ -662,6 +649,33 @@ void* ChainedStart(const ChainedTable& t, void* context, const Descr* d, void* p
   return handle;
 }
 
+// Each plugin gets NCCL's descriptor with its own parents. NCCL's descriptor is a local of the
+// function that starts the event, never read after startEvent returns (src/plugin/profiler.cc
+// :214-699 at v2.28.9-1, HEAD :823-850 for CE; its adapters build their own copy): the parents
+// are set in place for each call and restored afterwards, instead of copying 112 bytes twice.
+template <typename Descr>
+struct Parents {
+  Descr* d;
+  void* parent;
+  void* group = nullptr;
+  explicit Parents(Descr* descr) : d(descr), parent(descr->parentObj) {
+    if constexpr (!std::is_same_v<Descr, abi::EventDescrV4>) {
+      if (d->type == abi::kColl) group = d->coll.parentGroup;
+      if (d->type == abi::kP2p) group = d->p2p.parentGroup;
+    }
+  }
+  ~Parents() { Set(parent, group); }
+  Parents(const Parents&) = delete;
+  Parents& operator=(const Parents&) = delete;
+  void Set(void* p, void* g) {
+    d->parentObj = p;
+    if constexpr (!std::is_same_v<Descr, abi::EventDescrV4>) {
+      if (d->type == abi::kColl) d->coll.parentGroup = g;
+      if (d->type == abi::kP2p) d->p2p.parentGroup = g;
+    }
+  }
+};
+
 // ---- The event path ----
 
 template <typename Descr>
@@ -669,13 +683,15 @@ constexpr int kVersion = std::is_same_v<Descr, abi::EventDescrV4>   ? 4
                          : std::is_same_v<Descr, abi::EventDescrV5> ? 5
                                                                     : 6;
 
+// A parent handle NCCL passed, resolved.
 struct Parent {
-  enum State { kNone, kSlot, kPlain, kLost } state = kNone;
-  void* ours = nullptr;
-  void* chained = nullptr;
-  std::uint32_t snapshot = 0;
+  enum State : std::uint8_t { kNone, kSlot, kPlain, kLost };
+  State state = kNone;
   bool foreign = false;
   bool missed = false;  // the chained plugin never got this parent
+  std::uint32_t snapshot = 0;
+  void* ours = nullptr;
+  void* chained = nullptr;
 };
 
 Parent ResolveParent(void* handle) {
@@ -689,18 +705,28 @@ Parent ResolveParent(void* handle) {
     p.missed = true;
     return p;
   }
-  View v;
-  if (!Read(h, &v)) {
+  Chain& g = G();
+  Slot* s = h.index < g.slots.carved() ? At(h.index) : nullptr;
+  const std::uint32_t state = s != nullptr ? s->state.load(std::memory_order_acquire) : 0;
+  if (s == nullptr || (state >> 2) != h.generation || (state & 3) == kDead) {
+    p.state = Parent::kLost;
+    p.missed = true;
+    return p;
+  }
+  p.ours = AsPointer(s->ours.load(std::memory_order_relaxed));
+  p.chained = AsPointer(s->chained.load(std::memory_order_relaxed));
+  p.snapshot = s->snapshot.load(std::memory_order_relaxed);
+  const std::uint32_t info = s->info.load(std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_acquire);  // as in Read()
+  if ((s->state.load(std::memory_order_relaxed) >> 2) != h.generation) {
+    p = Parent{};
     p.state = Parent::kLost;
     p.missed = true;
     return p;
   }
   p.state = Parent::kSlot;
-  p.ours = v.ours;
-  p.chained = v.chained;
-  p.snapshot = v.snapshot;
-  p.foreign = (v.info & kInfoForeign) != 0;
-  p.missed = (v.info & kInfoMissed) != 0;
+  p.foreign = (info & kInfoForeign) != 0;
+  p.missed = (info & kInfoMissed) != 0;
   return p;
 }
 
@@ -776,18 +802,14 @@ abi::Result StartT(Own own, void* context, void** handle, Descr* d) {
 
   if (!to_ours && !to_chained && !missed) return abi::kSuccess;  // neither plugin gets it
 
+  Parents<Descr> original(d);  // restores NCCL's parents on return
   const std::uint32_t index = g.slots.Allocate();
   if (index == UINT32_MAX) {
     // No slot: ncclscope keeps the event (its own handle); the chained plugin misses it.
     if (to_chained || missed) Fail(kLogTableFull);
     if (to_ours) {
-      Descr mine = *d;
-      mine.parentObj = parent.ours;
-      if constexpr (version >= 5) {
-        if (type == abi::kColl) mine.coll.parentGroup = group.ours;
-        if (type == abi::kP2p) mine.p2p.parentGroup = group.ours;
-      }
-      own(comm.ours, handle, &mine);
+      original.Set(parent.ours, group.ours);
+      own(comm.ours, handle, d);
     }
     return abi::kSuccess;
   }
@@ -795,19 +817,15 @@ abi::Result StartT(Own own, void* context, void** handle, Descr* d) {
 
   void* ours = nullptr;
   if (to_ours) {
-    Descr mine = *d;
-    mine.parentObj = parent.ours;
-    if constexpr (version >= 5) {
-      if (type == abi::kColl) mine.coll.parentGroup = group.ours;
-      if (type == abi::kP2p) mine.p2p.parentGroup = group.ours;
-    }
-    own(comm.ours, &ours, &mine);
+    original.Set(parent.ours, group.ours);
+    own(comm.ours, &ours, d);
   }
   void* chained = nullptr;
   if (to_chained) {
     // A parentGroup the chained plugin never saw becomes NULL (it is a v4 compatibility field).
-    void* parent_group = group.state == Parent::kSlot && !group.missed ? group.chained : nullptr;
-    chained = ChainedStart(table, comm.chained, d, parent.chained, parent_group);
+    original.Set(parent.chained,
+                 group.state == Parent::kSlot && !group.missed ? group.chained : nullptr);
+    chained = ChainedStart(table, comm.chained, d);
   }
   if (ours == nullptr && chained == nullptr) {
     g.slots.Free(index);  // never published: nobody can name it
@@ -836,17 +854,17 @@ abi::Result StartT(Own own, void* context, void** handle, Descr* d) {
 
 }  // namespace
 
-abi::Result Start(OwnStartV4 own, void* context, void** handle, abi::EventDescrV4* d) {
+abi::Result Start(OwnStartV4 own, void* context, void** handle, abi::EventDescrV4* d) noexcept {
   return StartT(own, context, handle, d);
 }
-abi::Result Start(OwnStartV5 own, void* context, void** handle, abi::EventDescrV5* d) {
+abi::Result Start(OwnStartV5 own, void* context, void** handle, abi::EventDescrV5* d) noexcept {
   return StartT(own, context, handle, d);
 }
-abi::Result Start(OwnStartV6 own, void* context, void** handle, abi::EventDescrV6* d) {
+abi::Result Start(OwnStartV6 own, void* context, void** handle, abi::EventDescrV6* d) noexcept {
   return StartT(own, context, handle, d);
 }
 
-abi::Result Stop(OwnStop own, void* handle) {
+abi::Result Stop(OwnStop own, void* handle) noexcept {
   const Handle h = DecodeHandle(handle);
   if (h.kind != HandleKind::kChain) return own(handle);  // ncclscope's own (no slot was free)
   View v;
@@ -887,7 +905,7 @@ abi::Result Stop(OwnStop own, void* handle) {
   return abi::kSuccess;
 }
 
-abi::Result Record(OwnRecord own, void* handle, int state, abi::StateArgsV4* args) {
+abi::Result Record(OwnRecord own, void* handle, int state, abi::StateArgsV4* args) noexcept {
   const Handle h = DecodeHandle(handle);
   if (h.kind != HandleKind::kChain) return own(handle, state, args);
   View v;

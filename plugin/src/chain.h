@@ -76,12 +76,19 @@ abi::Result Init(OwnInit own, void** context, std::uint64_t comm_id, int* mask, 
 // ncclscope's finalize work first, then the chained plugin's finalize for its context.
 abi::Result Finalize(OwnFinalize own, void* context);
 
-// The event path while Active().
-abi::Result Start(OwnStartV4 own, void* context, void** handle, abi::EventDescrV4* d);
-abi::Result Start(OwnStartV5 own, void* context, void** handle, abi::EventDescrV5* d);
-abi::Result Start(OwnStartV6 own, void* context, void** handle, abi::EventDescrV6* d);
-abi::Result Stop(OwnStop own, void* handle);
-abi::Result Record(OwnRecord own, void* handle, int state, abi::StateArgsV4* args);
+// The event path while Active(). Never inlined into the entry points (exports.cc flattens them),
+// and throws nothing: no allocation, and both plugins' calls are guarded inside.
+#define NCCLSCOPE_CHAIN_ENTRY __attribute__((noinline, cold))
+NCCLSCOPE_CHAIN_ENTRY abi::Result Start(OwnStartV4 own, void* context, void** handle,
+                                        abi::EventDescrV4* d) noexcept;
+NCCLSCOPE_CHAIN_ENTRY abi::Result Start(OwnStartV5 own, void* context, void** handle,
+                                        abi::EventDescrV5* d) noexcept;
+NCCLSCOPE_CHAIN_ENTRY abi::Result Start(OwnStartV6 own, void* context, void** handle,
+                                        abi::EventDescrV6* d) noexcept;
+NCCLSCOPE_CHAIN_ENTRY abi::Result Stop(OwnStop own, void* handle) noexcept;
+NCCLSCOPE_CHAIN_ENTRY abi::Result Record(OwnRecord own, void* handle, int state,
+                                         abi::StateArgsV4* args) noexcept;
+#undef NCCLSCOPE_CHAIN_ENTRY
 
 // Maintenance pass (runtime.cc's thread): NCCL's mask = ncclscope's | the chained plugin's, and
 // the once-only log lines of failures seen on NCCL's threads.
