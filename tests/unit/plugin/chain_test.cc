@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <map>
@@ -783,7 +784,10 @@ struct ChildRun {
 ChildRun RunChild(int version, std::vector<std::string> env, int rounds = 2) {
   TempDir work;
   TempDir ring_dir;
-  env.push_back("NCCLSCOPE_RING_DIR=" + ring_dir.path());
+  if (std::none_of(env.begin(), env.end(),
+                   [](const std::string& e) { return e.rfind("NCCLSCOPE_RING_DIR=", 0) == 0; })) {
+    env.push_back("NCCLSCOPE_RING_DIR=" + ring_dir.path());
+  }
   env.emplace_back("NCCLSCOPE_REPLAY_LOG=1");
   Subprocess child({NCCLSCOPE_CHAIN_SCENARIO, "--plugin", NCCLSCOPE_PLUGIN_PATH, "--abi",
                     std::to_string(version), "--rounds", std::to_string(rounds)},
@@ -797,7 +801,9 @@ ChildRun RunChild(int version, std::vector<std::string> env, int rounds = 2) {
   std::uint64_t value = 0;
   while (lines >> key >> value) run.values[key] = value;
   RingRecords records(ring_dir.path());
-  records.PollUntil([&] { return records.ops.size() >= run.values["ops"]; });
+  if (run.values["ours_mask"] != 0) {  // 0: ncclscope had no ring
+    records.PollUntil([&] { return records.ops.size() >= run.values["ops"]; });
+  }
   run.ops = records.ops;
   run.proxy_ops = records.proxy_ops;
   return run;
@@ -908,6 +914,30 @@ TEST(ChainProcessV6Test, AV5OnlyPluginIsChainedBehindV6WithoutCopyEngineEvents) 
         << text;
   }
   EXPECT_EQ(run.ops.size(), run.values.at("ops"));
+}
+
+// ncclscope without a ring (its directory cannot be created) profiles nothing, but the chained
+// plugin keeps working: NCCL gets a context only the chain knows, and NCCL's mask is the chained
+// plugin's alone.
+TEST(ChainProcessV6Test, WithoutItsRingNcclscopeStillServesTheChainedPlugin) {
+  TempDir files;
+  const std::string blocker = files.WriteFile("not-a-directory", "");
+  const std::string summary = files.path() + "/summary";
+  const ChildRun run = RunChild(
+      6, {std::string("NCCLSCOPE_CHAIN=") + NCCLSCOPE_CHAINED_PROFILER,
+          "CHAINED_PROFILER_MASK=" + std::to_string(kAllEvents),
+          "CHAINED_PROFILER_SUMMARY=" + summary, "NCCLSCOPE_RING_DIR=" + blocker + "/rings"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;  // init returned a context
+  EXPECT_NE(run.err.find("profiling off"), std::string::npos) << run.err;
+  EXPECT_EQ(run.values.at("nccl_mask"), static_cast<std::uint64_t>(kAllEvents));
+  const std::string text = ReadFile(summary);
+  EXPECT_NE(text.find("violations 0\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("finalizes 1\n"), std::string::npos) << text;
+  for (const char* present : {"GroupApi", "CollApi", "Coll", "KernelCh", "ProxyOp", "CeColl"}) {
+    EXPECT_EQ(text.find(std::string("start ") + present + " 0\n"), std::string::npos)
+        << present << "\n"
+        << text;
+  }
 }
 
 }  // namespace
