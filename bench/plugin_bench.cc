@@ -45,7 +45,6 @@ namespace ncclscope::bench {
 namespace {
 
 using replay::ProfilerPlugin;
-using replay::ReplayProcess;
 
 constexpr int kVersion = 6;
 constexpr int kChannels = 8;
@@ -115,7 +114,8 @@ struct World {
   std::uint64_t next_comm = 1;
 
   World() {
-    // Each instance reads its settings at its own first init, done here with no other thread.
+    // Each instance reads its settings at its own first init, done here before any benchmark
+    // thread exists (the plugin's maintenance threads never read the environment).
     plain.dir = TempDirectory();
     setenv("NCCLSCOPE_RING_SIZE", "64MiB", 1);           // NOLINT(concurrency-mt-unsafe)
     setenv("NCCLSCOPE_PROXY_DUTY", "1", 1);              // NOLINT(concurrency-mt-unsafe)
@@ -126,8 +126,8 @@ struct World {
     const std::string copy = chained.dir + "/libnccl-profiler-ncclscope-chained.so";
     std::filesystem::copy_file(NCCLSCOPE_PLUGIN_PATH, copy);
     setenv("NCCLSCOPE_RING_DIR", chained.dir.c_str(), 1);  // NOLINT(concurrency-mt-unsafe)
-    setenv("NCCLSCOPE_CHAIN", NCCLSCOPE_MINIMAL_CHAINED_PLUGIN,
-           1);  // NOLINT(concurrency-mt-unsafe)
+    // NOLINTNEXTLINE(concurrency-mt-unsafe)
+    setenv("NCCLSCOPE_CHAIN", NCCLSCOPE_MINIMAL_CHAINED_PLUGIN, 1);
     Load(chained, copy);
     unsetenv("NCCLSCOPE_CHAIN");  // NOLINT(concurrency-mt-unsafe)
   }
