@@ -827,7 +827,7 @@ abi::Result StartT(Own own, void* context, void** handle, Descr* d) {
                  group.state == Parent::kSlot && !group.missed ? group.chained : nullptr);
     chained = ChainedStart(table, comm.chained, d);
   }
-  if (ours == nullptr && chained == nullptr) {
+  if (ours == nullptr && chained == nullptr && !missed) {
     g.slots.Free(index);  // never published: nobody can name it
     return abi::kSuccess;
   }
