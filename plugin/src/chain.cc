@@ -7,7 +7,8 @@
 // gets EncodeHandle(kChain, generation, index): every lookup is a bound check against the carved
 // slots and a compare of the generation, so a stale or foreign value is refused, never followed.
 // Readers check the state word before and after reading the fields (a seqlock whose writer is
-// the slot's allocation); stops claim the slot with one compare-and-swap on that word, so a
+// the slot's allocation: release stores of the fields, acquire loads; no fences, which
+// ThreadSanitizer cannot model); stops claim the slot with one compare-and-swap on that word, so a
 // stop is forwarded at most once even when a lease runs out at the same moment.
 //
 // Lifetimes (by event type):
@@ -338,14 +339,15 @@ bool Read(const Handle& h, View* v) {
   Slot* s = At(h.index);
   const std::uint32_t state = s->state.load(std::memory_order_acquire);
   if ((state >> 2) != h.generation || (state & 3) == kDead) return false;
-  v->ours = AsPointer(s->ours.load(std::memory_order_relaxed));
-  v->chained = AsPointer(s->chained.load(std::memory_order_relaxed));
-  v->context = s->context.load(std::memory_order_relaxed);
-  v->info = s->info.load(std::memory_order_relaxed);
-  v->snapshot = s->snapshot.load(std::memory_order_relaxed);
-  v->type = s->type.load(std::memory_order_relaxed);
+  // Acquire loads, paired with the release stores of the slot's next occupant (StartT): a field
+  // that already holds the next occupant's value makes the re-check below see its generation.
+  v->ours = AsPointer(s->ours.load(std::memory_order_acquire));
+  v->chained = AsPointer(s->chained.load(std::memory_order_acquire));
+  v->context = s->context.load(std::memory_order_acquire);
+  v->info = s->info.load(std::memory_order_acquire);
+  v->snapshot = s->snapshot.load(std::memory_order_acquire);
+  v->type = s->type.load(std::memory_order_acquire);
   // The fields belong to this generation only if the slot was not reallocated meanwhile.
-  std::atomic_thread_fence(std::memory_order_acquire);
   if ((s->state.load(std::memory_order_relaxed) >> 2) != h.generation) return false;
   v->slot = s;
   v->index = h.index;
@@ -713,11 +715,10 @@ Parent ResolveParent(void* handle) {
     p.missed = true;
     return p;
   }
-  p.ours = AsPointer(s->ours.load(std::memory_order_relaxed));
-  p.chained = AsPointer(s->chained.load(std::memory_order_relaxed));
-  p.snapshot = s->snapshot.load(std::memory_order_relaxed);
-  const std::uint32_t info = s->info.load(std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_acquire);  // as in Read()
+  p.ours = AsPointer(s->ours.load(std::memory_order_acquire));  // as in Read()
+  p.chained = AsPointer(s->chained.load(std::memory_order_acquire));
+  p.snapshot = s->snapshot.load(std::memory_order_acquire);
+  const std::uint32_t info = s->info.load(std::memory_order_acquire);
   if ((s->state.load(std::memory_order_relaxed) >> 2) != h.generation) {
     p = Parent{};
     p.state = Parent::kLost;
@@ -838,14 +839,14 @@ abi::Result StartT(Own own, void* context, void** handle, Descr* d) {
   std::uint32_t info = static_cast<std::uint32_t>(version) | lifetime << kInfoLifetimeShift;
   if (foreign) info |= kInfoForeign;
   if (missed) info |= kInfoMissed;  // so its children are not forwarded either
-  // Fields before the state word: a reader that sees these values also sees the new generation.
-  std::atomic_thread_fence(std::memory_order_release);
-  s->ours.store(AsValue(ours), std::memory_order_relaxed);
-  s->chained.store(AsValue(chained), std::memory_order_relaxed);
-  s->context.store(AsValue(context), std::memory_order_relaxed);
-  s->info.store(info, std::memory_order_relaxed);
-  s->snapshot.store(snapshot, std::memory_order_relaxed);
-  s->type.store(static_cast<std::uint32_t>(type), std::memory_order_relaxed);
+  // Release stores: a reader of the slot's previous occupant that sees one of these values also
+  // sees that occupant's end (the claim and Free() happen before this allocation), see Read().
+  s->ours.store(AsValue(ours), std::memory_order_release);
+  s->chained.store(AsValue(chained), std::memory_order_release);
+  s->context.store(AsValue(context), std::memory_order_release);
+  s->info.store(info, std::memory_order_release);
+  s->snapshot.store(snapshot, std::memory_order_release);
+  s->type.store(static_cast<std::uint32_t>(type), std::memory_order_release);
   s->state.store(StateWord(generation, kLive), std::memory_order_release);
   if (lifetime == kLease) Retire(g.proxy, index, generation, kLive);
   *handle = EncodeHandle(HandleKind::kChain, generation, index);
