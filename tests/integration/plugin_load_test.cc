@@ -27,7 +27,8 @@ long long DynamicFlags(const std::string& path) {
   if (file.size() < sizeof(Elf64_Ehdr)) return -1;
   Elf64_Ehdr eh;
   std::memcpy(&eh, file.data(), sizeof(eh));
-  if (std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != ELFCLASS64) return -1;
+  if (std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != ELFCLASS64)
+    return -1;
   for (std::size_t i = 0; i < eh.e_phnum; ++i) {
     Elf64_Phdr ph;
     const std::size_t at = eh.e_phoff + i * sizeof(ph);
@@ -56,11 +57,11 @@ TEST(PluginLoadTest, NeedsNoStaticTls) {
 TEST(PluginLoadTest, LoadsAndRecordsWithNoStaticTlsSurplusLeft) {
   // No optional static TLS surplus: what a dlopen()ed library with initial-exec TLS would need.
   TempDir dir;
-  Subprocess job({NCCLSCOPE_REPLAY_PATH, "--plugin", NCCLSCOPE_PLUGIN_PATH, "--comms", "1",
-                  "--colls", "4", "--p2p", "0", "--alltoall", "0"},
-                 dir.path(),
-                 {"GLIBC_TUNABLES=glibc.rtld.optional_static_tls=0",
-                  "NCCLSCOPE_RING_DIR=" + dir.path()});
+  Subprocess job(
+      {NCCLSCOPE_REPLAY_PATH, "--plugin", NCCLSCOPE_PLUGIN_PATH, "--comms", "1", "--colls", "4",
+       "--p2p", "0", "--alltoall", "0"},
+      dir.path(),
+      {"GLIBC_TUNABLES=glibc.rtld.optional_static_tls=0", "NCCLSCOPE_RING_DIR=" + dir.path()});
   ASSERT_EQ(job.Wait(std::chrono::seconds(60)), 0) << job.Stderr();
   EXPECT_NE(job.Stdout().find("expect "), std::string::npos) << job.Stdout();
 }
