@@ -49,6 +49,15 @@ void StoreShared32(std::uint32_t& field, std::uint32_t value) {
   std::atomic_ref<std::uint32_t>(field).store(value, std::memory_order_relaxed);
 }
 
+// Inline bit count: the x86-64 baseline has no popcnt, and __builtin_popcountll there is a libgcc
+// call.
+std::uint32_t PopCount(std::uint64_t x) {
+  x -= (x >> 1) & 0x5555555555555555ull;
+  x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
+  x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0Full;
+  return static_cast<std::uint32_t>((x * 0x0101010101010101ull) >> 56);
+}
+
 std::uint32_t Saturate32(std::uint64_t value) {
   return value > UINT32_MAX ? UINT32_MAX : static_cast<std::uint32_t>(value);
 }
@@ -59,8 +68,7 @@ void EmitAndFree(OpState* op, std::uint32_t index, std::uint32_t final_state,
   Runtime& r = R();
   // Channels that reported both ends, in ascending channel order; how many records they need.
   const std::uint64_t mask = Load(op->timed_mask);
-  std::uint32_t timed = 0;
-  for (std::uint64_t m = mask; m != 0; m &= m - 1) ++timed;
+  const std::uint32_t timed = PopCount(mask);
   const std::uint32_t continuations =
       timed > NCCLSCOPE_OP_INLINE_CHANNELS
           ? (timed - NCCLSCOPE_OP_INLINE_CHANNELS + NCCLSCOPE_OP_CONT_CHANNELS - 1) /

@@ -193,6 +193,10 @@ bool StartApiEvent(void** handle, const Descr* d) {
 abi::Result StartV6Own(void* context, void** handle, abi::EventDescrV6* d) {
   *handle = nullptr;
   return Guard([&] {
+    if (d->type == abi::kKernelCh) {  // the most frequent event: straight to it
+      StartKernelCh(context, handle, d->parentObj, d->kernelCh.channelId, d->kernelCh.pTimer);
+      return abi::kSuccess;
+    }
     if (StartApiEvent(handle, d)) return abi::kSuccess;
     if (d->type == abi::kCeColl) {
       OpArgs args;
@@ -228,6 +232,10 @@ abi::Result InitV5(void** context, std::uint64_t comm_id, int* mask, const char*
 abi::Result StartV5Own(void* context, void** handle, abi::EventDescrV5* d) {
   *handle = nullptr;
   return Guard([&] {
+    if (d->type == abi::kKernelCh) {  // the most frequent event: straight to it
+      StartKernelCh(context, handle, d->parentObj, d->kernelCh.channelId, d->kernelCh.pTimer);
+      return abi::kSuccess;
+    }
     if (StartApiEvent(handle, d)) return abi::kSuccess;
     StartCommon(context, handle, d, d->type);
     return abi::kSuccess;
