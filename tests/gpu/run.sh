@@ -190,7 +190,8 @@ rc=0
 "$work/ring-check" "$work/rings" --manifest "$work/job.out" --abi "$abi" "${network[@]}" \
   >"$work/ring-check.txt" 2>&1 || rc=$?
 sed 's/^/gpu-check: /' "$work/ring-check.txt"
-grep -E '^(FAIL|PASS|ring pid|network:|  FAIL)' "$work/ring-check.txt" | sed 's/^/  /' >>"$summary" || true
+grep -E '^(FAIL|PASS|ring pid|plugin counters|network:|  (ok|FAIL) )' "$work/ring-check.txt" |
+  sed 's/^/  /' >>"$summary" || true
 grep -A3 '^FAIL' "$work/ring-check.txt" | grep 'e\.g\.' | head -30 >>"$summary" || true
 [ "$rc" -eq 0 ] || fail "ring records (ring-check exit $rc; details in ring-check.txt)"
 say "ring records: PASS"
