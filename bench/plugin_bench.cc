@@ -6,6 +6,9 @@
 //
 // which is also the moment the op completes and its record is written to the ring. Variants add
 // the Group/API events NCCL 2.28+ emits around it, network proxy steps, or run 8 ranks at once.
+// The "Chained" variants run the same calls into a second instance of the plugin (a copy of the
+// .so, so that its first init sees NCCLSCOPE_CHAIN while the first instance's did not) chained to
+// a minimal plugin (bench/minimal_chained_profiler.cc): what chaining adds, side by side.
 // The ring is consumed by advancing the lane tails every 256 collectives (what the agent does from
 // another process), so every collective is recorded and nothing is dropped; the benchmark checks
 // that at the end.
@@ -24,6 +27,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -41,42 +45,19 @@ namespace ncclscope::bench {
 namespace {
 
 using replay::ProfilerPlugin;
-using replay::ReplayProcess;
 
 constexpr int kVersion = 6;
 constexpr int kChannels = 8;
 
-// The ring directory and the plugin, set up once per process.
-struct World {
+// One loaded instance of the plugin: its library, its v6 table, its ring (our own mapping, to
+// advance the tails) and the event-mask int NCCL would give it.
+struct Instance {
   std::string dir;
   std::unique_ptr<ProfilerPlugin> plugin;
-  unsigned char* ring = nullptr;  // our own mapping of the ring, to advance tails
+  const abi::ProfilerV6* v6 = nullptr;
+  unsigned char* ring = nullptr;
   std::uint32_t lanes = 0;
-  std::mutex mutex;
-  std::uint64_t next_comm = 1;
-
-  World() {
-    char templ[] = "/tmp/ncclscope-bench-XXXXXX";
-    if (mkdtemp(templ) == nullptr) throw std::runtime_error("mkdtemp");
-    dir = templ;
-    // Before any thread of ours exists; the plugin reads these at its first init.
-    setenv("NCCLSCOPE_RING_DIR", dir.c_str(), 1);  // NOLINT(concurrency-mt-unsafe)
-    setenv("NCCLSCOPE_RING_SIZE", "64MiB", 1);     // NOLINT(concurrency-mt-unsafe)
-    setenv("NCCLSCOPE_PROXY_DUTY", "1", 1);        // NOLINT(concurrency-mt-unsafe)
-    plugin = std::make_unique<ProfilerPlugin>(NCCLSCOPE_PLUGIN_PATH);
-    if (!plugin->ok()) throw std::runtime_error(plugin->error());
-  }
-
-  // A fresh communicator context (rank `rank` of `nranks`).
-  void* NewComm(int rank, int nranks) {
-    std::lock_guard<std::mutex> lock(mutex);
-    void* context = nullptr;
-    plugin->Init(kVersion, &context, 0xBE7C000000000000ull + next_comm++, ReplayProcess::mask(),
-                 "bench", 2, nranks, rank);
-    if (context == nullptr) throw std::runtime_error("plugin init failed");
-    if (ring == nullptr) MapRing();
-    return context;
-  }
+  int mask = 0;
 
   void MapRing() {
     const std::string path = testing::OnlyRing(dir);
@@ -112,9 +93,62 @@ struct World {
     }
     return dropped;
   }
-  std::uint64_t DroppedBusy() const {
+  std::uint64_t Counter(ncclscope_counter counter) const {
     const auto* header = reinterpret_cast<const ncclscope_ring_header*>(ring);
-    return __atomic_load_n(&header->counters[NCCLSCOPE_CTR_DROPPED_CONTENTION], __ATOMIC_RELAXED);
+    return __atomic_load_n(&header->counters[counter], __ATOMIC_RELAXED);
+  }
+  std::uint64_t DroppedBusy() const { return Counter(NCCLSCOPE_CTR_DROPPED_CONTENTION); }
+};
+
+std::string TempDirectory() {
+  char templ[] = "/tmp/ncclscope-bench-XXXXXX";
+  if (mkdtemp(templ) == nullptr) throw std::runtime_error("mkdtemp");
+  return templ;
+}
+
+// The two instances (plain, chained), set up once per process, before any benchmark thread.
+struct World {
+  Instance plain;
+  Instance chained;
+  std::mutex mutex;
+  std::uint64_t next_comm = 1;
+
+  World() {
+    // Each instance reads its settings at its own first init, done here before any benchmark
+    // thread exists (the plugin's maintenance threads never read the environment).
+    plain.dir = TempDirectory();
+    setenv("NCCLSCOPE_RING_SIZE", "64MiB", 1);           // NOLINT(concurrency-mt-unsafe)
+    setenv("NCCLSCOPE_PROXY_DUTY", "1", 1);              // NOLINT(concurrency-mt-unsafe)
+    setenv("NCCLSCOPE_RING_DIR", plain.dir.c_str(), 1);  // NOLINT(concurrency-mt-unsafe)
+    unsetenv("NCCLSCOPE_CHAIN");                         // NOLINT(concurrency-mt-unsafe)
+    Load(plain, NCCLSCOPE_PLUGIN_PATH);
+    chained.dir = TempDirectory();
+    const std::string copy = chained.dir + "/libnccl-profiler-ncclscope-chained.so";
+    std::filesystem::copy_file(NCCLSCOPE_PLUGIN_PATH, copy);
+    setenv("NCCLSCOPE_RING_DIR", chained.dir.c_str(), 1);  // NOLINT(concurrency-mt-unsafe)
+    // NOLINTNEXTLINE(concurrency-mt-unsafe)
+    setenv("NCCLSCOPE_CHAIN", NCCLSCOPE_MINIMAL_CHAINED_PLUGIN, 1);
+    Load(chained, copy);
+    unsetenv("NCCLSCOPE_CHAIN");  // NOLINT(concurrency-mt-unsafe)
+  }
+
+  void Load(Instance& instance, const std::string& path) {
+    instance.plugin = std::make_unique<ProfilerPlugin>(path);
+    if (!instance.plugin->ok()) throw std::runtime_error(instance.plugin->error());
+    void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+    instance.v6 = static_cast<const abi::ProfilerV6*>(dlsym(lib, "ncclProfiler_v6"));
+    NewComm(instance, 0, 8);  // the first init: settings, ring, chain
+    instance.MapRing();
+  }
+
+  // A fresh communicator context (rank `rank` of `nranks`) of `instance`.
+  void* NewComm(Instance& instance, int rank, int nranks) {
+    std::lock_guard<std::mutex> lock(mutex);
+    void* context = nullptr;
+    instance.plugin->Init(kVersion, &context, 0xBE7C000000000000ull + next_comm++, &instance.mask,
+                          "bench", 2, nranks, rank);
+    if (context == nullptr) throw std::runtime_error("plugin init failed");
+    return context;
   }
 };
 
@@ -230,26 +264,29 @@ void Collective(const abi::ProfilerV6* p, void* context, std::uint64_t seq, bool
   }
 }
 
-void Run(benchmark::State& state, bool api, int proxy_steps) {
+void Run(benchmark::State& state, bool chained, bool api, int proxy_steps) {
   World& world = TheWorld();
-  thread_local void* context = nullptr;
-  if (context == nullptr) context = world.NewComm(state.thread_index(), state.threads());
-  static const abi::ProfilerV6* v6 = [] {
-    void* lib = dlopen(NCCLSCOPE_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
-    return static_cast<const abi::ProfilerV6*>(dlsym(lib, "ncclProfiler_v6"));
-  }();
-  const std::uint64_t full_before = world.DroppedFull();
-  const std::uint64_t busy_before = world.DroppedBusy();
+  Instance& instance = chained ? world.chained : world.plain;
+  thread_local void* contexts[2] = {nullptr, nullptr};
+  void*& context = contexts[chained ? 1 : 0];
+  if (context == nullptr) context = world.NewComm(instance, state.thread_index(), state.threads());
+  const std::uint64_t full_before = instance.DroppedFull();
+  const std::uint64_t busy_before = instance.DroppedBusy();
+  const std::uint64_t chain_errors_before = instance.Counter(NCCLSCOPE_CTR_CHAIN_ERRORS);
   std::uint64_t seq = 0;
   for (auto _ : state) {
-    Collective(v6, context, seq++, api, proxy_steps);
-    if ((seq & 255) == 0) world.Consume();
+    Collective(instance.v6, context, seq++, api, proxy_steps);
+    if ((seq & 255) == 0) instance.Consume();
   }
   state.SetItemsProcessed(static_cast<std::int64_t>(seq));
-  world.Consume();
+  instance.Consume();
   if (state.thread_index() == 0) {
-    state.counters["dropped_full"] = static_cast<double>(world.DroppedFull() - full_before);
-    state.counters["dropped_busy"] = static_cast<double>(world.DroppedBusy() - busy_before);
+    state.counters["dropped_full"] = static_cast<double>(instance.DroppedFull() - full_before);
+    state.counters["dropped_busy"] = static_cast<double>(instance.DroppedBusy() - busy_before);
+    if (chained) {
+      state.counters["chain_errors"] =
+          static_cast<double>(instance.Counter(NCCLSCOPE_CTR_CHAIN_ERRORS) - chain_errors_before);
+    }
   }
 }
 
@@ -270,31 +307,51 @@ void BM_HarnessOnly(benchmark::State& state) {
 }
 BENCHMARK(BM_HarnessOnly)->Arg(0)->Arg(1)->ArgName("api");
 
-void BM_Collective8Channels(benchmark::State& state) { Run(state, false, 0); }
-void BM_Collective8ChannelsWithApiEvents(benchmark::State& state) { Run(state, true, 0); }
+void BM_Collective8Channels(benchmark::State& state) { Run(state, false, false, 0); }
+void BM_Collective8ChannelsWithApiEvents(benchmark::State& state) { Run(state, false, true, 0); }
 void BM_Collective8ChannelsWithProxySteps(benchmark::State& state) {
-  Run(state, true, static_cast<int>(state.range(0)));
+  Run(state, false, true, static_cast<int>(state.range(0)));
+}
+void BM_Collective8ChannelsChained(benchmark::State& state) { Run(state, true, false, 0); }
+void BM_Collective8ChannelsWithApiEventsChained(benchmark::State& state) {
+  Run(state, true, true, 0);
+}
+void BM_Collective8ChannelsWithProxyStepsChained(benchmark::State& state) {
+  Run(state, true, true, static_cast<int>(state.range(0)));
 }
 
+// The minimal chained plugin on its own, as NCCL would call it: its share of a chained run.
+void BM_MinimalChainedPluginAlone(benchmark::State& state) {
+  static const abi::ProfilerV6* minimal = [] {
+    void* lib = dlopen(NCCLSCOPE_MINIMAL_CHAINED_PLUGIN, RTLD_NOW | RTLD_LOCAL);
+    return static_cast<const abi::ProfilerV6*>(dlsym(lib, "ncclProfiler_v6"));
+  }();
+  std::uint64_t seq = 0;
+  for (auto _ : state) Collective(minimal, nullptr, seq++, state.range(0) != 0, 0);
+  state.SetItemsProcessed(static_cast<std::int64_t>(seq));
+}
+BENCHMARK(BM_MinimalChainedPluginAlone)->Arg(0)->Arg(1)->ArgName("api");
+
 BENCHMARK(BM_Collective8Channels);
+BENCHMARK(BM_Collective8ChannelsChained);
 BENCHMARK(BM_Collective8ChannelsWithApiEvents);
+BENCHMARK(BM_Collective8ChannelsWithApiEventsChained);
 BENCHMARK(BM_Collective8ChannelsWithProxySteps)->Arg(1)->Arg(4);
+BENCHMARK(BM_Collective8ChannelsWithProxyStepsChained)->Arg(1);
 // Eight ranks of one process (ncclCommInitAll style), each on its own thread and communicator,
 // sharing the plugin's pools and ring.
 BENCHMARK(BM_Collective8Channels)->Threads(8)->UseRealTime();
 BENCHMARK(BM_Collective8ChannelsWithApiEvents)->Threads(8)->UseRealTime();
+BENCHMARK(BM_Collective8ChannelsWithApiEventsChained)->Threads(8)->UseRealTime();
 
 // The agent's side: validating, decoding and aggregating op records.
 void BM_AgentReadsOpRecords(benchmark::State& state) {
   World& world = TheWorld();
-  static void* context = world.NewComm(0, 8);
-  static const abi::ProfilerV6* v6 = [] {
-    void* lib = dlopen(NCCLSCOPE_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
-    return static_cast<const abi::ProfilerV6*>(dlsym(lib, "ncclProfiler_v6"));
-  }();
-  profiler::RingDirectory directory(world.dir);
+  static void* context = world.NewComm(world.plain, 0, 8);
+  const abi::ProfilerV6* v6 = world.plain.v6;
+  profiler::RingDirectory directory(world.plain.dir);
   analytics::NcclAnalytics metrics;
-  world.Consume();
+  world.plain.Consume();
   std::uint64_t seq = 0;
   std::int64_t records = 0;
   for (auto _ : state) {
@@ -309,28 +366,29 @@ void BM_AgentReadsOpRecords(benchmark::State& state) {
 }
 BENCHMARK(BM_AgentReadsOpRecords)->Unit(benchmark::kMicrosecond);
 
-// Instruction counts do not depend on what else the machine runs: `plugin_bench --count N [nop]`
-// runs N collectives (into the plugin, or into the do-nothing table) inside CountedCollectives(),
-// for `valgrind --tool=callgrind --toggle-collect=*CountedCollectives*` (docs/benchmarks.md).
+// Instruction counts do not depend on what else the machine runs: `plugin_bench --count N MODE`
+// runs N collectives (MODE: plugin, chained, nop) inside CountedCollectives(), for
+// `valgrind --tool=callgrind --toggle-collect=*CountedCollectives*` (docs/benchmarks.md).
 __attribute__((noinline)) void CountedCollectives(const abi::ProfilerV6* p, void* context, int n) {
   for (int i = 0; i < n; ++i) Collective(p, context, static_cast<std::uint64_t>(i), false, 0);
 }
 
-int CountMode(int n, bool nop) {
+int CountMode(int n, const std::string& mode) {
   World& world = TheWorld();
-  void* context = world.NewComm(0, 8);
-  void* lib = dlopen(NCCLSCOPE_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
-  const auto* v6 = static_cast<const abi::ProfilerV6*>(dlsym(lib, "ncclProfiler_v6"));
+  Instance& instance = mode == "chained" ? world.chained : world.plain;
+  void* context = world.NewComm(instance, 0, 8);
+  const abi::ProfilerV6* table = mode == "nop" ? &kNop : instance.v6;
   // Warm up pools and caches outside the counted region.
-  CountedCollectives(nop ? &kNop : v6, context, 0);
-  for (int i = 0; i < 100; ++i) Collective(nop ? &kNop : v6, context, 0, false, 0);
-  world.Consume();
+  CountedCollectives(table, context, 0);
+  for (int i = 0; i < 100; ++i) Collective(table, context, 0, false, 0);
+  instance.Consume();
   for (int done = 0; done < n; done += 1000) {
-    CountedCollectives(nop ? &kNop : v6, context, n - done < 1000 ? n - done : 1000);
-    world.Consume();
+    CountedCollectives(table, context, n - done < 1000 ? n - done : 1000);
+    instance.Consume();
   }
-  const std::uint64_t dropped = world.DroppedFull() + world.DroppedBusy();
-  std::printf("%d collectives, dropped %" PRIu64 "\n", n, dropped);
+  const std::uint64_t dropped = instance.DroppedFull() + instance.DroppedBusy();
+  std::printf("%d collectives (%s), dropped %" PRIu64 ", chain errors %" PRIu64 "\n", n,
+              mode.c_str(), dropped, instance.Counter(NCCLSCOPE_CTR_CHAIN_ERRORS));
   return 0;
 }
 
@@ -341,7 +399,7 @@ int main(int argc, char** argv) {
   try {
     if (argc >= 3 && std::string(argv[1]) == "--count") {
       return ncclscope::bench::CountMode(static_cast<int>(std::strtol(argv[2], nullptr, 10)),
-                                         argc >= 4 && std::string(argv[3]) == "nop");
+                                         argc >= 4 ? argv[3] : "plugin");
     }
     benchmark::Initialize(&argc, argv);
     if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;

@@ -3,6 +3,8 @@
 #include <dirent.h>
 
 #include <algorithm>
+#include <array>
+#include <cstdio>
 #include <cstdlib>
 
 namespace ncclscope::analytics {
@@ -47,6 +49,15 @@ ParsePciAddress(const std::string& text) {
     return std::nullopt;
   }
   return std::make_tuple(domain, bus, device, function);
+}
+
+std::string DcgmPciBusId(const std::string& text) {
+  const auto address = ParsePciAddress(text);
+  if (!address) return text;
+  const auto [domain, bus, device, function] = *address;
+  std::array<char, 32> out{};
+  std::snprintf(out.data(), out.size(), "%08X:%02X:%02X.%X", domain, bus, device, function);
+  return out.data();
 }
 
 void GpuIndex::SetRoot(const std::string& sysfs_root) {

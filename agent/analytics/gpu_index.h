@@ -19,6 +19,12 @@ namespace ncclscope::analytics {
 std::optional<std::tuple<std::uint32_t, std::uint32_t, std::uint32_t, std::uint32_t>>
 ParsePciAddress(const std::string& text);
 
+// The same address as dcgm-exporter's `pci_bus_id` label spells it, which is NVML's busId:
+// an 8-digit domain and upper-case hex ("00000000:3B:00.0"). The CUDA driver gives
+// "0000:3b:00.0"; a join on pci_bus_id with DCGM's series needs this form. Text that is not a PCI
+// address is returned unchanged.
+std::string DcgmPciBusId(const std::string& text);
+
 class GpuIndex {
  public:
   explicit GpuIndex(std::string sysfs_root) : sysfs_root_(std::move(sysfs_root)) {}

@@ -1,5 +1,6 @@
 #include "agent/analytics/nccl_analytics.h"
 
+#include "agent/analytics/gpu_index.h"
 #include "agent/analytics/hang_tracker.h"
 
 namespace ncclscope::analytics {
@@ -134,7 +135,7 @@ void NcclAnalytics::RenderInfo(metrics::TextWriter& out) const {
   out.Header("ncclscope_nccl_comm_info",
              "Constant 1 for each live communicator rank on this node: its name (the framework's "
              "parallelism group), size, local rank, process and GPU, for joins with "
-             "dcgm-exporter (gpu, UUID) and grouping by parallelism group.",
+             "dcgm-exporter (gpu, UUID, pci_bus_id) and grouping by parallelism group.",
              "gauge");
   registry_.ForEach([&](const Comm& comm) {
     if (comm.label == LabelCap::kOverflow) return;
@@ -155,12 +156,14 @@ void NcclAnalytics::RenderInfo(metrics::TextWriter& out) const {
       add("nranks", std::to_string(comm.nranks));
       add("nnodes", std::to_string(comm.nnodes));
       add("pid", std::to_string(r.pid));
-      add("hostname", r.hostname);
+      // The name the process saw (the pod's in Kubernetes, the node's on Slurm): not `hostname`,
+      // which dcgm-exporter uses for the node.
+      add("process_hostname", r.hostname);
       add("job_id", r.job_id);
       add("cuda_device", r.cuda_device >= 0 ? std::to_string(r.cuda_device) : "");
       add("gpu", r.gpu_index >= 0 ? std::to_string(r.gpu_index) : "");
       add("UUID", r.gpu_uuid);
-      add("pci_bus_id", r.pci_bus_id);
+      add("pci_bus_id", DcgmPciBusId(r.pci_bus_id));
       out.Sample("ncclscope_nccl_comm_info", labels, std::uint64_t{1});
     }
   });

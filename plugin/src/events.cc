@@ -13,6 +13,7 @@
 #include <memory>
 #include <new>
 
+#include "plugin/src/chain.h"
 #include "plugin/src/clock.h"
 #include "plugin/src/handle.h"
 #include "plugin/src/names.h"
@@ -204,6 +205,9 @@ namespace {
 // that copy.
 constexpr std::uint64_t kV4AppendWindowNs = 200'000'000;
 
+// A write this recent may have landed between NCCL's read of its int and the API event.
+constexpr std::uint64_t kMaskRaceWindowNs = 1'000'000;
+
 thread_local std::uint32_t t_seen_mask_writes = 0;
 
 bool IsCollNet(std::uint8_t algo) {
@@ -217,6 +221,7 @@ bool IsCollNet(std::uint8_t algo) {
 struct TaskMask {
   std::uint32_t mask = 0;
   bool kernel_candidate = false;
+  bool uncertain = false;  // candidate only because the mask changed around the copy
   std::uint8_t api_datatype = NCCLSCOPE_DT_UNKNOWN;
 };
 
@@ -231,11 +236,13 @@ TaskMask MaskOfTask(const Runtime& r, const void* parent, std::uint64_t now) {
   if (api.kind == HandleKind::kApi) {
     t.mask = api.index;
     t.kernel_candidate = (t.mask & kEventKernelCh) != 0 || (api.sub & kApiKernelCandidate) != 0;
+    t.uncertain = (t.mask & kEventKernelCh) == 0 && t.kernel_candidate;
     t.api_datatype = static_cast<std::uint8_t>(api.sub & kApiDatatypeMask);
     return t;
   }
   t.mask = Load(r.current_mask);
   t.kernel_candidate = (t.mask & kEventKernelCh) != 0 || KernelOnWithin(r, now, kV4AppendWindowNs);
+  t.uncertain = (t.mask & kEventKernelCh) == 0 && t.kernel_candidate;
   return t;
 }
 
@@ -259,6 +266,8 @@ void WriteNcclMask(std::uint32_t mask) {
   if (int* target = r.mask_ptr.load(std::memory_order_relaxed)) {
     __atomic_store_n(target, static_cast<int>(mask), __ATOMIC_RELEASE);
   }
+  // Chaining: `target` is ncclscope's own int; NCCL's is the union (chain.h).
+  chain::PublishOwnMask();
   if (ncclscope_ring_header* header = r.ring.header()) {
     std::atomic_ref<std::uint32_t>(header->effective_mask).store(mask, std::memory_order_relaxed);
   }
@@ -279,13 +288,15 @@ void* StartApi(std::uint64_t type, const char* datatype) {
   // it (src/enqueue.cc:2390-2393 and :2464-2466 at v2.28.9-1): that one's handle is the task's
   // parent, and the writes since this thread's previous call are as suspect for it.
   if (type != abi::kGroupApi && writes != t_seen_mask_writes) {
-    // Another thread switched KernelCh off since this thread's previous API event: NCCL's read
-    // for this call may have come before that write. (A sequence, not a time window: a thread can
-    // be descheduled between NCCL's read and this call for any length of time.)
+    // Another thread switched KernelCh off since this thread's previous API event, and just now:
+    // NCCL's read for this call may have come before that write. NCCL reads a few instructions
+    // before it calls here, so only a thread descheduled in between for longer than the window
+    // could miss it (then the op completes without the timing of its KernelCh, counted late).
     const std::uint32_t off = Load(r.kernel_off_write);
     if ((snapshot & kEventKernelCh) == 0 && off != 0 &&
         static_cast<std::int32_t>(off - t_seen_mask_writes) > 0 &&
-        Load(r.kernel_off_writer) != ThreadToken()) {
+        Load(r.kernel_off_writer) != ThreadToken() &&
+        KernelOnWithin(r, clock::Now(), kMaskRaceWindowNs)) {
       sub |= kApiKernelCandidate;
     }
     t_seen_mask_writes = writes;
@@ -439,6 +450,7 @@ void StartOp(void* context, void** handle, const OpArgs& args) {
   Store(op->n_warps, args.n_warps);
   Store(op->expected_channels, expected);
   Store(op->expect, expect);
+  Store(op->mask_uncertain, expect != kExpectNone && task_mask.uncertain ? 1 : 0);
   Store(op->channels_started, 0);
   Store(op->channels_stopped, 0);
   Store(op->last_kernel_ns, 0);

@@ -2,11 +2,20 @@
 // (2.28) and ncclProfiler_v4 (2.27). NCCL takes the newest one it knows. Each adapter translates
 // its version's descriptor into the version-neutral calls of events.cc and runtime.cc. These are
 // the only symbols the library exports (-fvisibility=hidden plus a version script), and no
-// exception leaves them: NCCL is C and would terminate the job.
+// exception leaves them: NCCL is C and would terminate the job. With NCCLSCOPE_CHAIN set, each
+// entry point hands the event to chain.h, which calls the same functions ("...Own") for ncclscope
+// and forwards the event to the chained plugin; unset, that costs one predictable branch.
+//
+// The start entry points are `flatten`: everything they call is inlined into them, one function
+// per NCCL call, as link-time optimization does by itself while each handler has a single caller.
+// Giving chain.h the address of a "StartV*Own" adds a second caller, after which GCC no longer
+// inlines the handlers (measured: +21 % instructions per collective unchained before this,
+// docs/benchmarks.md). The chain's entry points are noinline, so flattening leaves them out.
 
 #include <exception>
 
 #include "plugin/abi/nccl_profiler_abi.h"
+#include "plugin/src/chain.h"
 #include "plugin/src/handle.h"
 #include "plugin/src/runtime.h"
 
@@ -109,31 +118,58 @@ void StartCommon(void* context, void** handle, const Descr* d, std::uint64_t typ
   }
 }
 
+// Stop and record: the chain calls these same functions back with ncclscope's own handle, which
+// is never a chain handle, so the handlers keep one caller and the unchained cost stays one
+// predictable branch (on the handle's kind: a chain handle exists only while chaining).
 abi::Result StopV(void* handle) {
+  if (__builtin_expect(DecodeHandle(handle).kind == HandleKind::kChain, 0)) {
+    return chain::Stop(StopV, handle);  // a tail call: chain.h throws nothing
+  }
   return Guard([&] {
     StopEvent(handle);
     return abi::kSuccess;
   });
 }
 
-template <typename StateArgs>
-abi::Result RecordV(void* handle, int state, StateArgs* args) {
+abi::Result RecordV(void* handle, int state, abi::StateArgsV4* args) {
+  if (__builtin_expect(DecodeHandle(handle).kind == HandleKind::kChain, 0)) {
+    return chain::Record(RecordV, handle, state, args);
+  }
   return Guard([&] {
     RecordEventState(handle, state, args);
     return abi::kSuccess;
   });
 }
 
-abi::Result FinalizeV(void* context) {
+abi::Result FinalizeOwn(void* context) {
   return Guard([&] { return Finalize(context); });
+}
+
+abi::Result FinalizeV(void* context) {
+  return Guard([&] { return chain::Finalize(FinalizeOwn, context); });
+}
+
+abi::Result InitOwn(void** context, std::uint64_t comm_id, int* mask, const char* name, int nnodes,
+                    int nranks, int rank, abi::DebugLogger logger, int version) {
+  *context = nullptr;
+  return Guard(
+      [&] { return Init(context, comm_id, mask, name, nnodes, nranks, rank, logger, version); });
+}
+
+abi::Result InitAny(void** context, std::uint64_t comm_id, int* mask, const char* name, int nnodes,
+                    int nranks, int rank, abi::DebugLogger logger, int version) {
+  *context = nullptr;
+  return Guard([&] {
+    return chain::Init(InitOwn, context, comm_id, mask, name, nnodes, nranks, rank, logger,
+                       version);
+  });
 }
 
 // ---- v6 ----
 
 abi::Result InitV6(void** context, std::uint64_t comm_id, int* mask, const char* name, int nnodes,
                    int nranks, int rank, abi::DebugLogger logger) {
-  *context = nullptr;
-  return Guard([&] { return Init(context, comm_id, mask, name, nnodes, nranks, rank, logger, 6); });
+  return InitAny(context, comm_id, mask, name, nnodes, nranks, rank, logger, 6);
 }
 
 // GroupApi, CollApi and P2pApi (v5+) are where NCCL copies its mask for the call.
@@ -154,7 +190,7 @@ bool StartApiEvent(void** handle, const Descr* d) {
   }
 }
 
-abi::Result StartV6(void* context, void** handle, abi::EventDescrV6* d) {
+abi::Result StartV6Own(void* context, void** handle, abi::EventDescrV6* d) {
   *handle = nullptr;
   return Guard([&] {
     if (StartApiEvent(handle, d)) return abi::kSuccess;
@@ -175,15 +211,21 @@ abi::Result StartV6(void* context, void** handle, abi::EventDescrV6* d) {
   });
 }
 
+__attribute__((flatten)) abi::Result StartV6(void* context, void** handle, abi::EventDescrV6* d) {
+  if (__builtin_expect(chain::Active(), 0)) {
+    return chain::Start(StartV6Own, context, handle, d);
+  }
+  return StartV6Own(context, handle, d);
+}
+
 // ---- v5 ----
 
 abi::Result InitV5(void** context, std::uint64_t comm_id, int* mask, const char* name, int nnodes,
                    int nranks, int rank, abi::DebugLogger logger) {
-  *context = nullptr;
-  return Guard([&] { return Init(context, comm_id, mask, name, nnodes, nranks, rank, logger, 5); });
+  return InitAny(context, comm_id, mask, name, nnodes, nranks, rank, logger, 5);
 }
 
-abi::Result StartV5(void* context, void** handle, abi::EventDescrV5* d) {
+abi::Result StartV5Own(void* context, void** handle, abi::EventDescrV5* d) {
   *handle = nullptr;
   return Guard([&] {
     if (StartApiEvent(handle, d)) return abi::kSuccess;
@@ -192,21 +234,33 @@ abi::Result StartV5(void* context, void** handle, abi::EventDescrV5* d) {
   });
 }
 
+__attribute__((flatten)) abi::Result StartV5(void* context, void** handle, abi::EventDescrV5* d) {
+  if (__builtin_expect(chain::Active(), 0)) {
+    return chain::Start(StartV5Own, context, handle, d);
+  }
+  return StartV5Own(context, handle, d);
+}
+
 // ---- v4: init takes (mask, commName, commHash, ...) and the event type is one byte. ----
 
 abi::Result InitV4(void** context, int* mask, const char* name, std::uint64_t comm_hash, int nnodes,
                    int nranks, int rank, abi::DebugLogger logger) {
-  *context = nullptr;
-  return Guard(
-      [&] { return Init(context, comm_hash, mask, name, nnodes, nranks, rank, logger, 4); });
+  return InitAny(context, comm_hash, mask, name, nnodes, nranks, rank, logger, 4);
 }
 
-abi::Result StartV4(void* context, void** handle, abi::EventDescrV4* d) {
+abi::Result StartV4Own(void* context, void** handle, abi::EventDescrV4* d) {
   *handle = nullptr;
   return Guard([&] {
     StartCommon(context, handle, d, static_cast<std::uint64_t>(d->type));
     return abi::kSuccess;
   });
+}
+
+__attribute__((flatten)) abi::Result StartV4(void* context, void** handle, abi::EventDescrV4* d) {
+  if (__builtin_expect(chain::Active(), 0)) {
+    return chain::Start(StartV4Own, context, handle, d);
+  }
+  return StartV4Own(context, handle, d);
 }
 
 }  // namespace
@@ -219,7 +273,7 @@ __attribute__((visibility("default"))) ncclscope::abi::ProfilerV6 ncclProfiler_v
     ncclscope::plugin::InitV6,
     ncclscope::plugin::StartV6,
     ncclscope::plugin::StopV,
-    ncclscope::plugin::RecordV<ncclscope::abi::StateArgsV6>,
+    ncclscope::plugin::RecordV,
     ncclscope::plugin::FinalizeV,
 };
 
@@ -228,7 +282,7 @@ __attribute__((visibility("default"))) ncclscope::abi::ProfilerV5 ncclProfiler_v
     ncclscope::plugin::InitV5,
     ncclscope::plugin::StartV5,
     ncclscope::plugin::StopV,
-    ncclscope::plugin::RecordV<ncclscope::abi::StateArgsV5>,
+    ncclscope::plugin::RecordV,
     ncclscope::plugin::FinalizeV,
 };
 
@@ -237,7 +291,7 @@ __attribute__((visibility("default"))) ncclscope::abi::ProfilerV4 ncclProfiler_v
     ncclscope::plugin::InitV4,
     ncclscope::plugin::StartV4,
     ncclscope::plugin::StopV,
-    ncclscope::plugin::RecordV<ncclscope::abi::StateArgsV4>,
+    ncclscope::plugin::RecordV,
     ncclscope::plugin::FinalizeV,
 };
 }

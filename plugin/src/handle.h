@@ -28,6 +28,10 @@ enum class HandleKind : std::uint32_t {
   kApi = 7,    // GroupApi/CollApi/P2pApi: index = NCCL's mask snapshot of that API call,
                // sub = ApiSub bits (the API datatype; KernelCh uncertain)
   kGroup = 8,  // Group (one kernel plan): index = the plan's number in this process
+  // Kinds 14 and 15 belong to plugin chaining (chain.h, NCCLSCOPE_CHAIN) and appear only while a
+  // chained plugin is loaded.
+  kChain = 14,  // one event: a chain slot holding ncclscope's and the chained plugin's handle
+  kChainContext = 15,  // a communicator only the chained plugin profiles (ncclscope has no context)
 };
 
 // ApiSub bits of a kApi handle: the API call's datatype code (ncclscope_datatype, 4 bits) and

@@ -31,7 +31,13 @@ struct PoolSlot {
   std::atomic<std::uint32_t> next_free{0};  // index + 1 of the next free slot, 0 = end
 };
 
-enum ArenaId : std::uint32_t { kOpArena = 0, kProxyOpArena = 1, kCommArena = 2, kArenaCount = 3 };
+enum ArenaId : std::uint32_t {
+  kOpArena = 0,
+  kProxyOpArena = 1,
+  kCommArena = 2,
+  kChainArena = 3,  // chain slots (chain.h), reserved only when NCCLSCOPE_CHAIN is set
+  kArenaCount = 4
+};
 
 class SlotArena {
  public:

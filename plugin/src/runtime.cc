@@ -16,6 +16,7 @@
 #include <new>
 #include <type_traits>
 
+#include "plugin/src/chain.h"
 #include "plugin/src/clock.h"
 #include "plugin/src/cuda_info.h"
 #include "plugin/src/handle.h"
@@ -32,6 +33,11 @@ constexpr std::uint64_t kMaintenanceInterval = 200'000'000;  // ns
 // channel that started has stopped and none has started or stopped for this long. The channels of
 // one op are the blocks of one kernel launch and start together.
 constexpr std::uint64_t kUnknownChannelsQuiet = 500'000'000;  // ns
+// An op that waits for KernelCh only because its mask copy is uncertain (KernelCh was switched
+// off around its API call, or 2.27's copy at task append) stops waiting after this long without
+// one, when no later plan has proved it sooner: with KernelCh off from then on, no timed plan may
+// ever come. Ops whose copy surely had KernelCh never time out (a first kernel may start late).
+constexpr std::uint64_t kUncertainMaskWait = 2'000'000'000;  // ns
 // An unclassified ProxyOp with no proof (its parent had no KernelCh and no later plan was timed
 // yet, or a PXN op of another process) is released after this long without network activity. A
 // network receive queued behind other ops on its connection (nextPeer, src/proxy.cc:441-446 at
@@ -128,7 +134,10 @@ void SweepOp(Runtime& r, std::uint32_t i, std::uint64_t now) {
   const bool later_plan_ran = PlanBefore(Load(op->plan), Load(comm->swept_timed_plan));
   const std::uint32_t started = Load(op->channels_started);
   if (started == 0) {
-    if (later_plan_ran) ForceFinalizeOp(i, generation, NCCLSCOPE_OP_KERNEL_NEVER_CAME);
+    const std::uint64_t enqueued = Load(op->enqueue_stop_ns);
+    const bool gave_up = Load(op->mask_uncertain) != 0 && enqueued != 0 && now > enqueued &&
+                         now - enqueued >= kUncertainMaskWait;
+    if (later_plan_ran || gave_up) ForceFinalizeOp(i, generation, NCCLSCOPE_OP_KERNEL_NEVER_CAME);
     return;
   }
   if (Load(op->expect) != kExpectUnknown || Load(op->channels_stopped) != started) return;
@@ -144,8 +153,9 @@ void SweepOp(Runtime& r, std::uint32_t i, std::uint64_t now) {
 //    at least one sweep ago (plans run in order, CommState): this op's kernel ran without
 //    KernelCh, which happens only when the mask NCCL copied for it differed from what the plugin
 //    could see (a write by another thread around the API call, 2.27's copy at task append).
-//    Complete, without GPU timing, flagged KERNEL_NEVER_CAME. A late first kernel is never cut
-//    short: only evidence from the GPU's own order ends the wait, never a timeout.
+//    Complete, without GPU timing, flagged KERNEL_NEVER_CAME. Such uncertain ops also stop
+//    waiting after kUncertainMaskWait; an op whose copy surely had KernelCh is never cut short
+//    (a late first kernel keeps its timing): only the GPU's own order ends its wait.
 //  - CollNet ops (number of channels unknown): once every started channel stopped and the op's
 //    channels have been quiet for kUnknownChannelsQuiet, or a later plan completed.
 // At most this many op and ProxyOp slots are looked at per pass (round robin), so a process with a
@@ -367,6 +377,7 @@ void MaintenancePass(std::uint64_t now_ns) {
     WriteNcclMask(mask);
   }
   SweepStaleOps(r, clock::Now());
+  chain::Maintain();  // NCCLSCOPE_CHAIN: NCCL's mask = ours | the chained plugin's (chain.h)
 }
 
 abi::Result Init(void** context, std::uint64_t comm_id, int* mask, const char* name, int nnodes,

@@ -273,6 +273,12 @@ EnvLookup ProcessEnv() {
   };
 }
 
+std::string ChainPath(const EnvLookup& env) {
+  const auto value = env("NCCLSCOPE_CHAIN");
+  if (!value) return {};
+  return std::string(Trim(*value));
+}
+
 void ApplyControlsFile(std::string_view text, Settings& settings) {
   while (!text.empty()) {
     const std::size_t newline = text.find('\n');

@@ -67,6 +67,11 @@ void ApplyEnvironment(const EnvLookup& env, Settings& settings);
 // directory itself can only come from the environment.
 Settings LoadSettings(const EnvLookup& env);
 
+// NCCLSCOPE_CHAIN: the profiler plugin to chain behind ncclscope (chain.h), a path or a library
+// name as dlopen takes it; "" when unset or blank. Environment only: chaining is the job's choice,
+// not the fleet's, and is decided before the ring (and its controls) exist.
+std::string ChainPath(const EnvLookup& env);
+
 // Parsers shared with the controls file (exposed for tests). All return nullopt on bad input.
 std::optional<std::uint64_t> ParseBytes(std::string_view text);       // "8MiB", "65536", "64k"
 std::optional<std::uint64_t> ParseDurationNs(std::string_view text);  // "10s", "250ms", "1m"

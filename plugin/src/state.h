@@ -90,6 +90,7 @@ struct alignas(64) OpState {
   std::atomic<std::uint8_t> n_warps{0};
   std::atomic<std::uint8_t> expected_channels{0};
   std::atomic<std::uint8_t> expect{kExpectNone};  // OpExpect
+  std::atomic<std::uint8_t> mask_uncertain{0};    // waits for KernelCh its mask copy may lack
   // Completion.
   std::atomic<std::uint32_t> state{0};
   // KernelCh side (the proxy / profiler thread).

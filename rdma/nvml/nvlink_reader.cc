@@ -90,7 +90,8 @@ bool NvlinkReader::Discover(NvlinkSnapshot* snapshot) {
     }
     PciInfo pci{};
     if (library_->device_get_pci_info(gpu.handle, &pci) == kSuccess) {
-      gpu.bus_id = LinuxBusId(CString(pci.busId, sizeof(pci.busId)));
+      gpu.pci_bus_id = CString(pci.busId, sizeof(pci.busId));
+      gpu.bus_id = LinuxBusId(gpu.pci_bus_id);
     }
     // Link count: the field if the driver has it, else probe until the first unsupported link.
     FieldValue link_count{};
@@ -138,6 +139,7 @@ NvlinkSnapshot NvlinkReader::Poll() {
     reading.index = gpu.index;
     reading.uuid = gpu.uuid;
     reading.bus_id = gpu.bus_id;
+    reading.pci_bus_id = gpu.pci_bus_id;
     reading.name = gpu.name;
     reading.lost = gpu.handle == nullptr;
     reading.links.resize(gpu.link_count);

@@ -59,7 +59,8 @@ struct LinkReading {
 struct GpuReading {
   unsigned index = 0;
   std::string uuid;
-  std::string bus_id;  // Linux form, "0000:18:00.0"
+  std::string bus_id;      // Linux form, "0000:18:00.0"
+  std::string pci_bus_id;  // NVML's own form, "00000000:18:00.0": dcgm-exporter's pci_bus_id
   std::string name;
   bool lost = false;
   std::vector<LinkReading> links;
@@ -84,7 +85,7 @@ class NvlinkReader {
   struct Gpu {
     Device handle = nullptr;
     unsigned index = 0;
-    std::string uuid, bus_id, name;
+    std::string uuid, bus_id, pci_bus_id, name;
     unsigned link_count = 0;
     // Per link and counter: false once NVML said NOT_SUPPORTED.
     std::vector<std::array<bool, kErrorCounters>> error_supported;

@@ -224,15 +224,19 @@ std::vector<prometheus::MetricFamily> NvlinkSource::Render(const nvml::NvlinkSna
     const metrics::Labels gpu_labels = {{"gpu", index}, {"UUID", gpu.uuid}};
     out.AddGauge(
         "ncclscope_nvlink_gpu_info",
-        "Constant 1 per GPU seen by NVML: index (gpu), UUID, PCI bus id in Linux form "
-        "(joins ncclscope_gpu_nic_affinity_info) and model name, as dcgm-exporter labels "
-        "them.",
-        {{"gpu", index}, {"UUID", gpu.uuid}, {"gpu_bus_id", gpu.bus_id}, {"model_name", gpu.name}},
+        "Constant 1 per GPU seen by NVML: index (gpu), UUID and PCI bus id (pci_bus_id) as "
+        "dcgm-exporter labels them, the model name (model_name) and the bus id in Linux form "
+        "(gpu_bus_id, joins ncclscope_gpu_nic_affinity_info).",
+        {{"gpu", index},
+         {"UUID", gpu.uuid},
+         {"pci_bus_id", gpu.pci_bus_id},
+         {"model_name", gpu.name},
+         {"gpu_bus_id", gpu.bus_id}},
         1);
     out.AddGauge("ncclscope_nvlink_finding", kFindingHelp,
                  {{"gpu", index},
                   {"UUID", gpu.uuid},
-                  {"link", ""},
+                  {"nvlink", ""},
                   {"finding", "gpu_lost"},
                   {"severity", "critical"}},
                  gpu.lost ? 1 : 0);
@@ -249,7 +253,7 @@ std::vector<prometheus::MetricFamily> NvlinkSource::Render(const nvml::NvlinkSna
     unsigned active = 0;
     for (const nvml::LinkReading& link : gpu.links) {
       const std::string link_label = std::to_string(link.link);
-      const metrics::Labels labels = {{"gpu", index}, {"UUID", gpu.uuid}, {"link", link_label}};
+      const metrics::Labels labels = {{"gpu", index}, {"UUID", gpu.uuid}, {"nvlink", link_label}};
       auto [it, inserted] = links_.try_emplace({key, link.link}, config_);
       LinkState& state = it->second;
       if (link.active) {
@@ -291,7 +295,7 @@ std::vector<prometheus::MetricFamily> NvlinkSource::Render(const nvml::NvlinkSna
       out.AddGauge("ncclscope_nvlink_finding", kFindingHelp,
                    {{"gpu", index},
                     {"UUID", gpu.uuid},
-                    {"link", link_label},
+                    {"nvlink", link_label},
                     {"finding", "link_inactive"},
                     {"severity", "critical"}},
                    state.health.Inactive(now) ? 1 : 0);
@@ -299,7 +303,7 @@ std::vector<prometheus::MetricFamily> NvlinkSource::Render(const nvml::NvlinkSna
         out.AddGauge("ncclscope_nvlink_finding", kFindingHelp,
                      {{"gpu", index},
                       {"UUID", gpu.uuid},
-                      {"link", link_label},
+                      {"nvlink", link_label},
                       {"finding", "link_errors"},
                       {"severity", state.health.error_severity()}},
                      state.health.Errors() ? 1 : 0);
@@ -312,7 +316,7 @@ std::vector<prometheus::MetricFamily> NvlinkSource::Render(const nvml::NvlinkSna
       out.AddGauge("ncclscope_nvlink_finding", kFindingHelp,
                    {{"gpu", index},
                     {"UUID", gpu.uuid},
-                    {"link", ""},
+                    {"nvlink", ""},
                     {"finding", "links_below_expected"},
                     {"severity", "critical"}},
                    active < config_.expected_links ? 1 : 0);

@@ -114,9 +114,9 @@ function checks(prometheus) {
       const r = await run("ncclscope-job", "Ranks behind in hung communicators", slow);
       return r.length === 0 ? null : JSON.stringify(r.map((x) => x.metric));
     }, true],
-    expect("NVLink findings name the erroring link", "ncclscope-fabric", "NVLink findings now", {}, highest, { gpu: "1", link: "2", finding: "link_errors" }),
-    expect("lowest NVLink bandwidth is the degraded link", "ncclscope-fabric", "NVLink bandwidth per active link (lowest 20)", {}, lowest, { gpu: "1", link: "2" }),
-    expect("NVLink errors show the erroring link", "ncclscope-fabric", "NVLink errors per link", {}, highest, { gpu: "1", link: "2" }),
+    expect("NVLink findings name the erroring link", "ncclscope-fabric", "NVLink findings now", {}, highest, { gpu: "1", nvlink: "2", finding: "link_errors" }),
+    expect("lowest NVLink bandwidth is the degraded link", "ncclscope-fabric", "NVLink bandwidth per active link (lowest 20)", {}, lowest, { gpu: "1", nvlink: "2" }),
+    expect("NVLink errors show the erroring link", "ncclscope-fabric", "NVLink errors per link", {}, highest, { gpu: "1", nvlink: "2" }),
     ["every Job communication query returns data (but the 1-day baseline)", async () => {
       const empty = [];
       const interpolate = await variables(dashboards["ncclscope-job"], prometheus, {});

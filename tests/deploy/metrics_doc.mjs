@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { parse } from "yaml";
 
 // Labels every series of ours gets from the scrape: Prometheus' job/instance and the `node` the
-// ServiceMonitor adds (deploy/kubernetes/servicemonitor.yaml).
+// ServiceMonitor adds (deploy/kubernetes/base/servicemonitor.yaml).
 export const TARGET_LABELS = ["instance", "job", "node"];
 
 // Series Prometheus generates for each scrape (prometheus.io/docs, "Jobs and instances").

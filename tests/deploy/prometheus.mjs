@@ -85,3 +85,43 @@ export async function startPrometheus(binary, { config = "global:\n  evaluation_
     stop,
   };
 }
+
+// A real Alertmanager (Debian's prometheus-alertmanager) on a free local port, without clustering,
+// its data in a temporary directory. `alerts()` reads its API (every alert with its state and what
+// inhibits it); `post(alerts)` sends alerts as Prometheus does.
+export async function startAlertmanager(binary, config) {
+  const dir = mkdtempSync(join(tmpdir(), "ncclscope-alertmanager-"));
+  writeFileSync(join(dir, "alertmanager.yml"), config);
+  const port = await freePort();
+  const server = startProcess(binary, [`--config.file=${join(dir, "alertmanager.yml")}`,
+    `--storage.path=${join(dir, "data")}`, `--web.listen-address=127.0.0.1:${port}`,
+    "--cluster.listen-address=", "--log.level=debug"], { cwd: dir });
+  const base = `http://127.0.0.1:${port}`;
+  const stop = async () => {
+    await server.stop();
+    rmSync(dir, { recursive: true, force: true });
+  };
+  const deadline = Date.now() + 30000;
+  for (;;) {
+    if (server.exited()) { await stop(); throw new Error(`alertmanager exited at start-up:\n${server.log()}`); }
+    try {
+      if ((await fetch(`${base}/-/ready`)).ok) break;
+    } catch { /* not listening yet */ }
+    if (Date.now() > deadline) { await stop(); throw new Error(`alertmanager not ready after 30 s:\n${server.log()}`); }
+    await sleep(100);
+  }
+  return {
+    address: `127.0.0.1:${port}`,
+    async alerts() {
+      return (await fetch(`${base}/api/v2/alerts?active=true&silenced=true&inhibited=true&unprocessed=true`)).json();
+    },
+    async post(alerts) {
+      const res = await fetch(`${base}/api/v2/alerts`, {
+        method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(alerts),
+      });
+      if (!res.ok) throw new Error(`POST /api/v2/alerts: ${res.status} ${await res.text()}`);
+    },
+    log: server.log,
+    stop,
+  };
+}

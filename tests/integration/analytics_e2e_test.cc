@@ -192,7 +192,7 @@ TEST(AnalyticsEndToEndTest, SlowRankIsTheLastArriverAndCountsBytesAndBandwidthAr
       Sum(body, "ncclscope_nccl_comm_info",
           {"comm=\"" + world + "\"", "rank=\"3\",local_rank=\"3\",nranks=\"8\",nnodes=\"2\"",
            "job_id=\"simulated\"", "cuda_device=\"3\"",
-           "UUID=\"GPU-51170000-5117-0000-0000-000000000003\"", "pci_bus_id=\"0000:54:00.0\""}),
+           "UUID=\"GPU-51170000-5117-0000-0000-000000000003\"", "pci_bus_id=\"00000000:54:00.0\""}),
       1);
 
   const RunResult lint = RunCommand({NCCLSCOPE_PROMTOOL, "check", "metrics"}, body);

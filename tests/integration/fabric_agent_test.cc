@@ -181,25 +181,27 @@ TEST(FabricAgentTest, FabricMetricsThroughTheAgentBinary) {
   const std::string hopper = R"(gpu="0",UUID="GPU-11111111-2222-3333-4444-555555555555")";
   EXPECT_EQ(SampleValue(body, "ncclscope_nvml_available"), 1);
   EXPECT_EQ(
-      SampleValue(body, "ncclscope_nvlink_gpu_info{" + hopper +
-                            R"(,gpu_bus_id="0000:03:00.0",model_name="NVIDIA H100 80GB HBM3"})"),
+      SampleValue(
+          body,
+          "ncclscope_nvlink_gpu_info{" + hopper +
+              R"(,pci_bus_id="00000000:03:00.0",model_name="NVIDIA H100 80GB HBM3",gpu_bus_id="0000:03:00.0"})"),
       1);
-  EXPECT_EQ(SampleValue(
-                body, "ncclscope_nvlink_data_transmitted_bytes_total{" + hopper + R"(,link="0"})"),
+  EXPECT_EQ(SampleValue(body, "ncclscope_nvlink_data_transmitted_bytes_total{" + hopper +
+                                  R"(,nvlink="0"})"),
             1024000);
-  EXPECT_EQ(SampleValue(body, "ncclscope_nvlink_crc_flit_errors_total{" + hopper + R"(,link="1"})"),
-            7);
+  EXPECT_EQ(
+      SampleValue(body, "ncclscope_nvlink_crc_flit_errors_total{" + hopper + R"(,nvlink="1"})"), 7);
   EXPECT_EQ(
       SampleValue(
           body,
-          R"(ncclscope_nvlink_count_transmitted_bytes_total{gpu="1",UUID="GPU-bbbbbbbb-0000-0000-0000-000000000000",link="0"})"),
+          R"(ncclscope_nvlink_count_transmitted_bytes_total{gpu="1",UUID="GPU-bbbbbbbb-0000-0000-0000-000000000000",nvlink="0"})"),
       500);
   // Mantissa x 10^-exponent is computed, not a literal: equal to the last bit or two (the
   // exposition prints the shortest text that round-trips the computed value).
   EXPECT_DOUBLE_EQ(
       SampleValue(
           body,
-          R"(ncclscope_nvlink_effective_ber{gpu="1",UUID="GPU-bbbbbbbb-0000-0000-0000-000000000000",link="0"})"),
+          R"(ncclscope_nvlink_effective_ber{gpu="1",UUID="GPU-bbbbbbbb-0000-0000-0000-000000000000",nvlink="0"})"),
       3e-15);
 }
 
@@ -269,7 +271,8 @@ TEST(FabricAgentTest, FlapsVanishedDevicesNvlinkDownAndReload) {
 
   // An NVLink goes down.
   WriteFakeNvmlState(node.nvml_state, Node::Nvml(0));
-  const std::string link1 = R"({gpu="0",UUID="GPU-11111111-2222-3333-4444-555555555555",link="1"})";
+  const std::string link1 =
+      R"({gpu="0",UUID="GPU-11111111-2222-3333-4444-555555555555",nvlink="1"})";
   body = ScrapeUntil(agent, [&](const std::string& b) {
     return Has(b, "ncclscope_nvlink_link_state" + link1, 0);
   });
@@ -277,7 +280,7 @@ TEST(FabricAgentTest, FlapsVanishedDevicesNvlinkDownAndReload) {
   EXPECT_EQ(
       SampleValue(
           body,
-          R"(ncclscope_nvlink_finding{gpu="0",UUID="GPU-11111111-2222-3333-4444-555555555555",link="",finding="links_below_expected",severity="critical"})"),
+          R"(ncclscope_nvlink_finding{gpu="0",UUID="GPU-11111111-2222-3333-4444-555555555555",nvlink="",finding="links_below_expected",severity="critical"})"),
       1);
   ExpectCleanScrape(body);
 

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <stdexcept>
 #include <thread>
@@ -43,8 +44,16 @@ Subprocess::Subprocess(std::vector<std::string> argv, const std::string& capture
   stdout_path_ = capture_dir + "/stdout." + tag;
   stderr_path_ = capture_dir + "/stderr." + tag;
 
+  // extra_env replaces inherited variables of the same name (getenv would find the first one).
+  const auto name_of = [](const std::string& entry) { return entry.substr(0, entry.find('=')); };
   std::vector<std::string> env;
-  for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry(*e);
+    const bool replaced =
+        std::any_of(extra_env.begin(), extra_env.end(),
+                    [&](const std::string& x) { return name_of(x) == name_of(entry); });
+    if (!replaced) env.push_back(entry);
+  }
   for (std::string& e : extra_env) env.push_back(std::move(e));
 
   posix_spawn_file_actions_t actions;

@@ -13,7 +13,8 @@ namespace ncclscope::testing {
 // still running.
 class Subprocess {
  public:
-  // Starts argv[0] with the given arguments; `extra_env` entries ("K=V") are added to environ.
+  // Starts argv[0] with the given arguments; `extra_env` entries ("K=V") are added to environ,
+  // replacing inherited variables of the same name.
   Subprocess(std::vector<std::string> argv, const std::string& capture_dir,
              std::vector<std::string> extra_env = {});
   ~Subprocess();

@@ -21,6 +21,17 @@ TEST(GpuIndexTest, ParsesCudaAndNvmlSpellings) {
   EXPECT_FALSE(ParsePciAddress("0000:3b"));
 }
 
+// dcgm-exporter's pci_bus_id is NVML's busId: what the CUDA driver spells "0000:3b:00.0" must be
+// rendered "00000000:3B:00.0" for a join on it to match.
+TEST(GpuIndexTest, DcgmPciBusIdIsNvmlsSpelling) {
+  EXPECT_EQ(DcgmPciBusId("0000:3b:00.0"), "00000000:3B:00.0");
+  EXPECT_EQ(DcgmPciBusId("0000:3B:00.0"), "00000000:3B:00.0");
+  EXPECT_EQ(DcgmPciBusId("00000000:3B:00.0"), "00000000:3B:00.0");
+  EXPECT_EQ(DcgmPciBusId("0001:c1:1f.7"), "00000001:C1:1F.7");
+  EXPECT_EQ(DcgmPciBusId(""), "");
+  EXPECT_EQ(DcgmPciBusId("not-a-bus-id"), "not-a-bus-id");
+}
+
 TEST(GpuIndexTest, IndexIsThePositionInPciOrderOfTheDriversDevices) {
   testing::TempDir sysfs;
   const std::string dir = sysfs.path() + "/bus/pci/drivers/nvidia";

@@ -52,8 +52,8 @@ TEST(NvlinkSourceTest, ExportsLinksThroughputAndErrors) {
   f.source.Configure(f.config);
   const std::string text = f.Poll();
   EXPECT_TRUE(f.source.Status().up) << f.source.Status().reason;
-  const std::string link0 = std::string(R"({gpu="0",UUID=")") + kUuid0 + R"(",link="0"})";
-  const std::string link1 = std::string(R"({gpu="0",UUID=")") + kUuid0 + R"(",link="1"})";
+  const std::string link0 = std::string(R"({gpu="0",UUID=")") + kUuid0 + R"(",nvlink="0"})";
+  const std::string link1 = std::string(R"({gpu="0",UUID=")") + kUuid0 + R"(",nvlink="1"})";
   EXPECT_EQ(Sample(text, "ncclscope_nvml_available"), 1);
   EXPECT_EQ(Sample(text, "ncclscope_nvlink_link_state" + link0), 1);
   EXPECT_EQ(Sample(text, "ncclscope_nvlink_data_transmitted_bytes_total" + link0), 1000.0 * 1024);
@@ -65,14 +65,17 @@ TEST(NvlinkSourceTest, ExportsLinksThroughputAndErrors) {
              std::string(R"(ncclscope_nvlink_gpu_data_transmitted_bytes_total{gpu="0",UUID=")") +
                  kUuid0 + R"("})"),
       4000.0 * 1024);
-  EXPECT_EQ(Sample(text, std::string(R"(ncclscope_nvlink_gpu_info{gpu="0",UUID=")") + kUuid0 +
-                             R"(",gpu_bus_id="0000:18:00.0",model_name="NVIDIA H100 80GB HBM3"})"),
-            1);
+  EXPECT_EQ(
+      Sample(
+          text,
+          std::string(R"(ncclscope_nvlink_gpu_info{gpu="0",UUID=")") + kUuid0 +
+              R"(",pci_bus_id="00000000:18:00.0",model_name="NVIDIA H100 80GB HBM3",gpu_bus_id="0000:18:00.0"})"),
+      1);
   EXPECT_EQ(Sample(text, std::string(R"(ncclscope_nvlink_active_links{gpu="0",UUID=")") + kUuid0 +
                              R"("})"),
             4);
   EXPECT_EQ(Sample(text, std::string(R"(ncclscope_nvlink_finding{gpu="0",UUID=")") + kUuid0 +
-                             R"(",link="",finding="links_below_expected",severity="critical"})"),
+                             R"(",nvlink="",finding="links_below_expected",severity="critical"})"),
             0);
 }
 
@@ -85,20 +88,24 @@ TEST(NvlinkSourceTest, InactiveLinkAndErrorsOverTime) {
   f.fake.Write(Hopper(0, 3));  // link 2 goes down, with CRC errors
   std::string text = f.Poll();
   const std::string prefix = std::string(R"(ncclscope_nvlink_finding{gpu="0",UUID=")") + kUuid0;
-  EXPECT_EQ(Sample(text, prefix + R"(",link="2",finding="link_errors",severity="warning"})"), 1);
-  EXPECT_EQ(Sample(text, prefix + R"(",link="2",finding="link_inactive",severity="critical"})"), 0);
+  EXPECT_EQ(Sample(text, prefix + R"(",nvlink="2",finding="link_errors",severity="warning"})"), 1);
+  EXPECT_EQ(Sample(text, prefix + R"(",nvlink="2",finding="link_inactive",severity="critical"})"),
+            0);
   EXPECT_EQ(
-      Sample(text, prefix + R"(",link="",finding="links_below_expected",severity="critical"})"), 1);
+      Sample(text, prefix + R"(",nvlink="",finding="links_below_expected",severity="critical"})"),
+      1);
   for (int i = 0; i < 12; ++i) text = f.Poll();  // 2 minutes
-  EXPECT_EQ(Sample(text, prefix + R"(",link="2",finding="link_inactive",severity="critical"})"), 1);
+  EXPECT_EQ(Sample(text, prefix + R"(",nvlink="2",finding="link_inactive",severity="critical"})"),
+            1);
   EXPECT_EQ(Sample(text, std::string(R"(ncclscope_nvlink_link_state{gpu="0",UUID=")") + kUuid0 +
-                             R"(",link="2"})"),
+                             R"(",nvlink="2"})"),
             0);
   // Errors age out of their 10 minute window; the link comes back.
   f.fake.Write(Hopper(1, 3));
   for (int i = 0; i < 61; ++i) text = f.Poll();
-  EXPECT_EQ(Sample(text, prefix + R"(",link="2",finding="link_errors",severity="warning"})"), 0);
-  EXPECT_EQ(Sample(text, prefix + R"(",link="2",finding="link_inactive",severity="critical"})"), 0);
+  EXPECT_EQ(Sample(text, prefix + R"(",nvlink="2",finding="link_errors",severity="warning"})"), 0);
+  EXPECT_EQ(Sample(text, prefix + R"(",nvlink="2",finding="link_inactive",severity="critical"})"),
+            0);
 }
 
 TEST(NvlinkSourceTest, BlackwellFieldsAndLostGpu) {
@@ -109,8 +116,8 @@ TEST(NvlinkSourceTest, BlackwellFieldsAndLostGpu) {
       "field 0 1 220 783\n");
   f.source.Configure(f.config);
   std::string text = f.Poll();
-  const std::string link0 = R"({gpu="0",UUID="GPU-b",link="0"})";
-  const std::string link1 = R"({gpu="0",UUID="GPU-b",link="1"})";
+  const std::string link0 = R"({gpu="0",UUID="GPU-b",nvlink="0"})";
+  const std::string link1 = R"({gpu="0",UUID="GPU-b",nvlink="1"})";
   EXPECT_EQ(Sample(text, "ncclscope_nvlink_count_transmitted_bytes_total" + link0), 500);
   EXPECT_EQ(Sample(text, "ncclscope_nvlink_count_received_bytes_total" + link0), 600);
   EXPECT_EQ(Sample(text, "ncclscope_nvlink_symbol_errors_total" + link1), 9);
@@ -122,12 +129,13 @@ TEST(NvlinkSourceTest, BlackwellFieldsAndLostGpu) {
       "field 0 0 202 500\nfield 0 0 204 600\nfield 0 1 214 1\nfield 0 1 221 9\n");
   text = f.Poll();
   EXPECT_EQ(
-      Sample(text, R"(ncclscope_nvlink_link_recovery_failed_total{gpu="0",UUID="GPU-b",link="1"})"),
+      Sample(text,
+             R"(ncclscope_nvlink_link_recovery_failed_total{gpu="0",UUID="GPU-b",nvlink="1"})"),
       1);
   EXPECT_EQ(
       Sample(
           text,
-          R"(ncclscope_nvlink_finding{gpu="0",UUID="GPU-b",link="1",finding="link_errors",severity="warning"})"),
+          R"(ncclscope_nvlink_finding{gpu="0",UUID="GPU-b",nvlink="1",finding="link_errors",severity="warning"})"),
       1);
 
   f.fake.Write("gpu 0 GPU-b 00000000:1B:00.0 NVIDIA_B200 2 blackwell lost\n");
@@ -135,7 +143,7 @@ TEST(NvlinkSourceTest, BlackwellFieldsAndLostGpu) {
   EXPECT_EQ(
       Sample(
           text,
-          R"(ncclscope_nvlink_finding{gpu="0",UUID="GPU-b",link="",finding="gpu_lost",severity="critical"})"),
+          R"(ncclscope_nvlink_finding{gpu="0",UUID="GPU-b",nvlink="",finding="gpu_lost",severity="critical"})"),
       1);
   EXPECT_TRUE(f.source.Status().up);
 }
