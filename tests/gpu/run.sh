@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU check of the NCCL profiler plugin under real NCCL (see README.md here and plugin/README.md).
 # On a machine with a GPU, CUDA and NCCL:
-#   1. builds libnccl-profiler-ncclscope.so (plain g++, as plugin/CMakeLists.txt does), the
+#   1. builds libnccl-profiler-ncclscope.so (plain g++, flags as plugin/CMakeLists.txt), the
 #      standalone ring checker and the NCCL job, in parallel; the agent too (in the background)
 #      unless SKIP_AGENT=1 or its dependencies are missing;
 #   2. runs the job (allreduce_loop.cu, workload.h: AllReduce loop, grouped AllReduce +
@@ -99,9 +99,11 @@ say "nvcc $("$nvcc" --version | tail -1); nccl.h $(version_of "$header_code") in
 cxx="${CXX:-g++}"
 mkdir -p "$work/lib" "$work/logs"
 plugin="$work/lib/libnccl-profiler-ncclscope.so"
+tls=()  # thread-locals through TLS descriptors, no static TLS (as plugin/CMakeLists.txt builds it)
+case "$(uname -m)" in x86_64 | amd64) tls=(-mtls-dialect=gnu2) ;; esac
 say "building the plugin, the ring checker and the NCCL job"
 "$cxx" -std=c++20 -O2 -g -fPIC -shared -fvisibility=hidden -fvisibility-inlines-hidden -flto=auto \
-  -I"$root" -DNCCLSCOPE_PLUGIN_VERSION="\"gpu-check\"" \
+  "${tls[@]}" -I"$root" -DNCCLSCOPE_PLUGIN_VERSION="\"gpu-check\"" \
   "$root"/plugin/src/*.cc "$root"/plugin/ring/ring_writer.cc \
   -Wl,--version-script="$root/plugin/src/exports.map" -Wl,-z,nodelete -Wl,-z,defs \
   -static-libstdc++ -static-libgcc -pthread -ldl -o "$plugin" >"$work/logs/plugin.log" 2>&1 &
@@ -123,6 +125,7 @@ done
 exports="$(nm -D --defined-only "$plugin" | awk '{print $3}' | sort | tr '\n' ' ')"
 [ "$exports" = "ncclProfiler_v4 ncclProfiler_v5 ncclProfiler_v6 " ] || fail "unexpected exports: $exports"
 ! readelf -d "$plugin" | grep -q 'NEEDED.*libcud' || fail "the plugin links a CUDA library"
+! readelf -d "$plugin" | grep -q 'FLAGS.*STATIC_TLS' || fail "the plugin needs static TLS"
 say "built"
 
 agent="${AGENT:-}"
