@@ -1,126 +1,196 @@
-// A small real NCCL job for tests/gpu/run.sh: a loop of AllReduce (and some AllGather) on every
-// GPU present. With two or more GPUs: one process, ncclCommInitAll. With one GPU: NCCL refuses
-// two ranks on one device in one "host", so RANKS processes (default 2) share the GPU, each
-// claiming its own host through NCCL_HOSTID; NCCL then connects them over its socket transport,
-// which also exercises the network proxy events.
+// The real NCCL job of tests/gpu/run.sh: the workload of workload.h (AllReduce loop, grouped
+// AllReduce + ReduceScatter + AllGather, send/recv with self, all-to-all, a split communicator,
+// a CUDA graph) on every GPU present.
+//  * Two or more GPUs: one process, one thread per GPU (ncclCommInitRankConfig per thread).
+//  * One GPU: NCCL gives a one-rank communicator no profiler events (ncclLaunchOneRank,
+//    src/enqueue.cc:2569 at v2.28.9-1) and refuses two ranks on one device of one host, so RANKS
+//    processes (default 2) share the GPU, each claiming a host of its own through NCCL_HOSTID;
+//    NCCL then connects them through its network transport (sockets on lo, or IB loopback),
+//    which also produces network proxy events.
 //
-// Usage: allreduce_loop [iterations=200] [count=1048576]. Prints one line:
-//   mode=<single|multi> ranks=R iterations=I count=C allgathers=G nccl=<version>
+// Usage: allreduce_loop [iterations=100] [count=1048576]. MODE=multi forces processes.
+// Prints (stdout) rank 0's manifest and phase timings (workload.h), then one line:
+//   job mode=<threads|multi> ranks=R nnodes=N processes=P nccl=<runtime> header=<nccl.h>
+//       alltoall=<ncclAlltoAll|grouped>
 
 #include <cuda_runtime.h>
 #include <nccl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
-#define CHECK_CUDA(x)                                                                  \
-  do {                                                                                 \
-    cudaError_t e = (x);                                                               \
-    if (e != cudaSuccess) {                                                            \
+#include "workload.h"
+
+#define CHECK_CUDA(x)                                                                        \
+  do {                                                                                       \
+    cudaError_t e = (x);                                                                     \
+    if (e != cudaSuccess) {                                                                  \
       std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e)); \
-      std::exit(1);                                                                    \
-    }                                                                                  \
+      std::exit(1);                                                                          \
+    }                                                                                        \
   } while (0)
-#define CHECK_NCCL(x)                                                                  \
-  do {                                                                                 \
-    ncclResult_t r = (x);                                                              \
-    if (r != ncclSuccess) {                                                            \
+#define CHECK_NCCL(x)                                                                        \
+  do {                                                                                       \
+    ncclResult_t r = (x);                                                                    \
+    if (r != ncclSuccess) {                                                                  \
       std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, ncclGetErrorString(r)); \
-      std::exit(1);                                                                    \
-    }                                                                                  \
+      std::exit(1);                                                                          \
+    }                                                                                        \
   } while (0)
+
+// ncclAlltoAll exists from NCCL 2.28 (nccl.h); before, an all-to-all is a group of per-peer
+// send/recv, which is also what 2.28 turns ncclAlltoAll into.
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)
+#define GPUCHECK_HAS_ALLTOALL 1
+#define GPUCHECK_ALLTOALL "ncclAlltoAll"
+#else
+#define GPUCHECK_HAS_ALLTOALL 0
+#define GPUCHECK_ALLTOALL "grouped"
+#endif
 
 namespace {
 
-constexpr int kAllGatherEvery = 10;
+using gpucheck::Comm;
 
-struct Buffers {
-  float* send = nullptr;
-  float* recv = nullptr;
-  float* gathered = nullptr;
-  cudaStream_t stream = nullptr;
-};
-
-Buffers Allocate(size_t count, int nranks) {
-  Buffers b;
-  CHECK_CUDA(cudaMalloc(&b.send, count * sizeof(float)));
-  CHECK_CUDA(cudaMalloc(&b.recv, count * sizeof(float)));
-  CHECK_CUDA(cudaMalloc(&b.gathered, count * sizeof(float) * nranks));
-  CHECK_CUDA(cudaMemset(b.send, 0, count * sizeof(float)));
-  CHECK_CUDA(cudaStreamCreate(&b.stream));
-  return b;
+double MsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+      .count();
 }
 
-int Single(int ndev, int iterations, size_t count) {
-  std::vector<ncclComm_t> comms(ndev);
-  CHECK_NCCL(ncclCommInitAll(comms.data(), ndev, nullptr));
-  std::vector<Buffers> bufs;
-  for (int d = 0; d < ndev; ++d) {
-    CHECK_CUDA(cudaSetDevice(d));
-    bufs.push_back(Allocate(count, ndev));
+// One rank on one device: its communicators, stream, buffers and captured graphs.
+class NcclBackend : public gpucheck::Backend {
+ public:
+  NcclBackend(int rank, int nranks, int device, const ncclUniqueId& id, std::size_t elements)
+      : rank_(rank), nranks_(nranks) {
+    CHECK_CUDA(cudaSetDevice(device));
+    CHECK_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    CHECK_CUDA(cudaMalloc(&send_, elements * sizeof(float)));
+    CHECK_CUDA(cudaMalloc(&recv_, elements * sizeof(float)));
+    CHECK_CUDA(cudaMemset(send_, 0, elements * sizeof(float)));
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.commName = gpucheck::kWorldName;
+    CHECK_NCCL(ncclCommInitRankConfig(&comms_[gpucheck::kWorld], nranks, id, rank, &config));
   }
-  int allgathers = 0;
-  for (int i = 0; i < iterations; ++i) {
+  ~NcclBackend() override {
+    for (cudaGraphExec_t exec : graphs_) CHECK_CUDA(cudaGraphExecDestroy(exec));
+    for (int c = gpucheck::kSplit; c >= gpucheck::kWorld; --c) {
+      if (comms_[c] != nullptr) CHECK_NCCL(ncclCommDestroy(comms_[c]));
+    }
+    CHECK_CUDA(cudaFree(send_));
+    CHECK_CUDA(cudaFree(recv_));
+    CHECK_CUDA(cudaStreamDestroy(stream_));
+  }
+
+  int rank() const override { return rank_; }
+  int nranks() const override { return nranks_; }
+  void Split() override {
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.commName = gpucheck::kSplitName;
+    CHECK_NCCL(
+        ncclCommSplit(comms_[gpucheck::kWorld], 0, rank_, &comms_[gpucheck::kSplit], &config));
+  }
+  void AllReduce(Comm c, std::size_t n) override {
+    CHECK_NCCL(ncclAllReduce(send_, recv_, n, ncclFloat, ncclSum, comms_[c], stream_));
+  }
+  void AllGather(Comm c, std::size_t n) override {
+    CHECK_NCCL(ncclAllGather(send_, recv_, n, ncclFloat, comms_[c], stream_));
+  }
+  void Broadcast(Comm c, std::size_t n, int root) override {
+    CHECK_NCCL(ncclBroadcast(send_, recv_, n, ncclFloat, root, comms_[c], stream_));
+  }
+  void ReduceScatter(Comm c, std::size_t n) override {
+    CHECK_NCCL(ncclReduceScatter(send_, recv_, n, ncclFloat, ncclSum, comms_[c], stream_));
+  }
+  void Send(Comm c, std::size_t n, int peer) override {
+    CHECK_NCCL(ncclSend(send_, n, ncclFloat, peer, comms_[c], stream_));
+  }
+  void Recv(Comm c, std::size_t n, int peer) override {
+    CHECK_NCCL(ncclRecv(recv_, n, ncclFloat, peer, comms_[c], stream_));
+  }
+  void AllToAll(Comm c, std::size_t n) override {
+#if GPUCHECK_HAS_ALLTOALL
+    CHECK_NCCL(ncclAlltoAll(send_, recv_, n, ncclFloat, comms_[c], stream_));
+#else
     CHECK_NCCL(ncclGroupStart());
-    for (int d = 0; d < ndev; ++d) {
-      CHECK_NCCL(ncclAllReduce(bufs[d].send, bufs[d].recv, count, ncclFloat, ncclSum, comms[d],
-                               bufs[d].stream));
+    for (int peer = 0; peer < nranks_; ++peer) {
+      CHECK_NCCL(ncclSend(send_ + peer * n, n, ncclFloat, peer, comms_[c], stream_));
+      CHECK_NCCL(ncclRecv(recv_ + peer * n, n, ncclFloat, peer, comms_[c], stream_));
     }
     CHECK_NCCL(ncclGroupEnd());
-    if (i % kAllGatherEvery == 0) {
-      CHECK_NCCL(ncclGroupStart());
-      for (int d = 0; d < ndev; ++d) {
-        CHECK_NCCL(ncclAllGather(bufs[d].send, bufs[d].gathered, count, ncclFloat, comms[d],
-                                 bufs[d].stream));
-      }
-      CHECK_NCCL(ncclGroupEnd());
-      ++allgathers;
-    }
+#endif
   }
-  for (int d = 0; d < ndev; ++d) {
-    CHECK_CUDA(cudaSetDevice(d));
-    CHECK_CUDA(cudaStreamSynchronize(bufs[d].stream));
+  void GroupStart() override { CHECK_NCCL(ncclGroupStart()); }
+  void GroupEnd() override { CHECK_NCCL(ncclGroupEnd()); }
+  void BeginCapture() override {
+    CHECK_CUDA(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
   }
-  for (ncclComm_t comm : comms) CHECK_NCCL(ncclCommDestroy(comm));
-  int version = 0;
-  ncclGetVersion(&version);
-  std::printf("mode=single ranks=%d iterations=%d count=%zu allgathers=%d nccl=%d\n", ndev,
-              iterations, count, allgathers, version);
-  return 0;
-}
+  void EndCapture() override {
+    cudaGraph_t graph = nullptr;
+    CHECK_CUDA(cudaStreamEndCapture(stream_, &graph));
+    cudaGraphExec_t exec = nullptr;
+    CHECK_CUDA(cudaGraphInstantiateWithFlags(&exec, graph, 0));
+    CHECK_CUDA(cudaGraphDestroy(graph));
+    graphs_.push_back(exec);
+  }
+  void LaunchGraphs() override {
+    for (cudaGraphExec_t exec : graphs_) CHECK_CUDA(cudaGraphLaunch(exec, stream_));
+  }
+  void Sync() override { CHECK_CUDA(cudaStreamSynchronize(stream_)); }
 
-int Rank(int rank, int nranks, int iterations, size_t count, int id_read, const int* id_writes) {
-  std::string host = "ncclscope-gpu-test-host-" + std::to_string(rank);
-  setenv("NCCL_HOSTID", host.c_str(), 1);
-  ncclUniqueId id;
+ private:
+  int rank_;
+  int nranks_;
+  ncclComm_t comms_[2] = {nullptr, nullptr};
+  cudaStream_t stream_ = nullptr;
+  float* send_ = nullptr;
+  float* recv_ = nullptr;
+  std::vector<cudaGraphExec_t> graphs_;
+};
+
+// One rank from communicator init to destroy; rank 0 prints its manifest and timings.
+void RunRank(int rank, int nranks, int device, const ncclUniqueId& id,
+             const gpucheck::Shape& shape) {
+  std::FILE* timings = rank == 0 ? stdout : nullptr;
+  gpucheck::Manifest manifest;
+  {
+    const auto start = std::chrono::steady_clock::now();
+    NcclBackend backend(rank, nranks, device, id, gpucheck::BufferElements(shape, nranks));
+    if (timings != nullptr) std::fprintf(timings, "time phase=init ms=%.1f\n", MsSince(start));
+    gpucheck::RunWorkload(backend, shape, manifest, timings);
+    const auto destroy = std::chrono::steady_clock::now();
+    backend.Sync();
+    if (timings != nullptr) std::fprintf(timings, "time phase=sync ms=%.1f\n", MsSince(destroy));
+  }
   if (rank == 0) {
-    CHECK_NCCL(ncclGetUniqueId(&id));
-    for (int r = 1; r < nranks; ++r) {
-      if (write(id_writes[r], &id, sizeof(id)) != sizeof(id)) return 1;
-    }
-  } else if (read(id_read, &id, sizeof(id)) != sizeof(id)) {
-    return 1;
+    manifest.Print(stdout);
+    std::fflush(stdout);
   }
-  CHECK_CUDA(cudaSetDevice(0));
-  ncclComm_t comm;
-  CHECK_NCCL(ncclCommInitRank(&comm, nranks, id, rank));
-  Buffers b = Allocate(count, nranks);
-  for (int i = 0; i < iterations; ++i) {
-    CHECK_NCCL(ncclAllReduce(b.send, b.recv, count, ncclFloat, ncclSum, comm, b.stream));
-    if (i % kAllGatherEvery == 0) {
-      CHECK_NCCL(ncclAllGather(b.send, b.gathered, count, ncclFloat, comm, b.stream));
-    }
-  }
-  CHECK_CUDA(cudaStreamSynchronize(b.stream));
-  CHECK_NCCL(ncclCommDestroy(comm));
+}
+
+void PrintJob(const char* mode, int ranks, int nnodes, int processes) {
+  int version = 0;
+  CHECK_NCCL(ncclGetVersion(&version));
+  std::printf("job mode=%s ranks=%d nnodes=%d processes=%d nccl=%d header=%d alltoall=%s\n", mode,
+              ranks, nnodes, processes, version, NCCL_VERSION_CODE, GPUCHECK_ALLTOALL);
+}
+
+int Threads(int ndev, const gpucheck::Shape& shape) {
+  ncclUniqueId id;
+  CHECK_NCCL(ncclGetUniqueId(&id));
+  std::vector<std::thread> threads;
+  for (int d = 0; d < ndev; ++d) threads.emplace_back([&, d] { RunRank(d, ndev, d, id, shape); });
+  for (std::thread& t : threads) t.join();
+  PrintJob("threads", ndev, 1, 1);
   return 0;
 }
 
-int Multi(int nranks, int iterations, size_t count) {
+int Multi(int nranks, const gpucheck::Shape& shape) {
   // Fork before anything touches CUDA or NCCL; rank 0 makes the unique id and pipes it over.
   std::vector<int> reads(nranks, -1);
   std::vector<int> writes(nranks, -1);
@@ -130,10 +200,26 @@ int Multi(int nranks, int iterations, size_t count) {
     reads[r] = fds[0];
     writes[r] = fds[1];
   }
+  std::fflush(stdout);
   std::vector<pid_t> children;
   for (int r = 0; r < nranks; ++r) {
     const pid_t pid = fork();
-    if (pid == 0) std::_Exit(Rank(r, nranks, iterations, count, reads[r], writes.data()));
+    if (pid == 0) {
+      const std::string host = "ncclscope-gpu-test-host-" + std::to_string(r);
+      setenv("NCCL_HOSTID", host.c_str(), 1);
+      ncclUniqueId id;
+      if (r == 0) {
+        CHECK_NCCL(ncclGetUniqueId(&id));
+        for (int peer = 1; peer < nranks; ++peer) {
+          if (write(writes[peer], &id, sizeof(id)) != sizeof(id)) std::_Exit(1);
+        }
+      } else if (read(reads[r], &id, sizeof(id)) != sizeof(id)) {
+        std::_Exit(1);
+      }
+      RunRank(r, nranks, 0, id, shape);
+      std::fflush(stdout);
+      std::_Exit(0);
+    }
     children.push_back(pid);
   }
   int failed = 0;
@@ -146,29 +232,26 @@ int Multi(int nranks, int iterations, size_t count) {
     std::fprintf(stderr, "%d rank process(es) failed\n", failed);
     return 1;
   }
-  int version = 0;
-  ncclGetVersion(&version);
-  std::printf("mode=multi ranks=%d iterations=%d count=%zu allgathers=%d nccl=%d\n", nranks,
-              iterations, count, (iterations + kAllGatherEvery - 1) / kAllGatherEvery, version);
+  PrintJob("multi", nranks, nranks, nranks);
   return 0;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int iterations = argc > 1 ? std::atoi(argv[1]) : 200;
-  const size_t count = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : (1u << 20);
+  gpucheck::Shape shape;
+  if (argc > 1) shape.iterations = std::atoi(argv[1]);
+  if (argc > 2) shape.count = std::strtoull(argv[2], nullptr, 10);
   const char* ranks_env = std::getenv("RANKS");
-  const char* mode = std::getenv("MODE");  // "single" or "multi" to force one
+  const char* mode = std::getenv("MODE");  // "multi" forces processes sharing GPU 0
   if (mode != nullptr && std::string(mode) == "multi") {
-    return Multi(ranks_env != nullptr ? std::atoi(ranks_env) : 2, iterations, count);
+    return Multi(ranks_env != nullptr ? std::atoi(ranks_env) : 2, shape);
   }
-  // Counting devices initializes CUDA, so the one-GPU case re-executes itself as "multi".
+  // Counting devices initializes CUDA, which must not happen before fork: the one-GPU case
+  // re-executes itself as "multi".
   int ndev = 0;
   CHECK_CUDA(cudaGetDeviceCount(&ndev));
-  if (ndev >= 2 || (mode != nullptr && std::string(mode) == "single")) {
-    return Single(ndev, iterations, count);
-  }
+  if (ndev >= 2) return Threads(ndev, shape);
   setenv("MODE", "multi", 1);
   execv("/proc/self/exe", argv);
   std::perror("execv");

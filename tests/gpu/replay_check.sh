@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Unit test of the GPU check's checker (ctest gpu-check-on-replay), where there is no GPU: the
+# GPU job's workload (workload.h) is driven through the real plugin .so by the replay driver
+# (gpu-check-replay: one process per rank, two "nodes", network ProxyOps with IB net-plugin
+# events), and ring-check must pass its rings for every ABI version (4, 5, 6) and fail rings that
+# disagree with the manifest or with the ABI NCCL's version picks.
+#
+# Usage: replay_check.sh GPU_CHECK_REPLAY RING_CHECK PLUGIN_SO FAKE_LIBCUDA
+set -euo pipefail
+[ $# -eq 4 ] || { echo "usage: $0 GPU_CHECK_REPLAY RING_CHECK PLUGIN_SO FAKE_LIBCUDA" >&2; exit 2; }
+replay="$1" check="$2" plugin="$3" cuda="$4"
+work="$(mktemp -d "${TMPDIR:-/tmp}/gpu-check-replay.XXXXXX")"
+trap 'rm -rf "$work"' EXIT
+# As tests/gpu/run.sh sets them for the GPU job: every op timed, every network op recorded, and a
+# ring large enough that nothing is dropped while nobody drains it.
+export NCCLSCOPE_KERNEL_DUTY=1 NCCLSCOPE_PROXY_DUTY=1 NCCLSCOPE_RING_SIZE=64MiB NCCLSCOPE_RING_LANES=4
+failures=0
+
+# drive NAME ABI [gpu-check-replay options]: rings in $work/NAME/rings, manifest in .../manifest
+drive() {
+  local name="$1" abi="$2"
+  shift 2
+  mkdir -p "$work/$name/rings"
+  NCCLSCOPE_RING_DIR="$work/$name/rings" "$replay" --plugin "$plugin" --cuda "$cuda" \
+    --abi "$abi" --iterations 30 "$@" >"$work/$name/manifest"
+}
+
+# expect NAME RC PATTERN... -- RING-CHECK OPTIONS: ring-check exits RC and prints every PATTERN.
+expect() {
+  local name="$1" want="$2"
+  shift 2
+  local patterns=()
+  while [ "$1" != "--" ]; do patterns+=("$1"); shift; done
+  shift
+  local rc=0
+  "$check" "$work/$name/rings" --manifest "$work/$name/manifest" "$@" >"$work/$name/check.txt" || rc=$?
+  local ok=1
+  [ "$rc" -eq "$want" ] || ok=0
+  for p in "${patterns[@]}"; do grep -qF -- "$p" "$work/$name/check.txt" || { ok=0; echo "$name: missing \"$p\""; }; done
+  if [ "$ok" -eq 1 ]; then
+    echo "ok: $name (ring-check exit $rc)"
+  else
+    echo "FAIL: $name: ring-check exit $rc, want $want; its output:"
+    sed 's/^/    /' "$work/$name/check.txt"
+    failures=$((failures + 1))
+  fi
+}
+
+for abi in 4 5 6; do
+  drive "v$abi" "$abi"
+  api="AllGather/Broadcast: the API's count and float32 (API_COUNT)"
+  [ "$abi" -eq 4 ] && api="AllGather/Broadcast under v4: count in bytes, int8"
+  expect "v$abi" 0 "PASS" "ok   $api" \
+    "ok   self send/recv complete without GPU timing and not partial" \
+    "ok   exact op count per (comm, func, bytes, peer) on every rank" \
+    "ok   IB: network op names its NIC and a queue pair" \
+    "ok   k-th send from a to b has the bytes of b's k-th receive from a" \
+    -- --abi "$abi" --network expect --net IB
+done
+# The ABI NCCL 2.29 would pick (v6) is not what this job's NCCL (2.28, v5) chose.
+drive wrong-abi 5
+expect wrong-abi 1 "FAIL ring header: the ABI NCCL chose is the one its version picks" \
+  "FAIL comm init: ABI version matches NCCL's" -- --abi 6 --network expect --net IB
+# One AllReduce the job issued never reached the plugin on rank 1.
+drive missing-op 5 --break missing-op
+expect missing-op 1 "FAIL exact op count per (comm, func, bytes, peer) on every rank" \
+  "FAIL collective seq numbers 0..N-1 per (comm, func) on every rank" \
+  "FAIL finalize: ops enqueued = completed = issued, none flushed" -- --abi 5 --network expect
+# One channel of an AllReduce started and never stopped: in flight until the communicator ended.
+drive stuck-channel 5 --break stuck-channel
+expect stuck-channel 1 "FAIL op ended normally" \
+  "FAIL GPU timing on every announced channel (all ops but self send/recv)" \
+  "FAIL plugin counter zero: ops in flight at finalize" -- --abi 5 --network expect
+# Rings with network ops where one node was expected.
+drive one-node 6
+expect one-node 1 "FAIL no network op records (one node)" -- --abi 6 --network none
+# A manifest that lists nothing is a usage error, not a pass.
+drive empty 5
+: >"$work/empty/manifest"
+expect empty 2 -- --abi 5
+
+[ "$failures" -eq 0 ] || { echo "replay_check: $failures case(s) failed"; exit 1; }
+echo "replay_check: all cases passed"
