@@ -72,6 +72,8 @@ const char* CounterName(std::size_t counter) {
       return "proxy_op_without_network";
     case NCCLSCOPE_CTR_CHAIN_ERRORS:
       return "chain_error";
+    case NCCLSCOPE_CTR_OPS_MASK_UNCERTAIN:
+      return "mask_uncertain_op";
     default:
       return nullptr;
   }

@@ -87,6 +87,9 @@ enum ncclscope_counter {
                                             transport (CollNet, P2P copy engine, SHM memcpy):
                                             released without a record */
   NCCLSCOPE_CTR_CHAIN_ERRORS = 12,         /* calls into the chained profiler that failed */
+  NCCLSCOPE_CTR_OPS_MASK_UNCERTAIN = 13,   /* ops whose mask copy NCCL took may differ from the
+                                            plugin's in KernelCh (another thread changed it
+                                            around the call): they wait for what comes */
   NCCLSCOPE_COUNTER_MAX = 16
 };
 

@@ -213,23 +213,48 @@ namespace {
 // that copy.
 constexpr std::uint64_t kV4AppendWindowNs = 200'000'000;
 
-// A write this recent may have landed between NCCL's read of its int and the API event.
-constexpr std::uint64_t kMaskRaceWindowNs = 1'000'000;
-
+// Mask writes this thread has accounted for: at its previous API event (v5+), and before the
+// Group event of its current plan (v4: the copy was taken at task append, after the previous plan
+// of this thread was launched).
 thread_local std::uint32_t t_seen_mask_writes = 0;
+thread_local std::uint32_t t_plan_seen_writes = 0;
+thread_local std::uint32_t t_prev_plan_seen_writes = 0;
 
 bool IsCollNet(std::uint8_t algo) {
   return algo == NCCLSCOPE_ALGO_COLLNET_DIRECT || algo == NCCLSCOPE_ALGO_COLLNET_CHAIN;
 }
 
+// A change the maintenance thread makes to an idle process (no API event for a whole pass) can
+// only race a thread that resumed right at that moment: NCCL's read and the API event are a few
+// hundred instructions apart (src/plugin/profiler.cc:218 to :294 at v2.28.9-1). Writes by job
+// threads race any other job thread at any time.
+constexpr std::uint64_t kIdleWriteRaceWindowNs = 50'000'000;
+
+// Another thread changed KernelCh (either way) after write number `seen`, so that NCCL's copy
+// may be on either side of that write. No time bound is safe for a job thread's write (this
+// thread may have been descheduled between NCCL's read and the event), and none is needed for
+// 2.27, whose copy is taken at task append.
+bool KernelFlippedSince(const Runtime& r, std::uint32_t seen, std::uint64_t now,
+                        bool bound_idle_writes) {
+  const std::uint32_t flip = Load(r.kernel_flip_write);
+  if (flip == 0 || static_cast<std::int32_t>(flip - seen) <= 0 ||
+      Load(r.kernel_flip_writer) == ThreadToken()) {
+    return false;
+  }
+  if (!bound_idle_writes || Load(r.kernel_flip_idle) == 0) return true;
+  const std::uint64_t at = Load(r.kernel_flip_ns);
+  return now < at || now - at < kIdleWriteRaceWindowNs;
+}
+
 // The event mask NCCL used for a task: exact from the API handle (v5+, also for CUDA-graph
 // replays: NCCL passes the capture-time handle, src/plugin/profiler.cc:403/:438 at v2.28.9-1),
-// else (v4) the current mask. When the copy may predate a write, KernelCh is a candidate if it was
-// on at any time in the window the copy could have been taken in.
+// else (v4) the current mask. When the copy may predate or postdate a write by another thread,
+// KernelCh is uncertain: the op waits for KernelCh as if it had it, and completes untimed
+// (KERNEL_NEVER_CAME) once the GPU's order shows it had not.
 struct TaskMask {
   std::uint32_t mask = 0;
   bool kernel_candidate = false;
-  bool uncertain = false;  // candidate only because the mask changed around the copy
+  bool uncertain = false;  // KernelCh of the copy unknown: the mask changed around the copy
   std::uint8_t api_datatype = NCCLSCOPE_DT_UNKNOWN;
 };
 
@@ -243,33 +268,39 @@ TaskMask MaskOfTask(const Runtime& r, const void* parent, std::uint64_t now) {
   const Handle api = DecodeHandle(parent);
   if (api.kind == HandleKind::kApi) {
     t.mask = api.index;
-    t.kernel_candidate = (t.mask & kEventKernelCh) != 0 || (api.sub & kApiKernelCandidate) != 0;
-    t.uncertain = (t.mask & kEventKernelCh) == 0 && t.kernel_candidate;
+    t.uncertain = (api.sub & kApiKernelUncertain) != 0;
+    t.kernel_candidate = (t.mask & kEventKernelCh) != 0 || t.uncertain;
     t.api_datatype = static_cast<std::uint8_t>(api.sub & kApiDatatypeMask);
     return t;
   }
+  // 2.27: a flip since this thread launched its previous plan may be on either side of the
+  // append; a Coll on CUDA's host-callback thread (a graph's plan) has no such anchor, hence also
+  // the window since KernelCh was switched off.
   t.mask = Load(r.current_mask);
-  t.kernel_candidate = (t.mask & kEventKernelCh) != 0 || KernelOnWithin(r, now, kV4AppendWindowNs);
-  t.uncertain = (t.mask & kEventKernelCh) == 0 && t.kernel_candidate;
+  t.uncertain = KernelFlippedSince(r, t_prev_plan_seen_writes, now, false) ||
+                ((t.mask & kEventKernelCh) == 0 && KernelOnWithin(r, now, kV4AppendWindowNs));
+  t.kernel_candidate = (t.mask & kEventKernelCh) != 0 || t.uncertain;
   return t;
 }
 
 }  // namespace
 
-void WriteNcclMask(std::uint32_t mask) {
+void WriteNcclMask(std::uint32_t mask, MaskWriter writer) {
   Runtime& r = R();
   const std::uint64_t now = clock::Now();
-  const bool kernel_off =
-      (Load(r.current_mask) & kEventKernelCh) != 0 && (mask & kEventKernelCh) == 0;
-  if (kernel_off) {
-    Store(r.kernel_off_ns, now);
-    Store(r.kernel_off_writer, ThreadToken());
+  const std::uint32_t before = Load(r.current_mask);
+  const bool kernel_flip = ((before ^ mask) & kEventKernelCh) != 0;
+  if (kernel_flip && (mask & kEventKernelCh) == 0) Store(r.kernel_off_ns, now);
+  if (kernel_flip) {
+    Store(r.kernel_flip_writer, ThreadToken());
+    Store(r.kernel_flip_ns, now);
+    Store(r.kernel_flip_idle, writer == MaskWriter::kIdleMaintenance ? 1 : 0);
   }
   Store(r.mask_write_ns, now);
   // The write's number first, NCCL's int last (release): whoever reads the new value in StartApi
-  // (acquire) also sees which write switched KernelCh off.
+  // (acquire) also sees which write changed KernelCh.
   const std::uint32_t writes = r.mask_writes.fetch_add(1, std::memory_order_relaxed) + 1;
-  if (kernel_off) Store(r.kernel_off_write, writes);
+  if (kernel_flip) Store(r.kernel_flip_write, writes);
   r.current_mask.store(mask, std::memory_order_release);
   if (int* target = r.mask_ptr.load(std::memory_order_relaxed)) {
     __atomic_store_n(target, static_cast<int>(mask), __ATOMIC_RELEASE);
@@ -283,9 +314,9 @@ void WriteNcclMask(std::uint32_t mask) {
 
 void* StartApi(std::uint64_t type, const char* datatype) {
   Runtime& r = R();
-  // The value NCCL read just before calling (src/plugin/profiler.cc:218, then :224/:269/:294 at
-  // v2.28.9-1): this thread has not written it since, and another thread's write in between is
-  // caught below.
+  // The value NCCL read into its thread-local copy just before (src/plugin/profiler.cc:218 at
+  // GroupApi, used by the CollApi/P2pApi at :269/:294 at v2.28.9-1): this thread has not written
+  // it since, and another thread's write in between is caught below.
   const int* target = r.mask_ptr.load(std::memory_order_relaxed);
   const std::uint32_t snapshot =
       target != nullptr ? static_cast<std::uint32_t>(__atomic_load_n(target, __ATOMIC_ACQUIRE))
@@ -296,16 +327,10 @@ void* StartApi(std::uint64_t type, const char* datatype) {
   // it (src/enqueue.cc:2390-2393 and :2464-2466 at v2.28.9-1): that one's handle is the task's
   // parent, and the writes since this thread's previous call are as suspect for it.
   if (type != abi::kGroupApi && writes != t_seen_mask_writes) {
-    // Another thread switched KernelCh off since this thread's previous API event, and just now:
-    // NCCL's read for this call may have come before that write. NCCL reads a few instructions
-    // before it calls here, so only a thread descheduled in between for longer than the window
-    // could miss it (then the op completes without the timing of its KernelCh, counted late).
-    const std::uint32_t off = Load(r.kernel_off_write);
-    if ((snapshot & kEventKernelCh) == 0 && off != 0 &&
-        static_cast<std::int32_t>(off - t_seen_mask_writes) > 0 &&
-        Load(r.kernel_off_writer) != ThreadToken() &&
-        KernelOnWithin(r, clock::Now(), kMaskRaceWindowNs)) {
-      sub |= kApiKernelCandidate;
+    // Another thread changed KernelCh since this thread's previous API event: NCCL's read for
+    // this call may be on either side of that write, so the op waits for what comes.
+    if (KernelFlippedSince(r, t_seen_mask_writes, clock::Now(), true)) {
+      sub |= kApiKernelUncertain;
     }
     t_seen_mask_writes = writes;
   }
@@ -324,9 +349,13 @@ void* StartApi(std::uint64_t type, const char* datatype) {
 }
 
 void* StartGroup() {
+  Runtime& r = R();
+  // For 2.27's copies (MaskOfTask): the writes before this plan's tasks were appended.
+  t_prev_plan_seen_writes = t_plan_seen_writes;
+  t_plan_seen_writes = r.mask_writes.load(std::memory_order_acquire);
   // One Group per kernel plan, emitted in launch order (src/enqueue.cc:1308 at v2.28.9-1).
-  std::uint32_t plan = R().plans.fetch_add(1, std::memory_order_relaxed) + 1;
-  if (plan == 0) plan = R().plans.fetch_add(1, std::memory_order_relaxed) + 1;  // 0 = unknown
+  std::uint32_t plan = r.plans.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (plan == 0) plan = r.plans.fetch_add(1, std::memory_order_relaxed) + 1;  // 0 = unknown
   return EncodeHandle(HandleKind::kGroup, 0, plan);
 }
 
@@ -458,7 +487,9 @@ void StartOp(void* context, void** handle, const OpArgs& args) {
   Store(op->n_warps, args.n_warps);
   Store(op->expected_channels, expected);
   Store(op->expect, expect);
-  Store(op->mask_uncertain, expect != kExpectNone && task_mask.uncertain ? 1 : 0);
+  const bool uncertain = expect != kExpectNone && task_mask.uncertain;
+  Store(op->mask_uncertain, uncertain ? 1 : 0);
+  if (uncertain) Count(NCCLSCOPE_CTR_OPS_MASK_UNCERTAIN);
   Store(op->channels_started, 0);
   Store(op->channels_stopped, 0);
   Store(op->last_kernel_ns, 0);

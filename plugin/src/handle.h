@@ -35,10 +35,10 @@ enum class HandleKind : std::uint32_t {
 };
 
 // ApiSub bits of a kApi handle: the API call's datatype code (ncclscope_datatype, 4 bits) and
-// whether NCCL's copy may have had KernelCh although the value read lacks it (another thread
-// switched it off just around the call).
+// whether NCCL's copy may differ from the value read in KernelCh (another thread switched it, on
+// or off, between this thread's previous API call and this one).
 inline constexpr std::uint32_t kApiDatatypeMask = 0x0F;
-inline constexpr std::uint32_t kApiKernelCandidate = 0x10;
+inline constexpr std::uint32_t kApiKernelUncertain = 0x10;
 
 inline constexpr std::uint32_t kGenerationMask = (1u << 20) - 1;
 

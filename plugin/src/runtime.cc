@@ -374,7 +374,7 @@ void MaintenancePass(std::uint64_t now_ns) {
   const bool api_threads_active = r.abi_version >= 5 && Load(r.api_events_seen) != 0;
   Store(r.api_events_seen, 0);
   if (mask != r.current_mask.load(std::memory_order_relaxed) && !api_threads_active) {
-    WriteNcclMask(mask);
+    WriteNcclMask(mask, MaskWriter::kIdleMaintenance);
   }
   SweepStaleOps(r, clock::Now());
   chain::Maintain();  // NCCLSCOPE_CHAIN: NCCL's mask = ours | the chained plugin's (chain.h)

@@ -52,15 +52,18 @@ struct Runtime {
   // (see WriteNcclMask in runtime.cc).
   std::atomic<int*> mask_ptr{nullptr};
   std::atomic<std::uint32_t> current_mask{0};
-  std::atomic<std::uint32_t> pending_mask{0};       // what the controls and duty cycle want now
-  std::atomic<std::uint64_t> mask_write_ns{0};      // host time of the latest write
-  std::atomic<std::uint64_t> kernel_off_ns{0};      // host time KernelCh was last switched off
-  std::atomic<std::uint32_t> kernel_off_write{0};   // mask_writes after that write
-  std::atomic<std::uint32_t> kernel_off_writer{0};  // thread token of that writer
-  std::atomic<std::uint32_t> mask_writes{0};        // writes so far
-  std::atomic<std::uint32_t> api_events_seen{0};    // an API event ran since the last maintenance
-  std::atomic<std::uint32_t> plans{0};              // kernel plans (Group events) so far
-  std::atomic<std::uint32_t> proxy_pressure{0};     // a ProxyOp found no free slot since the sweep
+  std::atomic<std::uint32_t> pending_mask{0};   // what the controls and duty cycle want now
+  std::atomic<std::uint64_t> mask_write_ns{0};  // host time of the latest write
+  std::atomic<std::uint64_t> kernel_off_ns{0};  // host time KernelCh was last switched off
+  std::atomic<std::uint32_t> kernel_flip_write{
+      0};  // number of the last write that changed KernelCh
+  std::atomic<std::uint32_t> kernel_flip_writer{0};  // thread token of that writer
+  std::atomic<std::uint64_t> kernel_flip_ns{0};      // host time of that write
+  std::atomic<std::uint8_t> kernel_flip_idle{0};     // it was MaskWriter::kIdleMaintenance
+  std::atomic<std::uint32_t> mask_writes{0};         // writes so far
+  std::atomic<std::uint32_t> api_events_seen{0};     // an API event ran since the last maintenance
+  std::atomic<std::uint32_t> plans{0};               // kernel plans (Group events) so far
+  std::atomic<std::uint32_t> proxy_pressure{0};      // a ProxyOp found no free slot since the sweep
 
   // Controls in force (environment, controls file, then the agent through the ring header).
   std::atomic<std::uint32_t> event_mask{0};
@@ -178,7 +181,10 @@ enum class PlanEvidence { kLatest, kSwept };
 ReleaseResult ReleaseIfNoNetwork(std::uint32_t index, std::uint32_t generation,
                                  std::uint64_t max_age_ns, PlanEvidence plan_evidence);
 // Sets the NCCL event mask now, remembering what it replaces and when (see StartApi).
-void WriteNcclMask(std::uint32_t mask);
+// Who writes NCCL's int: a job thread (an API event right after NCCL's read, or a communicator's
+// init) or the maintenance thread while no API event ran for a whole pass.
+enum class MaskWriter : std::uint8_t { kJobThread, kIdleMaintenance };
+void WriteNcclMask(std::uint32_t mask, MaskWriter writer = MaskWriter::kJobThread);
 
 // Marks an op's kernel as done (all the KernelCh it will get have stopped) and completes it if it
 // is also enqueued.

@@ -61,7 +61,7 @@ ncclscope_controls DefaultControls() {
 }
 
 bool SetPluginControls(const ncclscope_controls& controls, bool expect_kernel_ch,
-                       std::chrono::milliseconds timeout) {
+                       std::chrono::milliseconds timeout, bool then_idle) {
   const std::string ring = OnlyRing(PluginRingDir().path());
   if (ring.empty()) return false;
   std::string reason;
@@ -70,9 +70,10 @@ bool SetPluginControls(const ncclscope_controls& controls, bool expect_kernel_ch
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {
     if (((replay::ReplayProcess::MaskSnapshot() & abi::kKernelCh) != 0) == expect_kernel_ch) {
+      if (then_idle) std::this_thread::sleep_for(std::chrono::milliseconds(120));
       return true;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::this_thread::sleep_for(std::chrono::milliseconds(then_idle ? 5 : 1));
   }
   return false;
 }

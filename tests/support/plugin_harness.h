@@ -35,9 +35,15 @@ bool WaitForOps(std::uint64_t comm_id, std::size_t n,
                 std::chrono::milliseconds timeout = std::chrono::milliseconds(10000));
 
 // Writes agent controls into the only ring's header and waits until the plugin's mask in NCCL's
-// int has the `kernel_ch` bit as asked (the plugin applies controls every ~200 ms).
+// int has the `kernel_ch` bit as asked (the plugin applies controls every ~200 ms; the calling
+// thread is idle meanwhile, so the maintenance thread writes it), then stays idle a little longer
+// than the plugin's idle-write race window (kIdleWriteRaceWindowNs, plugin/src/events.cc): the
+// next API call is then known to have read the new value. A job thread resuming sooner makes its
+// next op's copy uncertain (NCCLSCOPE_CTR_OPS_MASK_UNCERTAIN), which nccl_patterns_test covers.
+// With `then_idle` false it returns as soon as the int changed (a thread resuming right then).
 bool SetPluginControls(const ncclscope_controls& controls, bool expect_kernel_ch,
-                       std::chrono::milliseconds timeout = std::chrono::milliseconds(5000));
+                       std::chrono::milliseconds timeout = std::chrono::milliseconds(5000),
+                       bool then_idle = true);
 
 // The controls the plugin starts with in these tests (every event, proxy sampling always on).
 ncclscope_controls DefaultControls();

@@ -756,6 +756,7 @@ PlanLaunch ReplayComm::Group(const std::vector<GroupTask>& tasks, ProxyThread* h
   void* group_api = nullptr;
   for (std::size_t i = 0; i < tasks.size(); ++i) {
     const int snapshot = process_.MaskSnapshot();  // each call takes its own copy
+    if (on_mask_read_) on_mask_read_();
     masks.push_back(snapshot);
     apis.push_back(ApiCall(tasks[i], snapshot, false, i == 0, &group_api));
   }
@@ -781,6 +782,7 @@ CapturedGraph ReplayComm::CaptureGraph(const std::vector<GroupTask>& tasks) {
   void* group_api = nullptr;
   for (std::size_t i = 0; i < tasks.size(); ++i) {
     const int snapshot = process_.MaskSnapshot();
+    if (on_mask_read_) on_mask_read_();
     graph.masks.push_back(snapshot);
     graph.api_handles.push_back(ApiCall(tasks[i], snapshot, true, i == 0, &group_api));
   }

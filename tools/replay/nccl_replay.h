@@ -318,6 +318,10 @@ class ReplayComm {
                          const Upload& upload = {});
   // NCCL's comm->seqNumber[func] (what the next collective of that func gets).
   std::uint64_t NextSeq(const char* func) const;
+  // Runs after each API call's read of the mask and before its API events, as a thread
+  // descheduled between NCCL's read (src/plugin/profiler.cc:218 at v2.28.9-1) and the startEvent
+  // (:224, :294) would see another thread's change: in Group() and CaptureGraph().
+  void OnMaskRead(std::function<void()> hook) { on_mask_read_ = std::move(hook); }
 
   // Lower-level pieces for abnormal sequences.
   EnqueuedOp StartColl(const CollSpec& spec, std::uint64_t seq);
@@ -359,6 +363,7 @@ class ReplayComm {
 
   ReplayProcess& process_;
   std::map<std::string, std::uint64_t> seq_numbers_;  // comm->seqNumber[func]
+  std::function<void()> on_mask_read_;
   std::uint64_t comm_id_;
   std::string name_;
   int nnodes_;

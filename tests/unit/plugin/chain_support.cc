@@ -23,17 +23,20 @@ constexpr std::uint64_t kNetChildren =
     abi::kProxyOp | abi::kProxyStep | abi::kKernelCh | abi::kNetPlugin;
 constexpr std::uint64_t kCe = abi::kCeColl | abi::kCeSync | abi::kCeBatch;
 
-// The IB payload of a net-plugin event (profiler_net.h: type, then the QP union); only its
-// address travels through the plugins.
-struct IbQp {
-  std::uint8_t type = 1;  // ncclProfileQp
-  int device = 0;
-  std::uint64_t wr_id = 7;
-  int opcode = 0;
-  int qp_num = 0x1234;
-  std::size_t length = 65536;
-};
-IbQp g_qp;
+// The IB payload of a net-plugin event, laid out as NCCL's ncclProfilerNetIbDescr_v1_t
+// (src/include/plugin/profiler/net_ib_v1.h:21-31 in 2.28: type, then the QP union at offset 8);
+// only its address travels through the plugins.
+abi::NetIbDescrV1 IbQpEvent() {
+  abi::NetIbDescrV1 d{};
+  d.type = abi::kNetIbQpEvent;
+  d.qp.device = 0;
+  d.qp.wr_id = 7;
+  d.qp.opcode = 0;
+  d.qp.qpNum = 0x1234;
+  d.qp.length = 65536;
+  return d;
+}
+abi::NetIbDescrV1 g_qp = IbQpEvent();
 
 abi::EventDescrV6 Descr(std::uint64_t type, void* parent, int rank) {
   abi::EventDescrV6 d{};

@@ -106,6 +106,15 @@ bool WaitFor(Predicate done, milliseconds timeout = milliseconds(5000)) {
   return true;
 }
 
+// Waits until ncclscope's own mask is `mask` (its maintenance thread writes it while this thread is
+// idle), then stays idle past the plugin's idle-write race window so that the next API call is
+// known to have read it (tests/support/plugin_harness.h, SetPluginControls).
+bool WaitForOwnMask(std::uint32_t mask) {
+  if (!WaitFor([&] { return Header().effective_mask == mask; })) return false;
+  std::this_thread::sleep_for(milliseconds(120));
+  return true;
+}
+
 chained::Config AllEvents() {
   chained::Config config;
   config.mask = kAllEvents;
@@ -403,7 +412,7 @@ TEST_P(ChainTest, NcclscopeHandlesOnlyTheEventsItAskedFor) {
   controls.kernel_duty_pm = 1000;
   controls.proxy_duty_pm = 1000;
   ASSERT_TRUE(ring->WriteControls(controls));
-  ASSERT_TRUE(WaitFor([&] { return Header().effective_mask == (abi::kColl | abi::kP2p); }));
+  ASSERT_TRUE(WaitForOwnMask(abi::kColl | abi::kP2p));
   ASSERT_EQ(NcclMask(), kAllEvents);  // the union: the chained plugin asks for everything
 
   const profiler::RingHeaderSnapshot before = Header();
@@ -442,7 +451,7 @@ TEST_P(ChainTest, NcclscopeHandlesOnlyTheEventsItAskedFor) {
 
   controls.event_mask = ours;
   ASSERT_TRUE(ring->WriteControls(controls));
-  ASSERT_TRUE(WaitFor([&] { return Header().effective_mask == ours; }));
+  ASSERT_TRUE(WaitForOwnMask(ours));
   comm.Finalize();
 }
 
@@ -603,7 +612,7 @@ TEST_P(ChainTest, NeverStoppedProxyOpsNeverExhaustTheChain) {
   controls.kernel_duty_pm = 1000;
   controls.proxy_duty_pm = 1000;
   ASSERT_TRUE(ring->WriteControls(controls));
-  ASSERT_TRUE(WaitFor([&] { return Header().effective_mask == controls.event_mask; }));
+  ASSERT_TRUE(WaitForOwnMask(controls.event_mask));
   const profiler::RingHeaderSnapshot before = Header();
 
   Chained().Configure(Quiet());
@@ -643,7 +652,7 @@ TEST_P(ChainTest, NeverStoppedProxyOpsNeverExhaustTheChain) {
 
   controls.event_mask = ours;
   ASSERT_TRUE(ring->WriteControls(controls));
-  ASSERT_TRUE(WaitFor([&] { return Header().effective_mask == ours; }));
+  ASSERT_TRUE(WaitForOwnMask(ours));
   comm.Finalize();
 }
 

@@ -299,6 +299,52 @@ TEST_P(NcclPatternsTest, MaskCopiedAtTheApiCallDecidesWhatToWaitFor) {
   EXPECT_EQ(PluginCounter(NCCLSCOPE_CTR_LATE_EVENT), late);
 }
 
+// Another thread changes the mask while this one is between NCCL's read and the API event: here
+// the plugin's maintenance thread, which writes once the process was idle for a pass, and this
+// thread resumes right after. The plugin cannot know which side NCCL's read was on, so it waits
+// for what comes: the KernelCh of a copy that had them are all timed, and a copy without them ends
+// untimed once a later plan is timed. (Writes by other job threads are suspect at any distance;
+// the stress test drives those with several threads.)
+TEST_P(NcclPatternsTest, AMaskChangeBetweenNcclsReadAndTheApiEventLosesNothing) {
+  ProxyThread proxy;
+  ReplayProcess process(PluginUnderTest(), version());
+  const std::uint64_t id = NextCommId();
+  ReplayComm comm(process, id, "race", 2, 2, 0, &proxy);
+  ASSERT_TRUE(comm.Init());
+  ncclscope_controls no_kernel = DefaultControls();
+  no_kernel.event_mask &= ~abi::kKernelCh;
+  const std::uint64_t late = PluginCounter(NCCLSCOPE_CTR_LATE_EVENT);
+  const std::uint64_t uncertain = PluginCounter(NCCLSCOPE_CTR_OPS_MASK_UNCERTAIN);
+  auto upload = [&](const PlanLaunch& plan) { comm.RunPlan(plan, {}, NoNetwork()); };
+
+  bool switched = false;
+  comm.OnMaskRead(
+      [&] { switched = SetPluginControls(no_kernel, false, milliseconds(5000), false); });
+  comm.Group({Coll("AllReduce", 1 << 20, 4)}, nullptr, upload);  // read with KernelCh
+  ASSERT_TRUE(switched);
+  comm.OnMaskRead(
+      [&] { switched = SetPluginControls(DefaultControls(), true, milliseconds(5000), false); });
+  comm.Group({Coll("AllReduce", 1 << 20, 4)}, nullptr, upload);  // read without
+  ASSERT_TRUE(switched);
+  comm.OnMaskRead({});
+  comm.RunPlan(comm.Group({Coll("AllReduce", 1 << 20, 4)}), {}, NoNetwork());
+  proxy.Drain();
+  ASSERT_TRUE(WaitForOps(id, 3, milliseconds(3000)));
+  for (const profiler::OpView& view : PluginRecords().OpsOf(id)) {
+    const ncclscope_op_record& op = view.op;
+    EXPECT_EQ(op.flags & (NCCLSCOPE_OP_GPU_TIMING_PARTIAL | NCCLSCOPE_OP_FLUSHED), 0);
+    if (op.seq == 1) {
+      EXPECT_EQ(op.flags & NCCLSCOPE_OP_GPU_TIMING, 0);
+      EXPECT_NE(op.flags & NCCLSCOPE_OP_KERNEL_NEVER_CAME, 0);
+    } else {
+      EXPECT_NE(op.flags & NCCLSCOPE_OP_GPU_TIMING, 0) << "seq " << op.seq;
+      EXPECT_EQ(op.n_timed, 4) << "seq " << op.seq;
+    }
+  }
+  EXPECT_EQ(PluginCounter(NCCLSCOPE_CTR_OPS_MASK_UNCERTAIN) - uncertain, 2u);
+  EXPECT_EQ(PluginCounter(NCCLSCOPE_CTR_LATE_EVENT), late);
+}
+
 // CUDA graphs: the task events come at every launch, from the host-callback thread, with the
 // capture-time parents and mask copies. A graph captured with KernelCh gets them at every launch,
 // one captured without never does, whatever the mask is at launch.
@@ -364,6 +410,7 @@ TEST_P(NcclPatternsTest, DutyCycleFlipsLoseNothing) {
   duty.proxy_duty_pm = 300;
   const std::uint64_t late = PluginCounter(NCCLSCOPE_CTR_LATE_EVENT);
   const std::uint64_t incomplete = PluginCounter(NCCLSCOPE_CTR_OPS_INCOMPLETE);
+  const std::uint64_t uncertain = PluginCounter(NCCLSCOPE_CTR_OPS_MASK_UNCERTAIN);
   const std::string ring = OnlyRing(PluginRingDir().path());
   ASSERT_FALSE(ring.empty());
   ASSERT_TRUE(SetPluginControls(duty, false, milliseconds(5000)) ||
@@ -406,9 +453,10 @@ TEST_P(NcclPatternsTest, DutyCycleFlipsLoseNothing) {
   }
   EXPECT_EQ(PluginRecords().CountOps(id), ops);
   EXPECT_EQ(timed, timed_expected);
-  if (version() >= 5) {
-    EXPECT_EQ(never_came, 0u);  // the copy is known exactly
-  }
+  // Only an op whose copy the plugin could not know may end without its kernel: with API events
+  // none here (one job thread: it applies every change itself, right after NCCL's read), with
+  // 2.27 every op around a change.
+  EXPECT_LE(never_came, PluginCounter(NCCLSCOPE_CTR_OPS_MASK_UNCERTAIN) - uncertain);
   EXPECT_EQ(PluginCounter(NCCLSCOPE_CTR_LATE_EVENT), late);
   EXPECT_EQ(PluginCounter(NCCLSCOPE_CTR_OPS_INCOMPLETE), incomplete);
 }
