@@ -315,6 +315,11 @@ bool RingFile::ReadHeader(RingHeaderSnapshot* out) {
   out->nccl_abi = header.nccl_abi;
   out->effective_mask = header.effective_mask;
   out->applied_control_seq = header.applied_control_seq;
+  if (!GuardedLoad(&reinterpret_cast<ncclscope_ring_header*>(map_)->controls.seq,
+                   &out->control_seq)) {
+    healthy_ = false;
+    return false;
+  }
   out->pinned_controls = header.pinned_controls;
   for (std::size_t i = 0; i < out->counters.size(); ++i) out->counters[i] = header.counters[i];
   out->dropped_ring_full = 0;

@@ -27,6 +27,7 @@ struct RingHeaderSnapshot {
   std::uint32_t nccl_abi = 0;
   std::uint32_t effective_mask = 0;
   std::uint32_t applied_control_seq = 0;
+  std::uint32_t control_seq = 0;  // the agent's latest controls (applied once equal to the above)
   std::uint32_t pinned_controls = 0;
   std::array<std::uint64_t, NCCLSCOPE_COUNTER_MAX> counters{};
   std::uint64_t dropped_ring_full = 0;  // sum of the lanes' `dropped`

@@ -60,6 +60,16 @@ ncclscope_controls DefaultControls() {
   return controls;
 }
 
+bool WaitForControlsApplied(profiler::RingFile& file, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  profiler::RingHeaderSnapshot header;
+  while (file.ReadHeader(&header) && header.applied_control_seq != header.control_seq) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return file.healthy();
+}
+
 bool SetPluginControls(const ncclscope_controls& controls, bool expect_kernel_ch,
                        std::chrono::milliseconds timeout, bool then_idle) {
   const std::string ring = OnlyRing(PluginRingDir().path());
@@ -68,6 +78,8 @@ bool SetPluginControls(const ncclscope_controls& controls, bool expect_kernel_ch
   auto file = profiler::RingFile::Open(ring, &reason);
   if (file == nullptr || !file->WriteControls(controls)) return false;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
+  // Applied first: the int may already have the asked KernelCh bit under the previous controls.
+  if (!WaitForControlsApplied(*file, timeout)) return false;
   while (std::chrono::steady_clock::now() < deadline) {
     if (((replay::ReplayProcess::MaskSnapshot() & abi::kKernelCh) != 0) == expect_kernel_ch) {
       if (then_idle) std::this_thread::sleep_for(std::chrono::milliseconds(120));

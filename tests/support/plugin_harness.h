@@ -34,6 +34,9 @@ std::uint64_t NextCommId();
 bool WaitForOps(std::uint64_t comm_id, std::size_t n,
                 std::chrono::milliseconds timeout = std::chrono::milliseconds(10000));
 
+// Waits until the plugin took the latest controls written into `file`'s header.
+bool WaitForControlsApplied(profiler::RingFile& file, std::chrono::milliseconds timeout);
+
 // Writes agent controls into the only ring's header and waits until the plugin's mask in NCCL's
 // int has the `kernel_ch` bit as asked (the plugin applies controls every ~200 ms; the calling
 // thread is idle meanwhile, so the maintenance thread writes it), then stays idle a little longer

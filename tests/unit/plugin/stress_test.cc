@@ -342,6 +342,14 @@ TEST_P(PluginStressTest, WhatTheAgentReadsEqualsWhatWasDriven) {
     controls.duty_period_ns = 10'000'000'000ull;
     controls.kernel_duty_pm = 1000;
     ASSERT_TRUE(file->WriteControls(controls));
+    // Taken by the plugin first: the int may have KernelCh under the controller's duty cycle too.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    profiler::RingHeaderSnapshot header;
+    while (file->ReadHeader(&header) && header.applied_control_seq != header.control_seq &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    ASSERT_EQ(header.applied_control_seq, header.control_seq);
   }
   const auto applied = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   while ((ReplayProcess::MaskSnapshot() & abi::kKernelCh) == 0 &&
