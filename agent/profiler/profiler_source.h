@@ -7,6 +7,7 @@
 // as text (CollectText), the data-path health (rings, records, drops) as families (Collect).
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -23,6 +24,8 @@ namespace ncclscope::profiler {
 
 // The plugin controls a config asks for, as ring-header controls and as controls-file text.
 ncclscope_controls ControlsFromConfig(const config::PluginConfig& plugin);
+// The ring reader's bounds from the config (the rest are fixed, docs/trust-model.md).
+DirectoryLimits LimitsFromConfig(const config::PluginConfig& plugin);
 std::string ControlsFileText(const config::PluginConfig& plugin);
 // The analytics' limits and settings from the config.
 analytics::AnalyticsSettings AnalyticsFromConfig(const config::Config& config);
@@ -46,9 +49,14 @@ class ProfilerSource : public Source {
  private:
   class Fanout;
   void Run();
+  void RenderSnapshot();  // reader thread
   SourceStatus PrepareDirectory(const config::PluginConfig& plugin);
 
-  // The reader thread holds analytics_mutex_ for a whole pass; a scrape holds it to render.
+  // How often the reader thread renders the analytics for scrapes (CollectText serves the latest).
+  static constexpr std::chrono::milliseconds kRenderInterval{1000};
+
+  // The reader thread holds analytics_mutex_ for a whole pass and to render; Reconfigure() holds
+  // it to apply settings. Scrapes never take it.
   mutable std::mutex analytics_mutex_;
   std::shared_ptr<analytics::NcclAnalytics> analytics_;
   std::vector<std::shared_ptr<RecordSink>> extra_sinks_;
@@ -63,8 +71,12 @@ class ProfilerSource : public Source {
   config::PluginConfig plugin_;
   bool controls_dirty_ = false;
 
+  std::chrono::steady_clock::time_point rendered_at_{};  // reader thread
+  std::size_t rendered_capacity_ = 0;                    // reader thread
+
   mutable std::mutex snapshot_mutex_;
   DirectorySnapshot snapshot_;
+  std::shared_ptr<const std::string> rendered_;  // the analytics' text, see kRenderInterval
   std::string down_reason_;
 };
 

@@ -63,6 +63,16 @@ extern "C" {
 #define NCCLSCOPE_MAX_COMM_SLOTS 65536u
 #define NCCLSCOPE_MAX_CHANNELS 64u /* NCCL's MAXCHANNELS in 2.27 through 2.30 */
 
+/* ---- Agent-side bounds (the trust model: docs/trust-model.md) ---------------------------- */
+/* What the agent accepts from any ring, whoever wrote it. A ring or record beyond one of these is
+ * rejected or skipped and counted; the plugin never writes beyond them. */
+#define NCCLSCOPE_MAX_NRANKS (1 << 20) /* a communicator's nranks; every rank is below it */
+#define NCCLSCOPE_MAX_REGION_OFFSET (1ull << 40) /* header offsets, checked before any sum */
+/* file_size: 1 GiB of records (NCCLSCOPE_RING_SIZE's maximum) plus the largest comm table */
+#define NCCLSCOPE_AGENT_MAX_RING_FILE_BYTES ((1ull << 30) + (64ull << 20))
+#define NCCLSCOPE_AGENT_MAX_COMMS_PER_RING 256u /* live comm-table slots read per ring */
+#define NCCLSCOPE_MAX_RING_NAME 64u /* "ncclscope-<pid>-<created_ns>.ring" is at most 46 bytes */
+
 /* ---- Ring header ------------------------------------------------------------------------- */
 
 enum ncclscope_ring_state {
