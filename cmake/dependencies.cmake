@@ -2,18 +2,16 @@
 find_package(PkgConfig REQUIRED)
 find_package(Threads REQUIRED)
 find_package(yaml-cpp REQUIRED)
-find_package(prometheus-cpp REQUIRED COMPONENTS core pull)
+find_package(prometheus-cpp REQUIRED COMPONENTS core)
 find_package(CURL REQUIRED)
 find_package(absl REQUIRED)  # flat hash maps on the analytics' hot path
 pkg_check_modules(LIBBPF REQUIRED IMPORTED_TARGET libbpf)
 pkg_check_modules(LIBELF REQUIRED IMPORTED_TARGET libelf)
 pkg_check_modules(IBVERBS REQUIRED IMPORTED_TARGET libibverbs)
 
-# civetweb is the HTTP server inside prometheus-cpp's Exposer (its package config defines
-# civetweb::civetweb); we use civetweb's request hook for /healthz.
-if(NOT TARGET civetweb::civetweb OR NOT TARGET civetweb::civetweb-cpp)
-  message(FATAL_ERROR "civetweb::civetweb not found (libcivetweb-dev)")
-endif()
+# The HTTP server: event-driven, with per-client connection limits (agent/exporter/http_server.h
+# says why not civetweb).
+pkg_check_modules(MICROHTTPD REQUIRED IMPORTED_TARGET libmicrohttpd)
 
 find_program(BPFTOOL bpftool PATHS /usr/sbin /sbin REQUIRED)
 find_program(CLANG clang REQUIRED)

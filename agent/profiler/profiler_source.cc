@@ -236,6 +236,23 @@ SourceStatus ProfilerSource::Reconfigure(const config::Config& config) {
   return SourceStatus::Up();
 }
 
+std::string ProfilerSource::Quiesce() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!thread_.joinable()) return {};
+    stop_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();  // finishes its pass and renders it for the remaining scrapes
+  std::lock_guard<std::mutex> lock(snapshot_mutex_);
+  const std::uint64_t unserved =
+      records_rendered_ > records_served_ ? records_rendered_ - records_served_ : 0;
+  if (unserved == 0) return {};
+  return "stopped reading rings; " + std::to_string(unserved) +
+         " records read since the last scrape are counted only if one more scrape comes "
+         "before the server stops (unread records stay in the rings for the next agent)";
+}
+
 void ProfilerSource::Stop() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -323,8 +340,11 @@ void ProfilerSource::RenderSnapshot() {
     analytics_->Render(writer, now_ns);
   }
   rendered_capacity_ = text->size() + text->size() / 8;
+  std::uint64_t records = 0;
   std::lock_guard<std::mutex> snap(snapshot_mutex_);
+  for (std::uint64_t n : snapshot_.records) records += n;
   rendered_ = std::move(text);
+  records_rendered_ = records;
 }
 
 void ProfilerSource::CollectText(metrics::TextWriter& out) const {
@@ -334,6 +354,7 @@ void ProfilerSource::CollectText(metrics::TextWriter& out) const {
   {
     std::lock_guard<std::mutex> lock(snapshot_mutex_);
     text = rendered_;
+    records_served_ = records_rendered_;
   }
   if (text) out.out() += *text;
 }

@@ -42,6 +42,7 @@ class ProfilerSource : public Source {
   SourceStatus Start(const config::Config& config) override;
   SourceStatus Reconfigure(const config::Config& config) override;
   void Stop() override;
+  std::string Quiesce() override;
   SourceStatus Status() const override;
   std::vector<prometheus::MetricFamily> Collect() const override;
   void CollectText(metrics::TextWriter& out) const override;
@@ -77,6 +78,8 @@ class ProfilerSource : public Source {
   mutable std::mutex snapshot_mutex_;
   DirectorySnapshot snapshot_;
   std::shared_ptr<const std::string> rendered_;  // the analytics' text, see kRenderInterval
+  std::uint64_t records_rendered_ = 0;           // records read when rendered_ was made
+  mutable std::uint64_t records_served_ = 0;     // ... when the last scrape took it
   std::string down_reason_;
 };
 
