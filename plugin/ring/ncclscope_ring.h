@@ -24,8 +24,10 @@
  * head (acquire), copies records [tail, head), and then stores the new tail (release). Records
  * written together (an op and its channel continuations) are published by one head store.
  *
- * Trust. The agent treats everything here as untrusted input: it validates header geometry against
- * the file size, every record's type, layout, checksum and position, and every index and string.
+ * Trust. The agent treats everything here as untrusted input (any pod can write the directory): it
+ * validates header geometry against the file size without arithmetic that can wrap, every record's
+ * type, layout, checksum and position, and every index and string, within the bounds of the
+ * agent-side block below (docs/trust-model.md).
  * The plugin never trusts anything the agent writes either (it keeps its own copy of the geometry
  * and only reads `tail` and the control block, both range-checked).
  *
