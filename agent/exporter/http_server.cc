@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdarg>
+#include <cstdio>
 #include <cstring>
 #include <exception>
 
@@ -92,7 +94,10 @@ MHD_Result Handle(void* cls, MHD_Connection* connection, const char* url, const 
   return Respond(connection, MHD_HTTP_NOT_FOUND, kTextType, "not found\n");
 }
 
-void LogFromMhd(void* /*cls*/, const char* format, va_list args) {
+// libmicrohttpd's messages, at debug level (it logs a refused or timed-out client, which any pod
+// can cause at will).
+__attribute__((format(printf, 2, 0))) void LogFromMhd(void* /*cls*/, const char* format,
+                                                      va_list args) {
   char text[512];
   std::vsnprintf(text, sizeof(text), format, args);
   std::string line(text);

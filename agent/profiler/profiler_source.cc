@@ -205,6 +205,7 @@ SourceStatus ProfilerSource::Start(const config::Config& config) {
         std::make_unique<RingOwners>(config.ebpf.proc_root, config.ebpf.runtime_state_files));
     directory_->SetControls(ControlsFromConfig(plugin));
     directory_->SetControlsFileText(ControlsFileText(plugin));
+    directory_->KeepControlsFile();  // before any job can start on this agent's policy
     controls_dirty_ = false;
     rendered_at_ = {};
   }

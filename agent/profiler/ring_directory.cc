@@ -253,6 +253,13 @@ void RingDirectory::KeepControlsFile(int dirfd) {
   }
 }
 
+void RingDirectory::KeepControlsFile() {
+  const int dirfd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dirfd < 0) return;
+  KeepControlsFile(dirfd);
+  ::close(dirfd);
+}
+
 void RingDirectory::Retire(Tracked& ring) {
   for (std::size_t i = 0; i < retired_counters_.size(); ++i) {
     retired_counters_[i] = SaturatingAdd(retired_counters_[i], ring.last_header.counters[i]);

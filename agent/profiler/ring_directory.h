@@ -99,6 +99,8 @@ class RingDirectory {
 
   // One pass. Returns true when some lane had more records than one batch (poll again soon).
   bool Poll(RecordSink& sink);
+  // Writes the controls file now if it is not as set (Poll() does this too, every pass).
+  void KeepControlsFile();
 
   const DirectorySnapshot& snapshot() const { return snapshot_; }
 
