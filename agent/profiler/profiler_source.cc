@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -43,6 +44,13 @@ std::uint32_t PerMille(double fraction) {
 std::uint64_t Nanos(const config::Duration& d) {
   return static_cast<std::uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(d.value()).count());
+}
+
+std::uint64_t RealtimeNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull +
+         static_cast<std::uint64_t>(ts.tv_nsec);
 }
 
 const char* CounterName(std::size_t counter) {
@@ -329,10 +337,7 @@ void ProfilerSource::Run() {
 }
 
 void ProfilerSource::RenderSnapshot() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  const std::uint64_t now_ns = static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull +
-                               static_cast<std::uint64_t>(ts.tv_nsec);
+  const std::uint64_t now_ns = RealtimeNs();
   auto text = std::make_shared<std::string>();
   text->reserve(rendered_capacity_);
   {
@@ -349,13 +354,27 @@ void ProfilerSource::RenderSnapshot() {
 }
 
 void ProfilerSource::CollectText(metrics::TextWriter& out) const {
-  // The analytics as the reader thread last rendered them (at most kRenderInterval plus one pass
-  // ago): a scrape never waits for a pass over the rings, however long a hostile ring makes it.
+  // Fresh when the reader is between passes (most of the time: ages are then those of this very
+  // scrape); while it is in a pass, the analytics as it last rendered them (at most
+  // kRenderInterval plus one pass ago). A scrape never waits for a pass, however long a hostile
+  // ring makes it.
+  std::unique_lock<std::mutex> live(analytics_mutex_, std::try_to_lock);
+  if (live.owns_lock()) {
+    std::uint64_t records = 0;
+    {
+      std::lock_guard<std::mutex> lock(snapshot_mutex_);
+      for (std::uint64_t n : snapshot_.records) records += n;
+    }
+    analytics_->Render(out, RealtimeNs());
+    std::lock_guard<std::mutex> lock(snapshot_mutex_);
+    records_served_ = std::max(records_served_, records);
+    return;
+  }
   std::shared_ptr<const std::string> text;
   {
     std::lock_guard<std::mutex> lock(snapshot_mutex_);
     text = rendered_;
-    records_served_ = records_rendered_;
+    records_served_ = std::max(records_served_, records_rendered_);
   }
   if (text) out.out() += *text;
 }

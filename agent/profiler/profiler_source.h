@@ -57,7 +57,7 @@ class ProfilerSource : public Source {
   static constexpr std::chrono::milliseconds kRenderInterval{1000};
 
   // The reader thread holds analytics_mutex_ for a whole pass and to render; Reconfigure() holds
-  // it to apply settings. Scrapes never take it.
+  // it to apply settings; a scrape only try-locks it (CollectText).
   mutable std::mutex analytics_mutex_;
   std::shared_ptr<analytics::NcclAnalytics> analytics_;
   std::vector<std::shared_ptr<RecordSink>> extra_sinks_;

@@ -232,7 +232,11 @@ TEST(HostilePodTest, RingFloodsKeepTheAgentSmallAndServing) {
       "%zu bytes; comms tracked %.0f\n",
       static_cast<unsigned long long>(flood.written), rss_before, rss, scrape_ms,
       metrics.body.size(), SampleValue(metrics.body, "ncclscope_nccl_comms_tracked"));
+#if defined(__SANITIZE_ADDRESS__)
+  std::printf("(ASan build: its shadow memory and quarantine make RSS meaningless; not checked)\n");
+#else
   EXPECT_LT(rss, 150.0);  // the DaemonSet's limit is 256 MiB
+#endif
   EXPECT_LT(metrics.body.size(), 4u << 20);
   EXPECT_LE(SampleValue(metrics.body, "ncclscope_nccl_comms_tracked"), 4096);
   EXPECT_GT(
