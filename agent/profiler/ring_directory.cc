@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -48,6 +49,13 @@ bool Unowned(int dirfd, const char* name) {
   const bool free = ::flock(fd, LOCK_EX | LOCK_NB) == 0;
   ::close(fd);
   return free;
+}
+
+// Unique over the agent's life, across RingDirectory instances (a reconfigured source makes a new
+// one while the analytics, which remember which ring owns what, live on).
+std::uint32_t NextRingId() {
+  static std::atomic<std::uint32_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
 }
 
 std::uint64_t SaturatingAdd(std::uint64_t a, std::uint64_t b) {
@@ -213,7 +221,7 @@ void RingDirectory::Discover(int dirfd) {
       owners_->Refresh();  // the lock table once per pass that found rings
       refreshed = true;
     }
-    file->mutable_origin().ring_id = next_ring_id_++;
+    file->mutable_origin().ring_id = NextRingId();
     owners_->Attribute(file->stat(), file->mutable_origin());
     if (!file->writable()) {
       NCCLSCOPE_LOG(kWarn, "profiler")

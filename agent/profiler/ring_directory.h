@@ -129,7 +129,6 @@ class RingDirectory {
   std::map<std::string, std::string> rejected_;  // file name -> reason (counted once)
   std::deque<std::string> rejected_order_;       // oldest first, for forgetting
   std::size_t recheck_cursor_ = 0;
-  std::uint32_t next_ring_id_ = 1;
   DirectorySnapshot snapshot_;
   std::array<std::uint64_t, NCCLSCOPE_COUNTER_MAX> retired_counters_{};
   std::uint64_t retired_dropped_ = 0;
