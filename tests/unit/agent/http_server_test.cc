@@ -111,7 +111,7 @@ struct Served {
   int port = 0;
 };
 
-Served Serve(std::string body) {
+Served Serve(const std::string& body) {
   std::string error;
   Served s;
   s.server = HttpServer::Start(

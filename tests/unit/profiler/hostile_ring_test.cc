@@ -176,7 +176,7 @@ TEST(HostileRingTest, DeviceNodeNamedLikeARingIsNeverOpened) {
   // A pod with CAP_MKNOD can name any device; the root agent used to open it read-write.
   TempDir dir;
   const std::string node = dir.path() + "/ncclscope-9-9.ring";
-  ASSERT_EQ(::mknod(node.c_str(), S_IFCHR | 0666, makedev(1, 3)), 0) << std::strerror(errno);
+  ASSERT_EQ(::mknod(node.c_str(), S_IFCHR | 0666, makedev(1, 3)), 0) << "errno " << errno;
   const int watch = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
   ASSERT_GE(watch, 0);
   ASSERT_GE(::inotify_add_watch(watch, node.c_str(), IN_OPEN | IN_CLOSE_WRITE), 0);
