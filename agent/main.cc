@@ -1,5 +1,7 @@
 // ncclscope-agent: the node agent. See README.md and docs/configuration.md.
 
+#include <sys/resource.h>
+
 #include <cstdio>
 #include <iostream>
 
@@ -35,6 +37,13 @@ int CheckConfig(const ncclscope::Options& options) {
 int main(int argc, char** argv) {
   // Block the control signals before any thread exists (see SignalWaiter).
   ncclscope::SignalWaiter signals;
+  // Every ring and HTTP connection is a descriptor, each bounded by its own limit
+  // (docs/trust-model.md); the soft default of 1024 would be reached before those.
+  rlimit files{};
+  if (::getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &files);
+  }
 
   std::string error;
   std::optional<ncclscope::Options> options = ncclscope::ParseOptions(argc, argv, &error);

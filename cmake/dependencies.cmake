@@ -2,7 +2,7 @@
 find_package(PkgConfig REQUIRED)
 find_package(Threads REQUIRED)
 find_package(yaml-cpp REQUIRED)
-find_package(prometheus-cpp REQUIRED COMPONENTS core pull)
+find_package(prometheus-cpp REQUIRED COMPONENTS core)
 find_package(CURL REQUIRED)
 find_package(absl REQUIRED)  # flat hash maps on the analytics' hot path
 pkg_check_modules(LIBBPF REQUIRED IMPORTED_TARGET libbpf)
@@ -11,11 +11,9 @@ pkg_check_modules(IBVERBS REQUIRED IMPORTED_TARGET libibverbs)
 # rdma netlink (QP resources), as rdma-core's own util/rdma_nl.c talks to it
 pkg_check_modules(LIBNL REQUIRED IMPORTED_TARGET libnl-3.0)
 
-# civetweb is the HTTP server inside prometheus-cpp's Exposer (its package config defines
-# civetweb::civetweb); we use civetweb's request hook for /healthz.
-if(NOT TARGET civetweb::civetweb OR NOT TARGET civetweb::civetweb-cpp)
-  message(FATAL_ERROR "civetweb::civetweb not found (libcivetweb-dev)")
-endif()
+# The HTTP server: event-driven, with per-client connection limits (agent/exporter/http_server.h
+# says why not civetweb).
+pkg_check_modules(MICROHTTPD REQUIRED IMPORTED_TARGET libmicrohttpd)
 
 find_program(BPFTOOL bpftool PATHS /usr/sbin /sbin REQUIRED)
 find_program(CLANG clang REQUIRED)

@@ -105,11 +105,11 @@ void ArrivalMatcher::Complete(const CommRegistry& registry, const Pending& insta
   for (const Arrival& a : instance.arrivals) {
     RankStats& s = ranks_.Get(RankKey(label, a.rank), label, rank_labels(a.rank));
     s.lag.Observe(time_of(a) - earliest);
-    s.wait_ns += latest - time_of(a);
+    AddSat(s.wait_ns, latest - time_of(a));
   }
   RankStats& last = ranks_.Get(RankKey(label, last_rank), label, rank_labels(last_rank));
   ++last.last_arrivals;
-  last.last_delay_ns += latest - second;
+  AddSat(last.last_delay_ns, latest - second);
   ++matched_.Get(label, label, [&] {
     std::string labels;
     metrics::AppendLabel(labels, "comm", registry.Label(label));

@@ -61,6 +61,7 @@ class ArrivalMatcher {
   std::uint64_t matched(std::uint32_t comm_label) const;
   const RankStats* Find(std::uint32_t comm_label, std::int32_t rank) const;
   std::size_t series() const { return ranks_.size() + matched_.size(); }
+  std::uint64_t refused() const { return ranks_.refused() + matched_.refused(); }
 
  private:
   using Key = std::tuple<std::uint64_t, std::uint8_t, std::uint64_t>;  // comm id, func, seq

@@ -16,6 +16,13 @@ std::uint64_t ChannelTransport::Key(std::uint32_t comm_label, std::int32_t rank)
 ChannelTransport::RankChannels& ChannelTransport::Rank(const CommRegistry& registry,
                                                        std::uint32_t comm_label,
                                                        std::int32_t rank) {
+  if (ranks_.size() >= kMaxRanks) {
+    auto found = index_.find(Key(comm_label, rank));
+    if (found != index_.end()) return ranks_[found->second];
+    ++refused_;
+    overflow_.used = 0;
+    return overflow_;
+  }
   auto [it, inserted] =
       index_.try_emplace(Key(comm_label, rank), static_cast<std::uint32_t>(ranks_.size()));
   if (inserted) {
@@ -73,7 +80,7 @@ void ChannelTransport::OnOp(const CommRegistry& registry, const Comm& comm,
     const ncclscope_channel_time& t = view.channels[i];
     const std::uint8_t c = view.channel_ids[i];
     rank.used |= 1ull << c;
-    rank.channel[c].gpu_busy_ns += t.end_off_ns - t.start_off_ns;
+    AddSat(rank.channel[c].gpu_busy_ns, t.end_off_ns - t.start_off_ns);
   }
   const std::uint32_t split = op.n_channels != 0 ? op.n_channels : view.n_channels;
   const double share = model.bus_bytes() / split;
@@ -85,7 +92,7 @@ void ChannelTransport::OnOp(const CommRegistry& registry, const Comm& comm,
       const ncclscope_channel_time& t = view.channels[i];
       Stats& row = rank.channel[view.channel_ids[i]];
       row.bytes[kNvlink] += share;
-      row.busy_ns[kNvlink] += t.end_off_ns - t.start_off_ns;
+      AddSat(row.busy_ns[kNvlink], t.end_off_ns - t.start_off_ns);
     }
     return;
   }
@@ -138,7 +145,7 @@ void ChannelTransport::Attribute(RankChannels& rank, const DeferredOp& op, const
     if (net != nullptr) {
       for (const NetSend& s : net->sends) {
         if (s.channel != ch.channel) continue;
-        net_bytes += s.bytes;
+        AddSat(net_bytes, s.bytes);
         first = std::min(first, s.start_ns);
         last = std::max(last, s.end_ns);
       }
@@ -149,11 +156,11 @@ void ChannelTransport::Attribute(RankChannels& rank, const DeferredOp& op, const
     if (net_bytes > 0) {
       row.networked = true;
       row.bytes[kNetwork] += static_cast<double>(net_bytes);
-      row.busy_ns[kNetwork] += last > first ? last - first : 0;
+      AddSat(row.busy_ns[kNetwork], last > first ? last - first : 0);
     }
     if (intra > 0) {
       row.bytes[kNvlink] += intra;
-      row.busy_ns[kNvlink] += ch.busy_ns;
+      AddSat(row.busy_ns[kNvlink], ch.busy_ns);
     }
   }
 }

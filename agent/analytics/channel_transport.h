@@ -55,6 +55,8 @@ class ChannelTransport {
   void DropLabels(const absl::flat_hash_set<std::uint32_t>& labels);
   void Render(metrics::TextWriter& out) const;
   std::size_t series() const;
+  std::uint64_t refused() const { return refused_; }
+  static constexpr std::size_t kMaxRanks = 4096;  // (comm, rank) rows, 64 channels each
   const Stats* Find(std::uint32_t comm_label, std::int32_t rank, int channel) const;
   std::uint64_t result(Result r) const { return results_[r]; }
 
@@ -101,6 +103,8 @@ class ChannelTransport {
   std::vector<DeferredOp> deferred_;  // [deferred_head_, end) wait; the front is reused
   std::size_t deferred_head_ = 0;
   std::uint64_t results_[kResults] = {};
+  RankChannels overflow_;  // updates beyond kMaxRanks land here, never rendered
+  std::uint64_t refused_ = 0;
 };
 
 }  // namespace ncclscope::analytics

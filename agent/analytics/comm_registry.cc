@@ -32,19 +32,41 @@ std::string_view PeerClassName(PeerClass c) {
   }
 }
 
-int Comm::LocalIndex(std::int32_t rank) const {
-  for (std::size_t i = 0; i < ranks.size(); ++i) {
-    if (ranks[i].rank == rank) return static_cast<int>(i);
+const char* RefusalName(Refusal refusal) {
+  switch (refusal) {
+    case Refusal::kRankRange:
+      return "rank_range";
+    case Refusal::kRanksPerComm:
+      return "ranks_per_comm";
+    case Refusal::kRanksPerRing:
+      return "ranks_per_ring";
+    case Refusal::kForeignComm:
+      return "foreign_comm";
+    case Refusal::kForeignRank:
+      return "foreign_rank";
+    case Refusal::kEvicted:
+      return "comms_evicted";
+    case Refusal::kCount:
+      break;
   }
-  return -1;
+  return "unknown";
 }
 
-CommRegistry::CommRegistry(std::size_t max_comms, std::size_t max_peers)
-    : labels_(max_comms), max_peers_(max_peers), label_text_{"other"} {}
+int Comm::LocalIndex(std::int32_t rank) const {
+  // ranks are kept sorted: a binary search (a linear scan let random ranks pin the reader).
+  auto it = std::lower_bound(ranks.begin(), ranks.end(), rank,
+                             [](const LocalRank& r, std::int32_t value) { return r.rank < value; });
+  return it != ranks.end() && it->rank == rank ? static_cast<int>(it - ranks.begin()) : -1;
+}
 
-void CommRegistry::SetLimits(std::size_t max_comms, std::size_t max_peers) {
+CommRegistry::CommRegistry(std::size_t max_comms, std::size_t max_peers, std::size_t max_tracked)
+    : labels_(max_comms), max_peers_(max_peers), max_tracked_(max_tracked), label_text_{"other"} {}
+
+void CommRegistry::SetLimits(std::size_t max_comms, std::size_t max_peers,
+                             std::size_t max_tracked) {
   labels_.SetLimit(max_comms);
   max_peers_ = max_peers;
+  max_tracked_ = max_tracked;
   for (auto& [id, comm] : comms_) {
     for (LocalRank& r : comm->ranks) r.peers.SetLimit(max_peers);
   }
@@ -57,6 +79,7 @@ Comm& CommRegistry::Get(std::uint64_t id) {
   }
   auto it = comms_.find(id);
   if (it == comms_.end()) {
+    if (comms_.size() >= max_tracked_ || total_ranks_ >= 4 * max_tracked_) Evict(last_);
     auto comm = std::make_unique<Comm>();
     comm->id = id;
     comm->label = labels_.Admit(id);
@@ -89,16 +112,137 @@ LocalRank& CommRegistry::RankOf(Comm& comm, std::int32_t rank) {
   LocalRank added;
   added.rank = rank;
   added.peers.SetLimit(max_peers_);
+  ++total_ranks_;
   return *comm.ranks.insert(it, std::move(added));
+}
+
+bool CommRegistry::RingAlive(std::uint32_t ring_id) const {
+  return !rings_reported_ || ring_id > newest_reported_ring_ || live_rings_.contains(ring_id);
+}
+
+void CommRegistry::SetLiveRings(const std::vector<std::uint32_t>& ring_ids) {
+  live_rings_ = absl::flat_hash_set<std::uint32_t>(ring_ids.begin(), ring_ids.end());
+  for (std::uint32_t id : ring_ids) newest_reported_ring_ = std::max(newest_reported_ring_, id);
+  rings_reported_ = true;
+  // Per-ring counts matter for live rings only.
+  for (auto it = ring_ranks_.begin(); it != ring_ranks_.end();) {
+    if (!RingAlive(it->first)) {
+      ring_ranks_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+}
+
+LocalRank* CommRegistry::Admit(std::uint32_t ring_id, std::string_view principal, Comm& comm,
+                               std::int32_t rank) {
+  if (rank < 0 || rank >= NCCLSCOPE_MAX_NRANKS || (comm.nranks > 0 && rank >= comm.nranks)) {
+    Count(Refusal::kRankRange);
+    return nullptr;
+  }
+  if (!comm.claimed) {
+    comm.principal = std::string(principal);
+    comm.claimed = true;
+  } else if (comm.principal != principal) {
+    Count(Refusal::kForeignComm);
+    return nullptr;
+  }
+  const int index = comm.LocalIndex(rank);
+  if (index >= 0) {
+    LocalRank& r = comm.ranks[static_cast<std::size_t>(index)];
+    if (ring_id == 0 || r.owner_ring == ring_id) return &r;
+    if (r.owner_ring != 0 && RingAlive(r.owner_ring)) {
+      Count(Refusal::kForeignRank);
+      return nullptr;
+    }
+    // Its ring is gone (the process restarted, say): the rank passes to this one.
+    std::uint32_t& owned = ring_ranks_[ring_id];
+    if (owned >= kMaxRanksPerRing) {
+      Count(Refusal::kRanksPerRing);
+      return nullptr;
+    }
+    ++owned;
+    r.owner_ring = ring_id;
+    return &r;
+  }
+  if (comm.ranks.size() >= kMaxLocalRanks) {
+    Count(Refusal::kRanksPerComm);
+    return nullptr;
+  }
+  if (ring_id != 0) {
+    std::uint32_t& owned = ring_ranks_[ring_id];
+    if (owned >= kMaxRanksPerRing) {
+      Count(Refusal::kRanksPerRing);
+      return nullptr;
+    }
+    ++owned;
+  }
+  if (total_ranks_ >= 4 * max_tracked_) Evict(&comm);
+  LocalRank& r = RankOf(comm, rank);
+  r.owner_ring = ring_id;
+  return &r;
+}
+
+void CommRegistry::Forget(Comm& comm) {
+  for (const LocalRank& r : comm.ranks) {
+    if (r.owner_ring == 0) continue;
+    auto owned = ring_ranks_.find(r.owner_ring);
+    if (owned != ring_ranks_.end() && owned->second > 0) --owned->second;
+  }
+  total_ranks_ -= std::min(total_ranks_, comm.ranks.size());
+  if (last_ == &comm) last_ = nullptr;
+}
+
+void CommRegistry::Evict(const Comm* keep) {
+  std::vector<Comm*> candidates;
+  candidates.reserve(comms_.size());
+  for (auto& [id, comm] : comms_) {
+    if (comm.get() != keep) candidates.push_back(comm.get());
+  }
+  std::sort(candidates.begin(), candidates.end(), [](const Comm* a, const Comm* b) {
+    if (a->live != b->live) return !a->live;
+    return a->last_activity < b->last_activity;
+  });
+  const std::size_t target = std::max<std::size_t>(1, max_tracked_ / 8);
+  std::size_t evicted = 0;
+  for (Comm* comm : candidates) {
+    if (evicted >= target && comms_.size() < max_tracked_ && total_ranks_ < 4 * max_tracked_) {
+      break;
+    }
+    if (comm->label != LabelCap::kOverflow) evicted_labels_.push_back(comm->label);
+    Forget(*comm);
+    Count(Refusal::kEvicted);
+    const std::uint64_t id = comm->id;
+    // Its index is released once its series are dropped (TakeEvictedLabels), so no new
+    // communicator shares rows with the old one meanwhile.
+    if (comm->label != LabelCap::kOverflow) labels_.Detach(id);
+    comms_.erase(id);
+    ++evicted;
+  }
+}
+
+std::vector<std::uint32_t> CommRegistry::TakeEvictedLabels() {
+  std::vector<std::uint32_t> labels = std::move(evicted_labels_);
+  evicted_labels_.clear();
+  for (std::uint32_t label : labels) labels_.ReleaseIndex(label);
+  return labels;
 }
 
 void CommRegistry::OnCommInit(const profiler::RingOrigin& origin,
                               const ncclscope_comm_init_record& record) {
   Comm& comm = Get(record.comm_id);
-  comm.nranks = record.nranks;
-  comm.nnodes = record.nnodes;
-  comm.name = Bounded(record.name, sizeof(record.name));
-  LocalRank& r = RankOf(comm, record.rank);
+  LocalRank* admitted = Admit(origin.ring_id, origin.principal, comm, record.rank);
+  if (admitted == nullptr) return;
+  if (comm.nranks == 0 || comm.nranks == record.nranks) {
+    comm.nranks = record.nranks;
+    comm.nnodes = record.nnodes;
+  }
+  if (comm.name.empty()) comm.name = Bounded(record.name, sizeof(record.name));
+  LocalRank& r = *admitted;
+  r.namespace_name = origin.namespace_name;
+  r.pod = origin.pod;
+  r.container = origin.container;
+  r.attribution = origin.attribution;
   r.pid = origin.pid;
   r.ring = origin.ring;
   r.hostname = origin.hostname;
@@ -109,11 +253,13 @@ void CommRegistry::OnCommInit(const profiler::RingOrigin& origin,
   r.finalized = false;
 }
 
-void CommRegistry::OnCommFinalize(const profiler::RingOrigin& /*origin*/,
+void CommRegistry::OnCommFinalize(const profiler::RingOrigin& origin,
                                   const ncclscope_comm_finalize_record& record) {
-  Comm& comm = Get(record.comm_id);
-  const int index = comm.LocalIndex(record.rank);
-  if (index >= 0) comm.ranks[static_cast<std::size_t>(index)].finalized = true;
+  Comm* comm = Find(record.comm_id);
+  if (comm == nullptr || comm->LocalIndex(record.rank) < 0) return;
+  if (LocalRank* r = Admit(origin.ring_id, origin.principal, *comm, record.rank)) {
+    r->finalized = true;
+  }
 }
 
 void CommRegistry::OnPass(const std::vector<profiler::LiveComm>& comms, Clock::time_point now) {
@@ -124,15 +270,29 @@ void CommRegistry::OnPass(const std::vector<profiler::LiveComm>& comms, Clock::t
   for (const profiler::LiveComm& live : comms) {
     const profiler::CommSlotSnapshot& slot = live.slot;
     Comm& comm = Get(slot.comm_id);
+    // Another principal's or another live ring's slot cannot list, size or fake progress (a
+    // hang) for this rank.
+    LocalRank* admitted = live.origin != nullptr
+                              ? Admit(live.origin->ring_id, live.origin->principal, comm, slot.rank)
+                              : Admit(0, "", comm, slot.rank);
+    if (admitted == nullptr) continue;
     comm.live = true;
-    comm.nranks = slot.nranks;
-    comm.nnodes = slot.nnodes;
+    if (comm.nranks == 0 || comm.nranks == slot.nranks) {
+      comm.nranks = slot.nranks;
+      comm.nnodes = slot.nnodes;
+    }
     if (comm.name.empty()) comm.name = slot.name;
-    LocalRank& r = RankOf(comm, slot.rank);
+    LocalRank& r = *admitted;
     r.in_table = true;
     r.finalized = false;
     r.pid = live.pid;
     r.hostname = live.hostname;
+    if (live.origin != nullptr) {
+      r.namespace_name = live.origin->namespace_name;
+      r.pod = live.origin->pod;
+      r.container = live.origin->container;
+      r.attribution = live.origin->attribution;
+    }
     if (r.cuda_device < 0) r.cuda_device = slot.cuda_device;
     if (r.gpu_uuid.empty()) r.gpu_uuid = slot.gpu_uuid;
     if (r.pci_bus_id.empty()) r.pci_bus_id = slot.pci_bus_id;
@@ -162,7 +322,7 @@ std::vector<std::uint32_t> CommRegistry::Expire(Clock::time_point now, Clock::du
         freed.push_back(comm.label);
         labels_.Release(comm.id);
       }
-      if (last_ == &comm) last_ = nullptr;
+      Forget(comm);
       comms_.erase(it++);
     } else {
       ++it;

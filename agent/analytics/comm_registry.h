@@ -9,8 +9,18 @@
 // the cap share comm="other" but are still tracked by id (slow-rank matching, hangs). A
 // communicator no live ring lists any more is forgotten plugin.series_retention after its last
 // activity, and its label index is freed (the series keyed by it are dropped by their owners).
+//
+// Rings are pods' files (docs/trust-model.md), so what a record may touch is decided here
+// (Admit): ranks below the communicator's size (and NCCLSCOPE_MAX_NRANKS); a communicator belongs
+// to the principal (Kubernetes namespace, else file owner) of the ring that first named it, and
+// records from another principal's ring are refused; a communicator rank belongs to the live ring
+// that first wrote it, and no other ring adds to it or rewrites it while that ring lives. Memory
+// is bounded: at most kMaxLocalRanks ranks per communicator, kMaxRanksPerRing per ring,
+// max_tracked communicators (beyond, the least recently active ones, preferring those no live
+// ring lists, are forgotten) and 4 x max_tracked ranks in all. Every refusal is counted.
 
 #include <absl/container/flat_hash_map.h>
+#include <absl/container/flat_hash_set.h>
 
 #include <array>
 #include <chrono>
@@ -18,6 +28,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "agent/analytics/label_cap.h"
@@ -50,13 +61,32 @@ struct SeqByFunc {
   }
 };
 
+// Why a record was refused or state forgotten (ncclscope_nccl_analytics_limits_total and
+// ncclscope_nccl_records_foreign_total).
+enum class Refusal : std::uint8_t {
+  kRankRange = 0,  // rank outside [0, nranks) or beyond NCCLSCOPE_MAX_NRANKS
+  kRanksPerComm,   // a communicator already has kMaxLocalRanks ranks on this node
+  kRanksPerRing,   // a ring already wrote kMaxRanksPerRing communicator ranks
+  kForeignComm,    // the communicator belongs to another principal
+  kForeignRank,    // the communicator rank belongs to another live ring
+  kEvicted,        // a communicator forgotten to stay within max_tracked (not a record)
+  kCount
+};
+const char* RefusalName(Refusal refusal);
+
 // One rank of a communicator that runs on this node.
 struct LocalRank {
   std::int32_t rank = 0;
-  std::int32_t pid = 0;  // in the job's pid namespace
-  std::string ring;      // the process instance's ring file
-  std::string hostname;  // the pod name in Kubernetes
-  std::string job_id;
+  std::uint32_t owner_ring = 0;  // RingOrigin::ring_id of the ring that writes it (0: none)
+  std::int32_t pid = 0;          // claimed: in the job's pid namespace
+  std::string ring;              // the process instance's ring file
+  std::string hostname;          // claimed: the pod name in Kubernetes
+  std::string job_id;            // claimed
+  // Verified by the agent (profiler::RingOrigin): the ring lock holder's pod.
+  std::string namespace_name;
+  std::string pod;
+  std::string container;
+  std::string attribution = "claimed";
   std::int32_t cuda_device = -1;
   std::string gpu_uuid;
   std::string pci_bus_id;
@@ -73,6 +103,8 @@ struct LocalRank {
 struct Comm {
   std::uint64_t id = 0;
   std::uint32_t label = LabelCap::kOverflow;
+  std::string principal;  // of the ring that first named it
+  bool claimed = false;
   std::string name;
   std::int32_t nranks = 0;  // 0 until known
   std::int32_t nnodes = 0;
@@ -88,11 +120,28 @@ struct Comm {
 
 class CommRegistry {
  public:
-  CommRegistry(std::size_t max_comms, std::size_t max_peers);
+  static constexpr std::size_t kMaxLocalRanks = 256;  // per communicator on one node
+  static constexpr std::uint32_t kMaxRanksPerRing = NCCLSCOPE_AGENT_MAX_COMMS_PER_RING;
 
-  void SetLimits(std::size_t max_comms, std::size_t max_peers);
+  CommRegistry(std::size_t max_comms, std::size_t max_peers, std::size_t max_tracked = 4096);
 
-  // The communicator, created (and its label admitted) when new. Stable until Expire() drops it.
+  void SetLimits(std::size_t max_comms, std::size_t max_peers, std::size_t max_tracked = 4096);
+
+  // The rank of `comm` that a record from ring `ring_id` of `principal` may touch, created when
+  // new; null when refused (counted). Ring 0 (records not from a ring directory) owns nothing.
+  LocalRank* Admit(std::uint32_t ring_id, std::string_view principal, Comm& comm,
+                   std::int32_t rank);
+  // The rings the reader holds (their ranks stay theirs); rings opened since count as live too.
+  void SetLiveRings(const std::vector<std::uint32_t>& ring_ids);
+  std::uint64_t refusals(Refusal r) const { return refusals_[static_cast<std::size_t>(r)]; }
+  std::size_t tracked() const { return comms_.size(); }
+  std::size_t tracked_ranks() const { return total_ranks_; }
+  // Label indices freed by evictions since the last call (the caller drops their series), now
+  // released for reuse.
+  std::vector<std::uint32_t> TakeEvictedLabels();
+
+  // The communicator, created (and its label admitted) when new. Stable until Expire() drops it or
+  // a later Get() of a new id evicts it (never the one returned last).
   Comm& Get(std::uint64_t id);
   Comm* Find(std::uint64_t id);
   const Comm* Find(std::uint64_t id) const;
@@ -100,6 +149,8 @@ class CommRegistry {
   LocalRank& RankOf(Comm& comm, std::int32_t rank);
 
   void OnCommInit(const profiler::RingOrigin& origin, const ncclscope_comm_init_record& record);
+  // Whether ring `ring_id` (live or newer than the last SetLiveRings) still holds its ranks.
+  bool RingAlive(std::uint32_t ring_id) const;
   void OnCommFinalize(const profiler::RingOrigin& origin,
                       const ncclscope_comm_finalize_record& record);
   // The communicator tables of the live rings after a pass.
@@ -132,9 +183,23 @@ class CommRegistry {
   }
 
  private:
+  void Count(Refusal r) { ++refusals_[static_cast<std::size_t>(r)]; }
+  // Forgets about an eighth of max_tracked communicators (never `keep`): least recently active
+  // first, those no live ring lists before those that one does.
+  void Evict(const Comm* keep);
+  void Forget(Comm& comm);
+
   LabelCap labels_;
   std::size_t max_peers_;
+  std::size_t max_tracked_;
   std::uint64_t peers_overflowed_ = 0;
+  std::array<std::uint64_t, static_cast<std::size_t>(Refusal::kCount)> refusals_{};
+  std::size_t total_ranks_ = 0;
+  absl::flat_hash_map<std::uint32_t, std::uint32_t> ring_ranks_;  // ring id -> ranks it owns
+  absl::flat_hash_set<std::uint32_t> live_rings_;
+  std::uint32_t newest_reported_ring_ = 0;
+  bool rings_reported_ = false;
+  std::vector<std::uint32_t> evicted_labels_;  // not yet released (their series still exist)
   absl::flat_hash_map<std::uint64_t, std::unique_ptr<Comm>> comms_;
   std::vector<std::string> label_text_;  // by label index; [0] = "other"
   Comm* last_ = nullptr;                 // one-entry cache for Get()

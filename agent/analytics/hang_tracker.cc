@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "agent/analytics/series_table.h"
+
 namespace ncclscope::analytics {
 
 RankProgress ProgressOf(const profiler::CommSlotSnapshot& slot, std::uint64_t now_ns,
@@ -45,8 +47,8 @@ void RenderProgress(const CommRegistry& registry, std::uint64_t now_ns,
       const RankProgress p = ProgressOf(*r.table, now_ns, hang_timeout_ns);
       if (comm.label == LabelCap::kOverflow) {
         RankProgress& o = other[r.rank];
-        o.in_flight += p.in_flight;
-        o.hung += p.hung;
+        AddSat(o.in_flight, p.in_flight);
+        AddSat(o.hung, p.hung);
         o.oldest_age_ns = std::max(o.oldest_age_ns, p.oldest_age_ns);
         o.last_completion_ns = std::max(o.last_completion_ns, p.last_completion_ns);
         continue;

@@ -28,6 +28,10 @@ class LabelCap {
   std::uint32_t Admit(std::uint64_t key);
   std::optional<std::uint32_t> Find(std::uint64_t key) const;
   void Release(std::uint64_t key);
+  // Release in two steps, for callers that must drop what the index labels first: Detach forgets
+  // the key (its index is not handed out again), ReleaseIndex makes the index available.
+  void Detach(std::uint64_t key) { index_.erase(key); }
+  void ReleaseIndex(std::uint32_t index) { free_.push_back(index); }
 
   std::size_t admitted() const { return index_.size(); }
   // Distinct keys refused so far (exact up to kRememberedRefusals, then every refusal counts).

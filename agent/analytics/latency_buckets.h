@@ -30,7 +30,7 @@ struct LatencyHistogram {
   std::uint64_t sum_ns = 0;
   void Observe(std::uint64_t ns) {
     ++counts[LatencyBucket(ns)];
-    sum_ns += ns;
+    sum_ns = ns > UINT64_MAX - sum_ns ? UINT64_MAX : sum_ns + ns;  // saturating
   }
 };
 

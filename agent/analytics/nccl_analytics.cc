@@ -7,7 +7,7 @@ namespace ncclscope::analytics {
 
 NcclAnalytics::NcclAnalytics(const AnalyticsSettings& settings)
     : settings_(settings),
-      registry_(settings.max_comms, settings.max_peers),
+      registry_(settings.max_comms, settings.max_peers, settings.max_tracked_comms),
       gpus_(settings.sysfs_root),
       now_(Clock::now()),
       last_expiry_(Clock::now()) {
@@ -17,7 +17,7 @@ NcclAnalytics::NcclAnalytics(const AnalyticsSettings& settings)
 
 void NcclAnalytics::Configure(const AnalyticsSettings& settings) {
   settings_ = settings;
-  registry_.SetLimits(settings.max_comms, settings.max_peers);
+  registry_.SetLimits(settings.max_comms, settings.max_peers, settings.max_tracked_comms);
   arrivals_.SetLimits({settings.match_window, settings.match_timeout});
   gpus_.SetRoot(settings.sysfs_root);
   nic_.SetEnabled(settings.nic_lookup && settings.channel_metrics);
@@ -41,29 +41,31 @@ void NcclAnalytics::OnCommFinalize(const profiler::RingOrigin& origin,
   registry_.OnCommFinalize(origin, record);
 }
 
-void NcclAnalytics::OnOp(const profiler::RingOrigin& /*origin*/, const profiler::OpView& view) {
+void NcclAnalytics::OnOp(const profiler::RingOrigin& origin, const profiler::OpView& view) {
   const Comm* known = registry_.Find(view.op.comm_id);
+  From from{origin.ring_id, origin.principal};
   if ((known == nullptr || known->nranks == 0) && held_ops_.size() < kMaxHeld) {
-    held_ops_.push_back(view);
+    held_ops_.emplace_back(std::move(from), view);
     return;
   }
-  Op(view);
+  Op(from, view);
 }
 
-void NcclAnalytics::Op(const profiler::OpView& view) {
+void NcclAnalytics::Op(const From& from, const profiler::OpView& view) {
   const ncclscope_op_record& op = view.op;
   // An op still in flight when its communicator ended did not complete: the plugin's flushed_op
   // counter has it; the analytics describe completed ops.
   if ((op.flags & NCCLSCOPE_OP_FLUSHED) != 0) return;
   Comm& comm = registry_.Get(op.comm_id);
+  LocalRank* admitted = registry_.Admit(from.ring_id, from.principal, comm, op.rank);
+  if (admitted == nullptr) return;  // counted by the registry
   const BandwidthModel model = ModelFor(op.func, op.bytes, comm.nranks);
   ops_.Observe(registry_, comm.label, op, model);
   if (op.kind == NCCLSCOPE_KIND_P2P) p2p_.Observe(registry_, comm, op);
   if (settings_.channel_metrics) channels_.OnOp(registry_, comm, view, model, pass_);
   if (op.kind == NCCLSCOPE_KIND_COLL && IsCollectiveFunc(op.func)) {
-    LocalRank& rank = registry_.RankOf(comm, op.rank);
-    rank.completed.Raise(op.func, op.seq);
-    rank.enqueued.Raise(op.func, op.seq);
+    admitted->completed.Raise(op.func, op.seq);
+    admitted->enqueued.Raise(op.func, op.seq);
     arrivals_.OnOp(registry_, comm, op, now_);
   }
 }
@@ -73,15 +75,17 @@ void NcclAnalytics::OnProxyOp(const profiler::RingOrigin& origin,
   // The ring's writer is resolved now: a reclaimed ring's origin is gone by the end of the pass.
   const RingOwner owner = nic_.NeedsOwner(record) ? nic_.Owner(origin, now_) : RingOwner{};
   const Comm* known = record.comm_id != 0 ? registry_.Find(record.comm_id) : nullptr;
+  From from{origin.ring_id, origin.principal};
   if (record.comm_id != 0 && (known == nullptr || known->nranks == 0) &&
       held_proxy_.size() < kMaxHeld) {
-    held_proxy_.push_back({record, owner});
+    held_proxy_.push_back({std::move(from), record, owner});
     return;
   }
-  ProxyOp(record, owner);
+  ProxyOp(from, record, owner);
 }
 
-void NcclAnalytics::ProxyOp(const ncclscope_proxy_op_record& record, const RingOwner& owner) {
+void NcclAnalytics::ProxyOp(const From& from, const ncclscope_proxy_op_record& record,
+                            const RingOwner& owner) {
   std::uint64_t comm_id = record.comm_id;
   if (comm_id == 0 && (record.flags & NCCLSCOPE_PROXY_FOREIGN) != 0) {
     comm_id = pxn_.Resolve(record.origin_pid, record.origin_context);
@@ -89,6 +93,10 @@ void NcclAnalytics::ProxyOp(const ncclscope_proxy_op_record& record, const RingO
   Comm* comm = nullptr;
   if (comm_id != 0) {
     comm = &registry_.Get(comm_id);
+    // A PXN proxy op (comm id resolved) was raised here for a rank another process of the job
+    // owns: same principal required, not the same ring.
+    const std::uint32_t ring = record.comm_id != 0 ? from.ring_id : 0;
+    if (registry_.Admit(ring, from.principal, *comm, record.rank) == nullptr) return;
   } else {
     ++unknown_network_ops_;
   }
@@ -101,8 +109,8 @@ void NcclAnalytics::EndPass(const std::vector<profiler::LiveComm>& comms, Clock:
   registry_.OnPass(comms, now);
   pxn_.Rebuild(comms);
   // Network records first: the ops they belong to may join them in this pass's attribution.
-  for (const HeldProxy& held : held_proxy_) ProxyOp(held.record, held.owner);
-  for (const profiler::OpView& view : held_ops_) Op(view);
+  for (const HeldProxy& held : held_proxy_) ProxyOp(held.from, held.record, held.owner);
+  for (const auto& [from, view] : held_ops_) Op(from, view);
   held_proxy_.clear();
   held_ops_.clear();
   channels_.EndPass(registry_, pass_);
@@ -114,9 +122,13 @@ void NcclAnalytics::EndPass(const std::vector<profiler::LiveComm>& comms, Clock:
       }
     }
   });
+  std::vector<std::uint32_t> freed = registry_.TakeEvictedLabels();
   if (now - last_expiry_ > std::chrono::seconds(1)) {
     last_expiry_ = now;
-    const std::vector<std::uint32_t> freed = registry_.Expire(now, settings_.retention);
+    const std::vector<std::uint32_t> expired = registry_.Expire(now, settings_.retention);
+    freed.insert(freed.end(), expired.begin(), expired.end());
+  }
+  {
     if (!freed.empty()) {
       const absl::flat_hash_set<std::uint32_t> labels(freed.begin(), freed.end());
       ops_.DropLabels(labels);
@@ -135,7 +147,10 @@ void NcclAnalytics::RenderInfo(metrics::TextWriter& out) const {
   out.Header("ncclscope_nccl_comm_info",
              "Constant 1 for each live communicator rank on this node: its name (the framework's "
              "parallelism group), size, local rank, process and GPU, for joins with "
-             "dcgm-exporter (gpu, UUID, pci_bus_id) and grouping by parallelism group.",
+             "dcgm-exporter (gpu, UUID, pci_bus_id) and grouping by parallelism group. "
+             "namespace, pod and container are the agent's own finding (the ring lock holder's "
+             "cgroup; attribution=\"verified\"); pid, process_hostname, job_id and the GPU "
+             "fields are what the plugin claims.",
              "gauge");
   registry_.ForEach([&](const Comm& comm) {
     if (comm.label == LabelCap::kOverflow) return;
@@ -160,6 +175,10 @@ void NcclAnalytics::RenderInfo(metrics::TextWriter& out) const {
       // which dcgm-exporter uses for the node.
       add("process_hostname", r.hostname);
       add("job_id", r.job_id);
+      add("namespace", r.namespace_name);
+      add("pod", r.pod);
+      add("container", r.container);
+      add("attribution", r.attribution);
       add("cuda_device", r.cuda_device >= 0 ? std::to_string(r.cuda_device) : "");
       add("gpu", r.gpu_index >= 0 ? std::to_string(r.gpu_index) : "");
       add("UUID", r.gpu_uuid);
@@ -167,6 +186,44 @@ void NcclAnalytics::RenderInfo(metrics::TextWriter& out) const {
       out.Sample("ncclscope_nccl_comm_info", labels, std::uint64_t{1});
     }
   });
+}
+
+void NcclAnalytics::RenderLimits(metrics::TextWriter& out) const {
+  out.Header("ncclscope_nccl_records_foreign_total",
+             "Records and table slots refused because they would add to or rewrite what another "
+             "tenant owns: foreign_comm (a communicator another principal, Kubernetes namespace or "
+             "file owner, named first), foreign_rank (a communicator rank another live ring "
+             "writes).",
+             "counter");
+  for (Refusal r : {Refusal::kForeignComm, Refusal::kForeignRank}) {
+    std::string labels;
+    metrics::AppendLabel(labels, "reason", RefusalName(r));
+    out.Sample("ncclscope_nccl_records_foreign_total", labels, registry_.refusals(r));
+  }
+  out.Header("ncclscope_nccl_analytics_limits_total",
+             "What the NCCL analytics refused or forgot to stay bounded, by limit: rank_range "
+             "(rank outside the communicator), ranks_per_comm, ranks_per_ring, comms_evicted "
+             "(plugin.max_tracked_comms), series_<group> (label sets beyond a group's row cap).",
+             "counter");
+  auto limit = [&](std::string_view name, std::uint64_t value) {
+    std::string labels;
+    metrics::AppendLabel(labels, "limit", name);
+    out.Sample("ncclscope_nccl_analytics_limits_total", labels, value);
+  };
+  for (Refusal r :
+       {Refusal::kRankRange, Refusal::kRanksPerComm, Refusal::kRanksPerRing, Refusal::kEvicted}) {
+    limit(RefusalName(r), registry_.refusals(r));
+  }
+  limit("series_op", ops_.refused());
+  limit("series_p2p", p2p_.refused());
+  limit("series_network", network_.refused());
+  limit("series_channel", channels_.refused());
+  limit("series_arrival", arrivals_.refused());
+  out.Header("ncclscope_nccl_comms_tracked",
+             "Communicator ids the analytics track (labelled or not), at most "
+             "plugin.max_tracked_comms.",
+             "gauge");
+  out.Sample("ncclscope_nccl_comms_tracked", "", static_cast<std::uint64_t>(registry_.tracked()));
 }
 
 void NcclAnalytics::Render(metrics::TextWriter& out, std::uint64_t now_ns) const {
@@ -199,6 +256,7 @@ void NcclAnalytics::Render(metrics::TextWriter& out, std::uint64_t now_ns) const
              "ring's table names; counted under comm=\"unknown\".",
              "counter");
   out.Sample("ncclscope_nccl_network_ops_unattributed_total", "", unknown_network_ops_);
+  RenderLimits(out);
   out.Header("ncclscope_nccl_analytics_series",
              "Label sets the NCCL analytics hold, by group (each renders into several series).",
              "gauge");

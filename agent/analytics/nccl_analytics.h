@@ -37,6 +37,7 @@ namespace ncclscope::analytics {
 struct AnalyticsSettings {
   std::size_t max_comms = 64;                                        // plugin.max_comms
   std::size_t max_peers = 16;                                        // plugin.max_peers
+  std::size_t max_tracked_comms = 4096;                              // plugin.max_tracked_comms
   Clock::duration retention = std::chrono::minutes(10);              // plugin.series_retention
   bool channel_metrics = true;                                       // plugin.channel_metrics
   std::size_t match_window = 4096;                                   // detection.match_window
@@ -63,6 +64,10 @@ class NcclAnalytics : public profiler::RecordSink {
   // After each pass of the reader over the rings: the live communicator tables, deferred joins,
   // evictions, expiry of ended communicators.
   void EndPass(const std::vector<profiler::LiveComm>& comms, Clock::time_point now);
+  // The rings the reader holds (RingOrigin::ring_id), before EndPass: their ranks stay theirs.
+  void SetLiveRings(const std::vector<std::uint32_t>& ring_ids) {
+    registry_.SetLiveRings(ring_ids);
+  }
 
   // Every family, `now_ns` being the host's CLOCK_REALTIME (ages of in-flight ops).
   void Render(metrics::TextWriter& out, std::uint64_t now_ns) const;
@@ -82,20 +87,28 @@ class NcclAnalytics : public profiler::RecordSink {
   const ChannelNic& nic() const { return nic_; }
 
  private:
+  // Which ring a record came from, as far as admission goes (CommRegistry::Admit).
+  struct From {
+    std::uint32_t ring_id = 0;
+    std::string principal;
+  };
   void RenderInfo(metrics::TextWriter& out) const;
-  void Op(const profiler::OpView& view);
-  // A network record and, for IB records, the process that wrote its ring (channel_nic.h).
+  void RenderLimits(metrics::TextWriter& out) const;
+  void Op(const From& from, const profiler::OpView& view);
+  // A network record, the ring it came from and, for IB records, the process that wrote its ring
+  // (channel_nic.h).
   struct HeldProxy {
+    From from;
     ncclscope_proxy_op_record record{};
     RingOwner owner;
   };
-  void ProxyOp(const ncclscope_proxy_op_record& record, const RingOwner& owner);
+  void ProxyOp(const From& from, const ncclscope_proxy_op_record& record, const RingOwner& owner);
 
   // Records of a communicator nothing has described yet (its init record lies in a lane not read
   // yet, or was consumed by an earlier agent) wait for the end of the pass, when the rings' tables
   // say what it is (size, nodes, local ranks). Bounded; beyond, they are taken as they are.
   static constexpr std::size_t kMaxHeld = 4096;
-  std::vector<profiler::OpView> held_ops_;
+  std::vector<std::pair<From, profiler::OpView>> held_ops_;
   std::vector<HeldProxy> held_proxy_;
   AnalyticsSettings settings_;
   CommRegistry registry_;

@@ -38,7 +38,7 @@ std::uint64_t NetworkWaits::ChannelKey(std::uint32_t comm_label, std::int32_t ra
       .Add(comm_label, 16)
       .Add(static_cast<std::uint32_t>(rank), 20)
       .Add(static_cast<std::uint32_t>(channel), 6)
-      .Add(static_cast<std::uint32_t>(peer + 1), 20)  // 0: "other"
+      .Add(static_cast<std::uint32_t>(peer + 1), 21)  // 0: "other"; peers < 2^20 (decoder)
       .Add(send ? 1 : 0, 1)
       .key();
 }
@@ -59,9 +59,9 @@ void NetworkWaits::Observe(CommRegistry& registry, Comm* comm,
     return labels;
   });
   ++t.ops;
-  t.bytes += record.bytes;
+  AddSat(t.bytes, record.bytes);
   for (std::uint32_t i = 0; i < NCCLSCOPE_STEP_STATE_COUNT; ++i)
-    t.state_ns[i] += record.state_ns[i];
+    AddSat(t.state_ns[i], record.state_ns[i]);
   if (!per_channel) return;
 
   std::int32_t peer = CommRegistry::kOtherPeer;
@@ -80,10 +80,10 @@ void NetworkWaits::Observe(CommRegistry& registry, Comm* comm,
         metrics::AppendLabel(labels, "direction", Direction(send));
         return labels;
       });
-  c.bytes += record.bytes;
-  c.busy_ns += record.end_ns - record.start_ns;
+  AddSat(c.bytes, record.bytes);
+  AddSat(c.busy_ns, record.end_ns - record.start_ns);
   for (std::uint32_t i = 0; i < NCCLSCOPE_STEP_STATE_COUNT; ++i)
-    c.state_ns[i] += record.state_ns[i];
+    AddSat(c.state_ns[i], record.state_ns[i]);
 }
 
 void NetworkWaits::DropLabels(const absl::flat_hash_set<std::uint32_t>& labels) {

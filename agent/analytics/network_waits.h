@@ -48,6 +48,7 @@ class NetworkWaits {
   void Render(metrics::TextWriter& out, bool per_channel) const;
 
   std::size_t series() const;
+  std::uint64_t refused() const { return totals_.refused() + channels_.refused(); }
   const ChannelPeer* FindChannel(std::uint32_t comm_label, std::int32_t rank, int channel,
                                  std::int32_t peer, bool send) const;
   static std::uint64_t ChannelKey(std::uint32_t comm_label, std::int32_t rank, int channel,

@@ -36,7 +36,7 @@ void OpSeries::Observe(const CommRegistry& registry, std::uint32_t comm_label,
         return labels;
       });
   ++s.ops;
-  s.bytes += op.bytes;
+  AddSat(s.bytes, op.bytes);
   if ((op.flags & NCCLSCOPE_OP_GPU_TIMING) != 0) {
     s.gpu.Observe(op.gpu_end_ns - op.gpu_start_ns);
     s.algo_bytes += model.algo_bytes;

@@ -32,6 +32,7 @@ class OpSeries {
   void DropLabels(const absl::flat_hash_set<std::uint32_t>& labels) { table_.DropLabels(labels); }
   void Render(metrics::TextWriter& out) const;
   std::size_t series() const { return table_.size(); }
+  std::uint64_t refused() const { return table_.refused(); }
 
   static std::uint64_t Key(std::uint32_t comm_label, std::int32_t rank, std::uint8_t func,
                            std::uint8_t algo, std::uint8_t proto, std::uint8_t size);

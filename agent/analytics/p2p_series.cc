@@ -29,9 +29,9 @@ void P2pSeries::Observe(const CommRegistry& registry, const Comm& comm,
     return labels;
   });
   ++s.ops;
-  s.bytes += op.bytes;
+  AddSat(s.bytes, op.bytes);
   if ((op.flags & NCCLSCOPE_OP_GPU_TIMING) != 0) {
-    s.gpu_ns += op.gpu_end_ns - op.gpu_start_ns;
+    AddSat(s.gpu_ns, op.gpu_end_ns - op.gpu_start_ns);
     s.timed_bytes += static_cast<double>(op.bytes);
   }
 }

@@ -26,6 +26,7 @@ class P2pSeries {
   void DropLabels(const absl::flat_hash_set<std::uint32_t>& labels) { table_.DropLabels(labels); }
   void Render(metrics::TextWriter& out) const;
   std::size_t series() const { return table_.size(); }
+  std::uint64_t refused() const { return table_.refused(); }
 
  private:
   SeriesTable<Stats> table_;

@@ -14,9 +14,19 @@
 
 namespace ncclscope::analytics {
 
+// a += b, stopping at UINT64_MAX: a pod's counters must not wrap a series back to small values.
+inline void AddSat(std::uint64_t& a, std::uint64_t b) {
+  a = b > UINT64_MAX - a ? UINT64_MAX : a + b;
+}
+
+// At most kMaxRows rows per table, whatever the records say (label values come from pods): a row
+// asked for beyond is not created; its updates go to a scratch row that is never rendered, and
+// are counted in refused().
 template <typename Stats>
 class SeriesTable {
  public:
+  static constexpr std::size_t kMaxRows = 16384;
+
   struct Row {
     std::uint64_t key = 0;
     std::uint32_t comm_label = 0;
@@ -27,6 +37,13 @@ class SeriesTable {
   // The row of `key`, created with make_labels() as its label text when new.
   template <typename MakeLabels>
   Stats& Get(std::uint64_t key, std::uint32_t comm_label, MakeLabels&& make_labels) {
+    if (rows_.size() >= kMaxRows) {
+      auto found = index_.find(key);
+      if (found != index_.end()) return rows_[found->second].stats;
+      ++refused_;
+      overflow_ = Stats{};
+      return overflow_;
+    }
     auto [it, inserted] = index_.try_emplace(key, static_cast<std::uint32_t>(rows_.size()));
     if (inserted) {
       Row& row = rows_.emplace_back();
@@ -62,10 +79,13 @@ class SeriesTable {
 
   const std::vector<Row>& rows() const { return rows_; }
   std::size_t size() const { return rows_.size(); }
+  std::uint64_t refused() const { return refused_; }
 
  private:
   absl::flat_hash_map<std::uint64_t, std::uint32_t> index_;
   std::vector<Row> rows_;
+  Stats overflow_{};
+  std::uint64_t refused_ = 0;
 };
 
 // Packs label codes into a key: Pack(a, 16) then Pack(b, 24) ... (most significant first).

@@ -93,6 +93,15 @@ int Agent::Run(SignalWaiter& signals) {
       break;
     }
   }
+  // Sources stop consuming first (a ring's records left unread go to the next agent, exactly
+  // once), while the server still serves what they read; then the server, then the rest.
+  for (const auto& entry : sources_.entries()) {
+    if (!entry->running.load()) continue;
+    const std::string note = entry->source->Quiesce();
+    if (!note.empty()) {
+      NCCLSCOPE_LOG(kWarn, entry->source->name()) << note;
+    }
+  }
   server_.reset();
   sources_.StopAll();
   NCCLSCOPE_LOG(kInfo, "agent") << "stopped";

@@ -50,6 +50,8 @@ struct PluginConfig {
   Duration poll_interval = Millis(100);
   std::uint32_t max_comms = 64;
   std::uint32_t max_peers = 16;
+  std::uint32_t max_rings = 256;
+  std::uint32_t max_tracked_comms = 4096;
   bool channel_metrics = true;
   std::string qp_table = "netlink";
   Duration series_retention = Seconds(600);
@@ -76,6 +78,16 @@ struct PluginConfig {
             "Communicators that get their own comm label; records of further ones are "
             "aggregated under comm=\"other\".",
             checks::InRange<std::uint32_t>{1, 10000});
+    v.Field("max_rings", max_rings,
+            "Rings (processes using the plugin) read at once; further ones wait, counted in "
+            "ncclscope_nccl_ring_limits_total{limit=\"rings\"}. Bounds the agent's descriptors "
+            "and mappings whatever pods put in ring_dir.",
+            checks::InRange<std::uint32_t>{1, 4096});
+    v.Field("max_tracked_comms", max_tracked_comms,
+            "Communicator ids tracked at once, labelled or not; beyond, the least recently "
+            "active one that no live ring lists is forgotten (counted). Bounds the analytics' "
+            "memory whatever ids pods write.",
+            checks::InRange<std::uint32_t>{16, 65536});
     v.Field("max_peers", max_peers,
             "Network peers per communicator rank that get their own peer label in the "
             "per-channel metrics; further ones are aggregated under peer=\"other\".",

@@ -70,6 +70,10 @@ class Source : public prometheus::Collectable {
     return Start(config);
   }
   virtual void Stop() = 0;
+  // Shutdown, before the HTTP server stops: stop consuming input that nobody can read again (the
+  // profiler's rings: what stays in them goes to the next agent), keep serving what was read.
+  // Stop() follows. Returns a line for the log about what was read but not yet scraped, if any.
+  virtual std::string Quiesce() { return {}; }
 
   // Families written directly as Prometheus text (see the contract above). Default: none.
   virtual void CollectText(metrics::TextWriter& /*out*/) const {}

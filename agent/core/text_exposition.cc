@@ -7,8 +7,42 @@
 namespace ncclscope::metrics {
 namespace {
 
+// Length of the valid UTF-8 sequence at the start of `text` (1-4), or 0 when it is not one
+// (overlong forms, surrogates and code points past U+10FFFF included).
+std::size_t Utf8Length(std::string_view text) {
+  const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(text[i]); };
+  const unsigned char b0 = byte(0);
+  if (b0 < 0x80) return 1;
+  std::size_t n = 0;
+  unsigned char lo = 0x80;
+  unsigned char hi = 0xBF;
+  if (b0 >= 0xC2 && b0 <= 0xDF) {
+    n = 2;
+  } else if (b0 >= 0xE0 && b0 <= 0xEF) {
+    n = 3;
+    if (b0 == 0xE0) lo = 0xA0;  // overlong
+    if (b0 == 0xED) hi = 0x9F;  // surrogates
+  } else if (b0 >= 0xF0 && b0 <= 0xF4) {
+    n = 4;
+    if (b0 == 0xF0) lo = 0x90;  // overlong
+    if (b0 == 0xF4) hi = 0x8F;  // past U+10FFFF
+  } else {
+    return 0;
+  }
+  if (text.size() < n) return 0;
+  if (byte(1) < lo || byte(1) > hi) return 0;
+  for (std::size_t i = 2; i < n; ++i) {
+    if (byte(i) < 0x80 || byte(i) > 0xBF) return 0;
+  }
+  return n;
+}
+
+// Escapes as the text format requires, and replaces every byte that is not part of valid UTF-8
+// with U+FFFD: label values come from jobs (a job id is any environment variable), and one
+// invalid byte makes Prometheus reject the whole scrape.
 void AppendEscaped(std::string& out, std::string_view text, bool quote) {
-  for (const char c : text) {
+  while (!text.empty()) {
+    const char c = text.front();
     switch (c) {
       case '\\':
         out += "\\\\";
@@ -19,9 +53,19 @@ void AppendEscaped(std::string& out, std::string_view text, bool quote) {
       case '"':
         out += quote ? "\\\"" : "\"";
         break;
-      default:
-        out += c;
+      default: {
+        const std::size_t n = Utf8Length(text);
+        if (n == 0) {
+          out += "\xEF\xBF\xBD";  // U+FFFD REPLACEMENT CHARACTER
+          text.remove_prefix(1);
+        } else {
+          out.append(text.data(), n);
+          text.remove_prefix(n);
+        }
+        continue;
+      }
     }
+    text.remove_prefix(1);
   }
 }
 

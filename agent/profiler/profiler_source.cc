@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -46,6 +47,13 @@ std::uint32_t PerMille(double fraction) {
 std::uint64_t Nanos(const config::Duration& d) {
   return static_cast<std::uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(d.value()).count());
+}
+
+std::uint64_t RealtimeNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull +
+         static_cast<std::uint64_t>(ts.tv_nsec);
 }
 
 const char* CounterName(std::size_t counter) {
@@ -108,6 +116,12 @@ ncclscope_controls ControlsFromConfig(const config::PluginConfig& plugin) {
   return controls;
 }
 
+DirectoryLimits LimitsFromConfig(const config::PluginConfig& plugin) {
+  DirectoryLimits limits;
+  limits.max_rings = plugin.max_rings;
+  return limits;
+}
+
 std::string ControlsFileText(const config::PluginConfig& plugin) {
   std::ostringstream text;
   std::string events;
@@ -127,6 +141,7 @@ analytics::AnalyticsSettings AnalyticsFromConfig(const config::Config& config) {
   analytics::AnalyticsSettings s;
   s.max_comms = config.plugin.max_comms;
   s.max_peers = config.plugin.max_peers;
+  s.max_tracked_comms = config.plugin.max_tracked_comms;
   s.retention = config.plugin.series_retention.value();
   s.channel_metrics = config.plugin.channel_metrics;
   s.match_window = config.detection.match_window;
@@ -184,12 +199,7 @@ SourceStatus ProfilerSource::PrepareDirectory(const config::PluginConfig& plugin
     return SourceStatus::Down("cannot create ring directory " + plugin.ring_dir + ": " +
                               strerror_r(errno, text, sizeof(text)));
   }
-  std::string error;
-  if (!WriteControlsFile(plugin.ring_dir, ControlsFileText(plugin), &error)) {
-    // Jobs then start on their built-in defaults; live rings still get the controls.
-    errors().Add("controls_file");
-    NCCLSCOPE_LOG(kWarn, "profiler") << error;
-  }
+  // The controls file is written (and kept as written) by the reader thread's RingDirectory.
   return SourceStatus::Up();
 }
 
@@ -217,11 +227,16 @@ SourceStatus ProfilerSource::Start(const config::Config& config) {
     std::lock_guard<std::mutex> lock(mutex_);
     stop_ = false;
     plugin_ = plugin;
-    directory_ = std::make_unique<RingDirectory>(plugin.ring_dir);
+    directory_ = std::make_unique<RingDirectory>(
+        plugin.ring_dir, LimitsFromConfig(plugin),
+        std::make_unique<RingAttribution>(config.ebpf.proc_root, config.ebpf.runtime_state_files));
     directory_->SetControls(ControlsFromConfig(plugin));
     qp_source_ = QpSourceFromConfig(plugin);
     last_dump_status_ = rdma::netlink::DumpStatus::kOk;
+    directory_->SetControlsFileText(ControlsFileText(plugin));
+    directory_->KeepControlsFile();  // before any job can start on this agent's policy
     controls_dirty_ = false;
+    rendered_at_ = {};
   }
   thread_ = std::thread([this] { Run(); });
   NCCLSCOPE_LOG(kInfo, "profiler") << "reading plugin rings in " << plugin.ring_dir;
@@ -252,6 +267,23 @@ SourceStatus ProfilerSource::Reconfigure(const config::Config& config) {
   return SourceStatus::Up();
 }
 
+std::string ProfilerSource::Quiesce() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!thread_.joinable()) return {};
+    stop_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();  // finishes its pass and renders it for the remaining scrapes
+  std::lock_guard<std::mutex> lock(snapshot_mutex_);
+  const std::uint64_t unserved =
+      records_rendered_ > records_served_ ? records_rendered_ - records_served_ : 0;
+  if (unserved == 0) return {};
+  return "stopped reading rings; " + std::to_string(unserved) +
+         " records read since the last scrape are counted only if one more scrape comes "
+         "before the server stops (unread records stay in the rings for the next agent)";
+}
+
 void ProfilerSource::Stop() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -275,6 +307,8 @@ void ProfilerSource::Run() {
   while (!stop_) {
     if (controls_dirty_) {
       directory_->SetControls(ControlsFromConfig(plugin_));
+      directory_->SetControlsFileText(ControlsFileText(plugin_));
+      directory_->SetLimits(LimitsFromConfig(plugin_));
       controls_dirty_ = false;
     }
     const auto interval = plugin_.poll_interval.value();
@@ -285,6 +319,7 @@ void ProfilerSource::Run() {
       {
         std::lock_guard<std::mutex> pass(analytics_mutex_);
         more = directory.Poll(*sink_);
+        analytics_->SetLiveRings(directory.snapshot().ring_ids);
         analytics_->EndPass(directory.snapshot().comms, std::chrono::steady_clock::now());
       }
       RefreshQpTable();
@@ -301,13 +336,45 @@ void ProfilerSource::Run() {
       snapshot_.lane_resyncs = latest.lane_resyncs;
       snapshot_.plugin_counters = latest.plugin_counters;
       snapshot_.dropped_ring_full = latest.dropped_ring_full;
+      snapshot_.limited = latest.limited;
+      snapshot_.mapped_bytes = latest.mapped_bytes;
+      snapshot_.rejected_remembered = latest.rejected_remembered;
+      snapshot_.controls_file_repairs = latest.controls_file_repairs;
+      if (latest.controls_file_errors > snapshot_.controls_file_errors) {
+        errors().Add("controls_file");
+      }
+      snapshot_.controls_file_errors = latest.controls_file_errors;
     } catch (const std::exception& e) {
       errors().Add("poll");
       NCCLSCOPE_LOG(kWarn, "profiler") << "reading rings failed: " << e.what();
     }
+    const auto now = std::chrono::steady_clock::now();
+    if (now - rendered_at_ >= kRenderInterval) {
+      RenderSnapshot();
+      rendered_at_ = now;
+    }
     lock.lock();
     if (!more) wake_.wait_for(lock, interval, [this] { return stop_ || controls_dirty_; });
   }
+  lock.unlock();
+  RenderSnapshot();  // what the last pass counted, for the scrapes until the server stops
+}
+
+void ProfilerSource::RenderSnapshot() {
+  const std::uint64_t now_ns = RealtimeNs();
+  auto text = std::make_shared<std::string>();
+  text->reserve(rendered_capacity_);
+  {
+    metrics::TextWriter writer(*text);
+    std::lock_guard<std::mutex> pass(analytics_mutex_);
+    analytics_->Render(writer, now_ns);
+  }
+  rendered_capacity_ = text->size() + text->size() / 8;
+  std::uint64_t records = 0;
+  std::lock_guard<std::mutex> snap(snapshot_mutex_);
+  for (std::uint64_t n : snapshot_.records) records += n;
+  rendered_ = std::move(text);
+  records_rendered_ = records;
 }
 
 void ProfilerSource::RefreshQpTable() {
@@ -333,12 +400,29 @@ void ProfilerSource::RefreshQpTable() {
 }
 
 void ProfilerSource::CollectText(metrics::TextWriter& out) const {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  const std::uint64_t now_ns = static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull +
-                               static_cast<std::uint64_t>(ts.tv_nsec);
-  std::lock_guard<std::mutex> lock(analytics_mutex_);
-  analytics_->Render(out, now_ns);
+  // Fresh when the reader is between passes (most of the time: ages are then those of this very
+  // scrape); while it is in a pass, the analytics as it last rendered them (at most
+  // kRenderInterval plus one pass ago). A scrape never waits for a pass, however long a hostile
+  // ring makes it.
+  std::unique_lock<std::mutex> live(analytics_mutex_, std::try_to_lock);
+  if (live.owns_lock()) {
+    std::uint64_t records = 0;
+    {
+      std::lock_guard<std::mutex> lock(snapshot_mutex_);
+      for (std::uint64_t n : snapshot_.records) records += n;
+    }
+    analytics_->Render(out, RealtimeNs());
+    std::lock_guard<std::mutex> lock(snapshot_mutex_);
+    records_served_ = std::max(records_served_, records);
+    return;
+  }
+  std::shared_ptr<const std::string> text;
+  {
+    std::lock_guard<std::mutex> lock(snapshot_mutex_);
+    text = rendered_;
+    records_served_ = std::max(records_served_, records_rendered_);
+  }
+  if (text) out.out() += *text;
 }
 
 std::vector<prometheus::MetricFamily> ProfilerSource::Collect() const {
@@ -363,7 +447,8 @@ std::vector<prometheus::MetricFamily> ProfilerSource::Collect() const {
   auto rejected = metrics::Counter(
       "ncclscope_nccl_rings_rejected_total",
       "Ring files that failed validation, by reason (magic, version, format, geometry, size, "
-      "open, map), plus rings dropped because their file broke while read (reason fault).");
+      "sparse, not_regular, open, map), plus rings dropped because their file broke while read "
+      "(reason fault).");
   for (const auto& [reason, count] : s.rings_rejected) {
     metrics::Add(rejected, {{"reason", reason}}, static_cast<double>(count));
   }
@@ -398,6 +483,27 @@ std::vector<prometheus::MetricFamily> ProfilerSource::Collect() const {
   metrics::Add(dropped, {{"reason", "lane_busy"}},
                static_cast<double>(s.plugin_counters[NCCLSCOPE_CTR_DROPPED_CONTENTION]));
   out.push_back(std::move(dropped));
+  auto limited = metrics::Counter(
+      "ncclscope_nccl_ring_limits_total",
+      "What the ring reader left out because one of its bounds was reached, by limit: rings "
+      "(plugin.max_rings held), opens_per_pass, rejected_names (oldest forgotten), "
+      "directory_entries, comm_slots_per_ring, comm_slots_total (docs/trust-model.md).");
+  for (std::size_t limit = 0; limit < s.limited.size(); ++limit) {
+    metrics::Add(limited, {{"limit", DirectoryLimitName(static_cast<DirectoryLimit>(limit))}},
+                 static_cast<double>(s.limited[limit]));
+  }
+  out.push_back(std::move(limited));
+  auto mapped = metrics::Gauge("ncclscope_nccl_ring_mapped_bytes",
+                               "Bytes of ring metadata (header, comm table, lanes) the agent maps, "
+                               "all rings held; record data is read, never mapped.");
+  metrics::Add(mapped, {}, static_cast<double>(s.mapped_bytes));
+  out.push_back(std::move(mapped));
+  auto repairs = metrics::Counter(
+      "ncclscope_nccl_controls_file_repairs_total",
+      "Times <ring_dir>/ncclscope.controls was found changed, replaced or removed by someone "
+      "else, and rewritten.");
+  metrics::Add(repairs, {}, static_cast<double>(s.controls_file_repairs));
+  out.push_back(std::move(repairs));
   auto events = metrics::Counter(
       "ncclscope_nccl_plugin_events_total",
       "Plugin-side event outcomes other than recording, by event (see docs/metrics.md).");

@@ -7,6 +7,7 @@
 // as text (CollectText), the data-path health (rings, records, drops) as families (Collect).
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -24,6 +25,8 @@ namespace ncclscope::profiler {
 
 // The plugin controls a config asks for, as ring-header controls and as controls-file text.
 ncclscope_controls ControlsFromConfig(const config::PluginConfig& plugin);
+// The ring reader's bounds from the config (the rest are fixed, docs/trust-model.md).
+DirectoryLimits LimitsFromConfig(const config::PluginConfig& plugin);
 std::string ControlsFileText(const config::PluginConfig& plugin);
 // The analytics' limits and settings from the config.
 analytics::AnalyticsSettings AnalyticsFromConfig(const config::Config& config);
@@ -42,6 +45,7 @@ class ProfilerSource : public Source {
   SourceStatus Start(const config::Config& config) override;
   SourceStatus Reconfigure(const config::Config& config) override;
   void Stop() override;
+  std::string Quiesce() override;
   SourceStatus Status() const override;
   std::vector<prometheus::MetricFamily> Collect() const override;
   void CollectText(metrics::TextWriter& out) const override;
@@ -49,11 +53,16 @@ class ProfilerSource : public Source {
  private:
   class Fanout;
   void Run();
+  void RenderSnapshot();  // reader thread
   SourceStatus PrepareDirectory(const config::PluginConfig& plugin);
   // Dumps the QP table when the analytics want it (channel -> NIC), outside the analytics lock.
   void RefreshQpTable();
 
-  // The reader thread holds analytics_mutex_ for a whole pass; a scrape holds it to render.
+  // How often the reader thread renders the analytics for scrapes (CollectText serves the latest).
+  static constexpr std::chrono::milliseconds kRenderInterval{1000};
+
+  // The reader thread holds analytics_mutex_ for a whole pass and to render; Reconfigure() holds
+  // it to apply settings; a scrape only try-locks it (CollectText).
   mutable std::mutex analytics_mutex_;
   std::shared_ptr<analytics::NcclAnalytics> analytics_;
   std::vector<std::shared_ptr<RecordSink>> extra_sinks_;
@@ -70,8 +79,14 @@ class ProfilerSource : public Source {
   config::PluginConfig plugin_;
   bool controls_dirty_ = false;
 
+  std::chrono::steady_clock::time_point rendered_at_{};  // reader thread
+  std::size_t rendered_capacity_ = 0;                    // reader thread
+
   mutable std::mutex snapshot_mutex_;
   DirectorySnapshot snapshot_;
+  std::shared_ptr<const std::string> rendered_;  // the analytics' text, see kRenderInterval
+  std::uint64_t records_rendered_ = 0;           // records read when rendered_ was made
+  mutable std::uint64_t records_served_ = 0;     // ... when the last scrape took it
   std::string down_reason_;
 };
 

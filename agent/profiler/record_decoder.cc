@@ -16,13 +16,17 @@ bool Terminated(const char* text, std::size_t capacity) {
   return std::memchr(text, '\0', capacity) != nullptr;
 }
 
+// Ranks index series and packed keys: bounded here, once, for every record type.
+bool ValidRank(std::int32_t rank) { return rank >= 0 && rank < NCCLSCOPE_MAX_NRANKS; }
+bool ValidPeer(std::int32_t peer) { return peer >= -1 && peer < NCCLSCOPE_MAX_NRANKS; }
+
 bool ValidOp(const ncclscope_op_record& op) {
   if (op.kind < NCCLSCOPE_KIND_COLL || op.kind > NCCLSCOPE_KIND_CE) return false;
   if (op.func >= NCCLSCOPE_FUNC_COUNT || op.datatype >= NCCLSCOPE_DT_COUNT ||
       op.algo >= NCCLSCOPE_ALGO_COUNT || op.proto >= NCCLSCOPE_PROTO_COUNT) {
     return false;
   }
-  if (op.rank < 0) return false;
+  if (!ValidRank(op.rank) || !ValidPeer(op.peer)) return false;
   const auto timed = static_cast<std::uint32_t>(__builtin_popcountll(op.channel_mask));
   if (op.n_timed != timed) return false;
   const std::uint32_t inline_count =
@@ -50,7 +54,7 @@ bool ValidOp(const ncclscope_op_record& op) {
 
 bool ValidChannels(const ncclscope_op_channels_record& rec) {
   if (rec.part == 0 || rec.n == 0 || rec.n > NCCLSCOPE_OP_CONT_CHANNELS) return false;
-  if (rec.func >= NCCLSCOPE_FUNC_COUNT || rec.rank < 0) return false;
+  if (rec.func >= NCCLSCOPE_FUNC_COUNT || !ValidRank(rec.rank)) return false;
   for (std::uint32_t i = 0; i < rec.n; ++i) {
     if (rec.ch[i].end_off_ns < rec.ch[i].start_off_ns) return false;
   }
@@ -59,13 +63,19 @@ bool ValidChannels(const ncclscope_op_channels_record& rec) {
 
 bool ValidProxyOp(const ncclscope_proxy_op_record& rec) {
   if (rec.channel >= NCCLSCOPE_MAX_CHANNELS || rec.is_send > 1) return false;
-  if (rec.func >= NCCLSCOPE_FUNC_COUNT || rec.steps_done < 0 || rec.rank < 0) return false;
+  if (rec.func >= NCCLSCOPE_FUNC_COUNT || rec.steps_done < 0 || !ValidRank(rec.rank) ||
+      !ValidPeer(rec.peer)) {
+    return false;
+  }
   if (rec.end_ns < rec.start_ns) return false;
   return true;
 }
 
 bool ValidCommInit(const ncclscope_comm_init_record& rec) {
-  if (rec.nranks <= 0 || rec.rank < 0 || rec.rank >= rec.nranks || rec.nnodes <= 0) return false;
+  if (rec.nranks <= 0 || rec.nranks > NCCLSCOPE_MAX_NRANKS || rec.rank < 0 ||
+      rec.rank >= rec.nranks || rec.nnodes <= 0 || rec.nnodes > rec.nranks) {
+    return false;
+  }
   return Terminated(rec.name, sizeof(rec.name)) && Terminated(rec.gpu_uuid, sizeof(rec.gpu_uuid)) &&
          Terminated(rec.pci_bus_id, sizeof(rec.pci_bus_id));
 }
@@ -117,7 +127,7 @@ CorruptReason ValidateRecord(const unsigned char* record, std::uint64_t position
       ok = ValidCommInit(As<ncclscope_comm_init_record>(record));
       break;
     case NCCLSCOPE_REC_COMM_FINALIZE:
-      ok = As<ncclscope_comm_finalize_record>(record).rank >= 0;
+      ok = ValidRank(As<ncclscope_comm_finalize_record>(record).rank);
       break;
     default:
       return CorruptReason::kType;

@@ -11,12 +11,27 @@
 
 namespace ncclscope::profiler {
 
-// The process a record came from (one ring per process).
+// The process a record came from (one ring per process). What the plugin wrote in its ring header
+// is only a claim; the attribution fields are what the agent found out itself (ring_attribution.h).
 struct RingOrigin {
-  std::string ring;      // file name, unique per process instance
+  std::string ring;           // file name, unique per process instance
+  std::uint32_t ring_id = 0;  // unique per ring the agent opened (0: not from a RingDirectory)
+  // Claimed by the plugin (ring header).
   std::int32_t pid = 0;  // in the process's own pid namespace
-  std::string hostname;  // the pod name in Kubernetes
+  std::string hostname;  // gethostname(): the pod name in Kubernetes
   std::string job_id;
+  // Verified by the agent.
+  std::uint32_t owner_uid = 0;  // the ring file's owner
+  std::int32_t holder_pid = 0;  // the lock holder's pid as the agent sees it (0: none found)
+  std::string namespace_name;   // the holder's pod, from its cgroup (empty: not in a pod)
+  std::string pod;
+  std::string container;
+  // "verified" (holder in a pod), "process" (holder found, not in a pod) or "claimed" (no holder
+  // found: nothing but the plugin's word).
+  std::string attribution = "claimed";
+  // The trust boundary communicators do not cross (comm_registry.h): "ns:<namespace>" for a pod,
+  // else "uid:<owner_uid>".
+  std::string principal;
 };
 
 // An op record with the channel times of its continuation records folded in.

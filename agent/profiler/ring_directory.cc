@@ -3,107 +3,291 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 
 #include "agent/core/log.h"
+#include "plugin/ring/regular_file.h"
 
 namespace ncclscope::profiler {
 namespace {
 
 constexpr const char* kRingPrefix = "ncclscope-";
 constexpr const char* kTempPrefix = ".ncclscope-";
+constexpr const char* kControlsName = "ncclscope.controls";
 constexpr std::uint32_t kDrainRoundsForExited = 1024;  // upper bound on a dead ring's final drain
 constexpr time_t kStaleTempSeconds = 60;
+constexpr std::uint32_t kRejectionsLoggedPerPass = 4;
 
 bool EndsWith(const std::string& text, const std::string& suffix) {
   return text.size() >= suffix.size() &&
          text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// Whether nobody holds a lock on `path` (its creator is gone). Takes and drops an exclusive lock.
-bool Unowned(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+bool AllDigits(const std::string& text, std::size_t begin, std::size_t end) {
+  if (begin >= end) return false;
+  for (std::size_t i = begin; i < end; ++i) {
+    if (text[i] < '0' || text[i] > '9') return false;
+  }
+  return true;
+}
+
+// Whether nobody holds a lock on `name` (its creator is gone). Takes and drops an exclusive lock.
+// Only a regular file is opened (a FIFO would block the open, a device would run its driver).
+bool Unowned(int dirfd, const char* name) {
+  struct stat st {};
+  const int fd = ring::OpenRegularFile(dirfd, name, O_RDONLY, &st);
   if (fd < 0) return false;
   const bool free = ::flock(fd, LOCK_EX | LOCK_NB) == 0;
   ::close(fd);
   return free;
 }
 
+// Unique over the agent's life, across RingDirectory instances (a reconfigured source makes a new
+// one while the analytics, which remember which ring owns what, live on).
+std::uint32_t NextRingId() {
+  static std::atomic<std::uint32_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
+std::uint64_t SaturatingAdd(std::uint64_t a, std::uint64_t b) {
+  return b > UINT64_MAX - a ? UINT64_MAX : a + b;
+}
+
+std::string Errno(const std::string& what) {
+  char text[128];
+  return what + ": " + strerror_r(errno, text, sizeof(text));  // GNU strerror_r: returns the text
+}
+
+bool SameFile(const struct stat& a, const struct stat& b) {
+  return a.st_dev == b.st_dev && a.st_ino == b.st_ino && a.st_size == b.st_size &&
+         a.st_mode == b.st_mode && a.st_uid == b.st_uid && a.st_ctim.tv_sec == b.st_ctim.tv_sec &&
+         a.st_ctim.tv_nsec == b.st_ctim.tv_nsec;
+}
+
 }  // namespace
 
-RingDirectory::RingDirectory(std::string dir) : dir_(std::move(dir)) {}
+const char* DirectoryLimitName(DirectoryLimit limit) {
+  switch (limit) {
+    case DirectoryLimit::kRings:
+      return "rings";
+    case DirectoryLimit::kOpens:
+      return "opens_per_pass";
+    case DirectoryLimit::kRejected:
+      return "rejected_names";
+    case DirectoryLimit::kNames:
+      return "directory_entries";
+    case DirectoryLimit::kSlotsPerRing:
+      return "comm_slots_per_ring";
+    case DirectoryLimit::kSlotsTotal:
+      return "comm_slots_total";
+    case DirectoryLimit::kCount:
+      break;
+  }
+  return "unknown";
+}
+
+bool IsRingName(const std::string& name) {
+  const std::size_t prefix = std::strlen(kRingPrefix);
+  const std::size_t suffix = std::strlen(NCCLSCOPE_RING_SUFFIX);
+  if (name.size() > NCCLSCOPE_MAX_RING_NAME || name.size() <= prefix + suffix ||
+      name.rfind(kRingPrefix, 0) != 0 || !EndsWith(name, NCCLSCOPE_RING_SUFFIX)) {
+    return false;
+  }
+  const std::size_t end = name.size() - suffix;
+  const std::size_t dash = name.find('-', prefix);
+  return dash != std::string::npos && dash < end && AllDigits(name, prefix, dash) &&
+         AllDigits(name, dash + 1, end);
+}
+
+RingDirectory::RingDirectory(std::string dir, DirectoryLimits limits,
+                             std::unique_ptr<RingAttribution> owners)
+    : dir_(std::move(dir)), limits_(limits), owners_(std::move(owners)) {
+  if (!owners_) owners_ = std::make_unique<RingAttribution>("/proc", std::vector<std::string>{});
+}
 
 void RingDirectory::SetControls(const ncclscope_controls& controls) {
   controls_ = controls;
   ++controls_version_;
 }
 
-void RingDirectory::Discover() {
-  DIR* d = ::opendir(dir_.c_str());
-  if (d == nullptr) return;
-  std::vector<std::string> names;
-  while (dirent* entry = ::readdir(d)) names.emplace_back(entry->d_name);
-  ::closedir(d);
-  const time_t now = ::time(nullptr);
-  for (const std::string& name : names) {
-    const std::string path = dir_ + "/" + name;
+void RingDirectory::SetControlsFileText(std::string text) {
+  controls_text_ = std::move(text);
+  controls_written_ = false;
+}
+
+void RingDirectory::Reject(const std::string& name, const std::string& reason) {
+  ++snapshot_.rings_rejected[reason];
+  if (rejected_.size() >= limits_.max_rejected && !rejected_order_.empty()) {
+    // Forget the oldest: if still there it is opened (and counted) again in a later pass.
+    rejected_.erase(rejected_order_.front());
+    rejected_order_.pop_front();
+    ++snapshot_.limited[static_cast<std::size_t>(DirectoryLimit::kRejected)];
+  }
+  if (rejected_.emplace(name, reason).second) rejected_order_.push_back(name);
+}
+
+void RingDirectory::Discover(int dirfd) {
+  const int list_fd = ::dup(dirfd);
+  if (list_fd < 0) return;
+  DIR* d = ::fdopendir(list_fd);
+  if (d == nullptr) {
+    ::close(list_fd);
+    return;
+  }
+  std::vector<std::string> candidates;
+  std::vector<std::string> rejected_here;
+  std::vector<std::string> temps;
+  std::uint32_t seen = 0;
+  while (dirent* entry = ::readdir(d)) {
+    if (++seen > limits_.max_names_per_pass) {
+      ++snapshot_.limited[static_cast<std::size_t>(DirectoryLimit::kNames)];
+      break;
+    }
+    const std::size_t length = ::strnlen(entry->d_name, sizeof(entry->d_name));
+    if (length > NCCLSCOPE_MAX_RING_NAME) continue;
+    std::string name(entry->d_name, length);
     if (name.rfind(kTempPrefix, 0) == 0 && EndsWith(name, ".tmp")) {
-      // A plugin died between creating and publishing its ring.
-      struct stat st {};
-      if (::stat(path.c_str(), &st) == 0 && now - st.st_mtime > kStaleTempSeconds &&
-          Unowned(path)) {
-        ::unlink(path.c_str());
-      }
+      temps.push_back(std::move(name));
       continue;
     }
-    if (name.rfind(kRingPrefix, 0) != 0 || !EndsWith(name, NCCLSCOPE_RING_SUFFIX)) continue;
-    if (rings_.count(name) != 0) continue;
-    if (auto it = rejected_.find(name); it != rejected_.end()) {
-      // Left alone while its owner lives; gone once it does not.
-      if (Unowned(path)) {
-        ::unlink(path.c_str());
-        rejected_.erase(it);
-      }
+    if (!IsRingName(name) || rings_.count(name) != 0) continue;
+    if (rejected_.count(name) != 0) {
+      rejected_here.push_back(std::move(name));
+    } else {
+      candidates.push_back(std::move(name));
+    }
+  }
+  ::closedir(d);
+
+  // Rejected names and stale temporary files: a bounded, rotating share per pass.
+  std::uint32_t rechecks = 0;
+  const std::size_t n_rejected = rejected_here.size();
+  for (std::size_t k = 0; k < n_rejected && rechecks < limits_.rechecks_per_pass; ++k, ++rechecks) {
+    const std::string& name = rejected_here[(recheck_cursor_ + k) % n_rejected];
+    // Left alone while its owner lives; gone once it does not.
+    if (Unowned(dirfd, name.c_str())) {
+      ::unlinkat(dirfd, name.c_str(), 0);
+      rejected_.erase(name);
+      const auto order = std::find(rejected_order_.begin(), rejected_order_.end(), name);
+      if (order != rejected_order_.end()) rejected_order_.erase(order);
+    }
+  }
+  recheck_cursor_ += rechecks;
+  const time_t now = ::time(nullptr);
+  for (const std::string& name : temps) {
+    if (rechecks++ >= limits_.rechecks_per_pass) break;
+    // A plugin died between creating and publishing its ring.
+    struct stat st {};
+    if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+        now - st.st_mtime > kStaleTempSeconds && Unowned(dirfd, name.c_str())) {
+      ::unlinkat(dirfd, name.c_str(), 0);
+    }
+  }
+
+  std::uint32_t opens = 0;
+  std::uint32_t logged_rejections = 0;
+  bool refreshed = false;
+  for (const std::string& name : candidates) {
+    if (rings_.size() >= limits_.max_rings) {
+      ++snapshot_.limited[static_cast<std::size_t>(DirectoryLimit::kRings)];
       continue;
     }
+    if (opens >= limits_.opens_per_pass) {
+      ++snapshot_.limited[static_cast<std::size_t>(DirectoryLimit::kOpens)];
+      continue;
+    }
+    ++opens;
+    const std::string path = dir_ + "/" + name;
     std::string reason;
-    std::unique_ptr<RingFile> file = RingFile::Open(path, &reason);
+    std::unique_ptr<RingFile> file = RingFile::Open(path, &reason, limits_.ring);
     if (file == nullptr) {
-      ++snapshot_.rings_rejected[reason];
-      rejected_[name] = reason;
-      NCCLSCOPE_LOG(kWarn, "profiler") << "ignoring ring " << path << ": " << reason;
+      Reject(name, reason);
+      // A pod can make thousands of these: a few per pass in the log, every one in the metric.
+      if (++logged_rejections <= kRejectionsLoggedPerPass) {
+        NCCLSCOPE_LOG(kWarn, "profiler") << "ignoring ring " << path << ": " << reason;
+      }
       continue;
     }
+    if (!refreshed) {
+      owners_->Refresh();  // the lock table once per pass that found rings
+      refreshed = true;
+    }
+    file->mutable_origin().ring_id = NextRingId();
+    owners_->Attribute(file->stat(), file->mutable_origin());
     if (!file->writable()) {
       NCCLSCOPE_LOG(kWarn, "profiler")
           << "ring " << path << " is read-only for the agent: records are read but the plugin "
           << "cannot reuse their space, and controls cannot be applied";
     }
-    NCCLSCOPE_LOG(kDebug, "profiler") << "found ring " << path;
+    NCCLSCOPE_LOG(kDebug, "profiler") << "found ring " << path << " (" << file->origin().attribution
+                                      << ", " << file->origin().principal << ")";
     Tracked tracked;
     tracked.file = std::move(file);
     rings_.emplace(name, std::move(tracked));
   }
 }
 
+void RingDirectory::KeepControlsFile(int dirfd) {
+  if (!controls_text_) return;
+  struct stat st {};
+  const bool present = ::fstatat(dirfd, kControlsName, &st, AT_SYMLINK_NOFOLLOW) == 0;
+  if (controls_written_ && present && SameFile(st, controls_stat_)) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (now < controls_retry_after_) return;
+  const bool repair = controls_written_;
+  std::string error;
+  struct stat written {};
+  if (!WriteControlsFile(dir_, *controls_text_, &error, &written)) {
+    ++snapshot_.controls_file_errors;
+    controls_retry_after_ = now + std::chrono::seconds(10);  // and log at most that often
+    NCCLSCOPE_LOG(kWarn, "profiler") << error << " (jobs start on their built-in defaults)";
+    return;
+  }
+  controls_stat_ = written;
+  controls_written_ = true;
+  if (repair) {
+    ++snapshot_.controls_file_repairs;
+    NCCLSCOPE_LOG(kWarn, "profiler")
+        << dir_ << "/" << kControlsName << " was changed or removed by someone else: rewritten";
+  }
+}
+
+void RingDirectory::KeepControlsFile() {
+  const int dirfd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dirfd < 0) return;
+  KeepControlsFile(dirfd);
+  ::close(dirfd);
+}
+
 void RingDirectory::Retire(Tracked& ring) {
   for (std::size_t i = 0; i < retired_counters_.size(); ++i) {
-    retired_counters_[i] += ring.last_header.counters[i];
+    retired_counters_[i] = SaturatingAdd(retired_counters_[i], ring.last_header.counters[i]);
   }
-  retired_dropped_ += ring.last_header.dropped_ring_full;
+  retired_dropped_ = SaturatingAdd(retired_dropped_, ring.last_header.dropped_ring_full);
 }
 
 bool RingDirectory::Poll(RecordSink& sink) {
-  Discover();
-  bool more = false;
   DirectorySnapshot& s = snapshot_;
+  const int dirfd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dirfd >= 0) {
+    Discover(dirfd);
+    KeepControlsFile(dirfd);
+    ::close(dirfd);
+  }
+  bool more = false;
   s.rings_live = s.rings_closed = 0;
   s.comms.clear();
+  s.ring_ids.clear();
+  s.mapped_bytes = 0;
   std::array<std::uint64_t, NCCLSCOPE_COUNTER_MAX> live_counters{};
   std::uint64_t live_dropped = 0;
 
@@ -113,6 +297,9 @@ bool RingDirectory::Poll(RecordSink& sink) {
     s.lane_resyncs += stats.lane_resyncs;
   };
 
+  std::vector<std::vector<CommSlotSnapshot>> tables;
+  std::vector<const RingFile*> table_rings;
+  std::size_t live_slots = 0;
   for (auto it = rings_.begin(); it != rings_.end();) {
     Tracked& ring = it->second;
     RingFile& file = *ring.file;
@@ -137,7 +324,7 @@ bool RingDirectory::Poll(RecordSink& sink) {
     if (file.ReadHeader(&header)) ring.last_header = header;
     if (!file.healthy()) {
       ++s.ring_faults;
-      NCCLSCOPE_LOG(kWarn, "profiler") << "ring " << file.path() << " broke (truncated or "
+      NCCLSCOPE_LOG(kWarn, "profiler") << "ring " << file.path() << " broke (truncated, holed or "
                                        << "rewritten); dropping it";
       Retire(ring);
       if (!alive) ::unlink(file.path().c_str());
@@ -152,47 +339,100 @@ bool RingDirectory::Poll(RecordSink& sink) {
       it = rings_.erase(it);
       continue;
     }
+    s.mapped_bytes += file.mapped_bytes();
+    s.ring_ids.push_back(file.origin().ring_id);
     for (std::size_t i = 0; i < live_counters.size(); ++i) {
-      live_counters[i] += ring.last_header.counters[i];
+      live_counters[i] = SaturatingAdd(live_counters[i], ring.last_header.counters[i]);
     }
-    live_dropped += ring.last_header.dropped_ring_full;
+    live_dropped = SaturatingAdd(live_dropped, ring.last_header.dropped_ring_full);
     if (ring.last_header.state == NCCLSCOPE_RING_CLOSED) {
       ++s.rings_closed;
     } else {
       ++s.rings_live;
     }
-    for (CommSlotSnapshot& slot : file.ReadCommTable()) {
-      if (slot.state != NCCLSCOPE_COMM_LIVE) continue;
-      s.comms.push_back({std::move(slot), file.origin().hostname, file.origin().pid});
+    std::vector<CommSlotSnapshot> table = file.ReadCommTable();
+    s.limited[static_cast<std::size_t>(DirectoryLimit::kSlotsPerRing)] += file.slots_over_limit();
+    table.erase(std::remove_if(
+                    table.begin(), table.end(),
+                    [](const CommSlotSnapshot& slot) { return slot.state != NCCLSCOPE_COMM_LIVE; }),
+                table.end());
+    if (!table.empty()) {
+      live_slots += table.size();
+      tables.push_back(std::move(table));
+      table_rings.push_back(&file);
     }
     ++it;
   }
+  // Over the total, every ring keeps an equal share: many rings cannot crowd out one.
+  std::size_t share = SIZE_MAX;
+  if (live_slots > limits_.max_live_slots && !tables.empty()) {
+    share = std::max<std::size_t>(1, limits_.max_live_slots / tables.size());
+  }
+  s.comms.reserve(std::min<std::size_t>(live_slots, limits_.max_live_slots));
+  for (std::size_t r = 0; r < tables.size(); ++r) {
+    const RingOrigin& origin = table_rings[r]->origin();
+    std::size_t taken = 0;
+    for (CommSlotSnapshot& slot : tables[r]) {
+      if (taken == share || s.comms.size() >= limits_.max_live_slots) {
+        ++s.limited[static_cast<std::size_t>(DirectoryLimit::kSlotsTotal)];
+        continue;
+      }
+      s.comms.push_back({std::move(slot), origin.hostname, origin.pid, &origin});
+      ++taken;
+    }
+  }
   // Reclaimed rings' final counts plus the live ones: monotonic across reclaims.
   for (std::size_t i = 0; i < live_counters.size(); ++i) {
-    s.plugin_counters[i] = retired_counters_[i] + live_counters[i];
+    s.plugin_counters[i] = SaturatingAdd(retired_counters_[i], live_counters[i]);
   }
-  s.dropped_ring_full = retired_dropped_ + live_dropped;
+  s.dropped_ring_full = SaturatingAdd(retired_dropped_, live_dropped);
+  s.rejected_remembered = static_cast<std::uint32_t>(rejected_.size());
   return more;
 }
 
-bool WriteControlsFile(const std::string& dir, const std::string& content, std::string* error) {
-  char text[128];  // strerror_r buffer
-  const std::string path = dir + "/ncclscope.controls";
-  const std::string temp = path + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+bool WriteControlsFile(const std::string& dir, const std::string& content, std::string* error,
+                       struct stat* st) {
+  const std::string path = dir + "/" + kControlsName;
+  const int dirfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dirfd < 0) {
+    *error = Errno("cannot write " + path);
+    return false;
+  }
+  // A name nobody can have planted beforehand; O_EXCL | O_NOFOLLOW refuse it anyway if so.
+  std::uint64_t random[2] = {};
+  if (::getrandom(random, sizeof(random), 0) != static_cast<ssize_t>(sizeof(random))) {
+    random[0] =
+        static_cast<std::uint64_t>(::getpid()) ^ static_cast<std::uint64_t>(::time(nullptr));
+  }
+  char temp[96];
+  std::snprintf(temp, sizeof(temp), ".%s.%016llx%016llx.tmp", kControlsName,
+                static_cast<unsigned long long>(random[0]),
+                static_cast<unsigned long long>(random[1]));
+  const int fd = ::openat(dirfd, temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) {
-    *error = "cannot write " + temp + ": " + strerror_r(errno, text, sizeof(text));
+    *error = Errno("cannot create " + dir + "/" + temp);
+    ::close(dirfd);
     return false;
   }
-  const ssize_t written = ::write(fd, content.data(), content.size());
-  ::fchmod(fd, 0644);
+  std::size_t written = 0;
+  while (written < content.size()) {
+    const ssize_t n = ::write(fd, content.data() + written, content.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    written += static_cast<std::size_t>(n);
+  }
+  const bool ok = written == content.size() && ::fchmod(fd, 0644) == 0 &&
+                  (st == nullptr || ::fstat(fd, st) == 0);
   ::close(fd);
-  if (written != static_cast<ssize_t>(content.size()) ||
-      ::rename(temp.c_str(), path.c_str()) != 0) {
-    *error = "cannot write " + path + ": " + strerror_r(errno, text, sizeof(text));
-    ::unlink(temp.c_str());
+  if (!ok || ::renameat(dirfd, temp, dirfd, kControlsName) != 0) {
+    *error = Errno("cannot write " + path);
+    ::unlinkat(dirfd, temp, 0);
+    ::close(dirfd);
     return false;
   }
+  // The rename changes the file's ctime: record what the directory now holds.
+  if (st != nullptr) ::fstatat(dirfd, kControlsName, st, AT_SYMLINK_NOFOLLOW);
+  ::close(dirfd);
   return true;
 }
 

@@ -1,20 +1,32 @@
 #pragma once
 
 // The rings in the configured directory: discovery, draining, and reclaiming the rings of exited
-// processes. One Poll() finds new `ncclscope-*.ring` files (validating each; a file that fails is
-// counted once by reason and left alone while its owner lives), drains every ring into the sink,
-// and for a ring whose owner is gone (its flock is free) drains it to the end and deletes it. The
-// result of each pass is a snapshot the exporter renders at scrape time without touching any
+// processes. One Poll() finds new `ncclscope-<pid>-<ns>.ring` files (validating each; a file that
+// fails is counted once by reason and left alone while its owner lives), drains every ring into the
+// sink, and for a ring whose owner is gone (its flock is free) drains it to the end and deletes it.
+// The result of each pass is a snapshot the exporter renders at scrape time without touching any
 // mapping. Used by one thread at a time.
+//
+// The directory is shared with every pod on the node, so everything in it is untrusted and every
+// amount of work is bounded (docs/trust-model.md): names are matched before anything is opened,
+// only regular files are opened (never a FIFO, a device or a symlink), at most max_rings rings are
+// held (one descriptor and one mapping of at most ~33 MiB of metadata each), each pass opens and
+// re-checks a bounded number of files, and the names remembered as rejected are bounded. Each ring
+// is attributed to the process holding its lock and that process's pod (ring_owner.h).
+
+#include <sys/stat.h>
 
 #include <array>
+#include <chrono>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "agent/profiler/ring_attribution.h"
 #include "agent/profiler/ring_file.h"
 
 namespace ncclscope::profiler {
@@ -24,7 +36,31 @@ struct LiveComm {
   CommSlotSnapshot slot;
   std::string hostname;
   std::int32_t pid = 0;
+  const RingOrigin* origin = nullptr;  // the ring's, valid until the next Poll()
 };
+
+// Bounds a pass works within whatever the directory holds.
+struct DirectoryLimits {
+  std::uint32_t max_rings = 256;             // rings held open (plugin.max_rings)
+  std::uint32_t opens_per_pass = 64;         // new files opened and validated per pass
+  std::uint32_t rechecks_per_pass = 64;      // rejected files checked for an owner per pass
+  std::uint32_t max_rejected = 4096;         // rejected names remembered (oldest forgotten)
+  std::uint32_t max_names_per_pass = 65536;  // directory entries looked at per pass
+  std::uint32_t max_live_slots = 16384;      // live comm slots handed on per pass, all rings
+  RingLimits ring;
+};
+
+// Why the agent left something out because a bound was reached (each counted).
+enum class DirectoryLimit {
+  kRings = 0,     // a ring not opened: max_rings are held
+  kOpens,         // a file left for a later pass: the pass's open budget was spent
+  kRejected,      // a rejected name forgotten: max_rejected were remembered
+  kNames,         // directory entries beyond max_names_per_pass, not looked at
+  kSlotsPerRing,  // live comm slots beyond RingLimits::max_live_slots of one ring
+  kSlotsTotal,    // live comm slots beyond max_live_slots over all rings
+  kCount
+};
+const char* DirectoryLimitName(DirectoryLimit limit);
 
 struct DirectorySnapshot {
   std::uint32_t rings_live = 0;    // owner alive, still recording
@@ -35,23 +71,36 @@ struct DirectorySnapshot {
   std::array<std::uint64_t, NCCLSCOPE_REC_TYPE_MAX + 1> records{};
   std::array<std::uint64_t, static_cast<std::size_t>(CorruptReason::kCount)> corrupt{};
   std::uint64_t lane_resyncs = 0;
-  // Plugin-side counters and ring-full drops: current rings plus every reclaimed one.
+  // Plugin-side counters and ring-full drops: current rings plus every reclaimed one (saturating).
   std::array<std::uint64_t, NCCLSCOPE_COUNTER_MAX> plugin_counters{};
   std::uint64_t dropped_ring_full = 0;
-  std::vector<LiveComm> comms;  // LIVE slots of rings whose owner is alive
+  std::array<std::uint64_t, static_cast<std::size_t>(DirectoryLimit::kCount)> limited{};
+  std::uint64_t mapped_bytes = 0;           // metadata mapped, all rings held
+  std::uint32_t rejected_remembered = 0;    // names remembered as rejected
+  std::uint64_t controls_file_repairs = 0;  // ncclscope.controls rewritten after a change
+  std::uint64_t controls_file_errors = 0;   // ncclscope.controls could not be written
+  std::vector<LiveComm> comms;              // LIVE slots of rings whose owner is alive
+  std::vector<std::uint32_t> ring_ids;      // RingOrigin::ring_id of the rings held
 };
 
 class RingDirectory {
  public:
-  explicit RingDirectory(std::string dir);
+  explicit RingDirectory(std::string dir, DirectoryLimits limits = {},
+                         std::unique_ptr<RingAttribution> owners = nullptr);
 
   const std::string& dir() const { return dir_; }
+  void SetLimits(const DirectoryLimits& limits) { limits_ = limits; }
 
   // Controls written into every ring now and into each ring found later.
   void SetControls(const ncclscope_controls& controls);
+  // The text <dir>/ncclscope.controls must hold: written now, and written again whenever a pass
+  // finds the file changed, replaced or gone (a pod can write the directory).
+  void SetControlsFileText(std::string text);
 
   // One pass. Returns true when some lane had more records than one batch (poll again soon).
   bool Poll(RecordSink& sink);
+  // Writes the controls file now if it is not as set (Poll() does this too, every pass).
+  void KeepControlsFile();
 
   const DirectorySnapshot& snapshot() const { return snapshot_; }
 
@@ -62,20 +111,36 @@ class RingDirectory {
     std::uint32_t controls_seq_written = 0;
   };
 
-  void Discover();
+  void Discover(int dirfd);
   void Retire(Tracked& ring);
+  void Reject(const std::string& name, const std::string& reason);
+  void KeepControlsFile(int dirfd);
 
   std::string dir_;
+  DirectoryLimits limits_;
+  std::unique_ptr<RingAttribution> owners_;
   std::optional<ncclscope_controls> controls_;
   std::uint32_t controls_version_ = 0;
+  std::optional<std::string> controls_text_;
+  struct stat controls_stat_ {};  // of the controls file we last wrote
+  bool controls_written_ = false;
+  std::chrono::steady_clock::time_point controls_retry_after_{};
   std::map<std::string, Tracked> rings_;         // by file name
   std::map<std::string, std::string> rejected_;  // file name -> reason (counted once)
+  std::deque<std::string> rejected_order_;       // oldest first, for forgetting
+  std::size_t recheck_cursor_ = 0;
   DirectorySnapshot snapshot_;
   std::array<std::uint64_t, NCCLSCOPE_COUNTER_MAX> retired_counters_{};
   std::uint64_t retired_dropped_ = 0;
 };
 
-// Writes <dir>/ncclscope.controls (read by plugins when they create their ring) atomically.
-bool WriteControlsFile(const std::string& dir, const std::string& text, std::string* error);
+// Whether `name` is a ring's final name: "ncclscope-<pid>-<created_ns>.ring", digits only.
+bool IsRingName(const std::string& name);
+
+// Writes <dir>/ncclscope.controls (read by plugins when they create their ring) atomically: into
+// a new file with a random name, created O_EXCL | O_NOFOLLOW (a name a pod planted, as a file or a
+// symlink, is never opened), then renamed over the old one. `st` gets the new file's identity.
+bool WriteControlsFile(const std::string& dir, const std::string& text, std::string* error,
+                       struct stat* st = nullptr);
 
 }  // namespace ncclscope::profiler

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "agent/profiler/guarded_memory.h"
+#include "plugin/ring/regular_file.h"
 
 namespace ncclscope::profiler {
 namespace {
@@ -27,6 +28,34 @@ std::string BaseName(const std::string& path) {
 }
 
 bool Aligned(std::uint64_t value) { return value % 64 == 0; }
+
+// Scratch for drains and table reads, one per reader thread (shared by all its rings).
+struct DrainScratch {
+  std::vector<unsigned char> records;
+  std::vector<CorruptReason> verdict;
+  OpView view;
+  std::vector<ncclscope_comm_slot> table;
+  std::vector<std::uint32_t> versions;
+  std::vector<std::uint32_t> index;
+};
+
+DrainScratch& Scratch() {
+  thread_local DrainScratch scratch;
+  return scratch;
+}
+
+// pread of exactly `n` bytes at `offset`; false on a short read (the file shrank) or an error.
+bool ReadExactly(int fd, unsigned char* out, std::uint64_t n, std::uint64_t offset) {
+  while (n > 0) {
+    const ssize_t got = ::pread(fd, out, n, static_cast<off_t>(offset));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return false;
+    out += got;
+    n -= static_cast<std::uint64_t>(got);
+    offset += static_cast<std::uint64_t>(got);
+  }
+  return true;
+}
 
 // Folds an op and its continuation records (already validated one by one) into an OpView.
 // Returns false when the continuations do not belong to the op.
@@ -72,28 +101,66 @@ bool BuildOpView(const unsigned char* records, std::uint32_t available, OpView* 
 }  // namespace
 
 RingFile::~RingFile() {
-  if (map_ != nullptr) ::munmap(map_, size_);
+  if (map_ != nullptr) ::munmap(map_, map_size_);
   if (fd_ >= 0) ::close(fd_);
 }
 
-std::unique_ptr<RingFile> RingFile::Open(const std::string& path, std::string* reason) {
+namespace {
+
+// The header's geometry, checked without any arithmetic that can wrap: every count and offset is
+// bounded first (offsets below 2^40, counts below 2^20), so no sum or product below can exceed
+// 2^41; then every region must lie after the previous one and the data must end exactly at
+// file_size.
+bool GeometryOk(const ncclscope_ring_header& h, const RingLimits& limits) {
+  const std::uint64_t lanes = h.lane_count;
+  const std::uint64_t capacity = h.lane_capacity;
+  const std::uint64_t slots = h.comm_slot_count;
+  if (lanes < 1 || lanes > NCCLSCOPE_MAX_LANES) return false;
+  if (capacity < 1 || capacity > NCCLSCOPE_MAX_LANE_CAPACITY || (capacity & (capacity - 1)) != 0) {
+    return false;
+  }
+  if (slots > NCCLSCOPE_MAX_COMM_SLOTS) return false;
+  constexpr std::uint64_t kMax = NCCLSCOPE_MAX_REGION_OFFSET;
+  if (h.comm_table_offset > kMax || h.lanes_offset > kMax || h.data_offset > kMax ||
+      h.file_size > kMax) {
+    return false;
+  }
+  if (!Aligned(h.comm_table_offset) || !Aligned(h.lanes_offset) || !Aligned(h.data_offset)) {
+    return false;
+  }
+  const std::uint64_t table_end = h.comm_table_offset + slots * NCCLSCOPE_COMM_SLOT_SIZE;
+  const std::uint64_t lanes_end = h.lanes_offset + lanes * NCCLSCOPE_LANE_SIZE;
+  const std::uint64_t data_bytes = lanes * capacity * NCCLSCOPE_RECORD_SIZE;
+  return h.comm_table_offset >= NCCLSCOPE_RING_HEADER_SIZE && h.lanes_offset >= table_end &&
+         h.data_offset >= lanes_end && h.file_size == h.data_offset + data_bytes &&
+         h.file_size <= limits.max_file_bytes;
+}
+
+// Whether every byte of the file is allocated. The plugin fallocate()s its whole ring; a file with
+// holes would make the agent's reads through the mapping allocate (and be charged for) pages.
+bool FullyAllocated(const struct stat& st, std::uint64_t file_size) {
+  return static_cast<std::uint64_t>(st.st_blocks) * 512 >= file_size;
+}
+
+}  // namespace
+
+std::unique_ptr<RingFile> RingFile::Open(const std::string& path, std::string* reason,
+                                         const RingLimits& limits) {
   std::unique_ptr<RingFile> ring(new RingFile());
   ring->path_ = path;
+  ring->limits_ = limits;
   ring->writable_ = true;
-  ring->fd_ = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+  struct stat st {};
+  ring->fd_ = ring::OpenRegularFile(AT_FDCWD, path.c_str(), O_RDWR, &st);
   if (ring->fd_ < 0 && errno == EACCES) {
     ring->writable_ = false;
-    ring->fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    ring->fd_ = ring::OpenRegularFile(AT_FDCWD, path.c_str(), O_RDONLY, &st);
   }
   if (ring->fd_ < 0) {
-    *reason = "open";
+    *reason = errno == EINVAL || errno == ELOOP ? "not_regular" : "open";
     return nullptr;
   }
-  struct stat st {};
-  if (::fstat(ring->fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
-    *reason = "open";
-    return nullptr;
-  }
+  ring->stat_ = st;
   ncclscope_ring_header header{};
   if (st.st_size < static_cast<off_t>(sizeof(header)) ||
       ::pread(ring->fd_, &header, sizeof(header), 0) != static_cast<ssize_t>(sizeof(header))) {
@@ -113,20 +180,7 @@ std::unique_ptr<RingFile> RingFile::Open(const std::string& path, std::string* r
     *reason = "format";
     return nullptr;
   }
-  const std::uint64_t lanes = header.lane_count;
-  const std::uint64_t capacity = header.lane_capacity;
-  const std::uint64_t slots = header.comm_slot_count;
-  const bool geometry_ok =
-      lanes >= 1 && lanes <= NCCLSCOPE_MAX_LANES && capacity >= 1 &&
-      capacity <= NCCLSCOPE_MAX_LANE_CAPACITY && (capacity & (capacity - 1)) == 0 &&
-      slots <= NCCLSCOPE_MAX_COMM_SLOTS && Aligned(header.comm_table_offset) &&
-      Aligned(header.lanes_offset) && Aligned(header.data_offset) &&
-      header.comm_table_offset >= NCCLSCOPE_RING_HEADER_SIZE &&
-      header.lanes_offset >= header.comm_table_offset + slots * NCCLSCOPE_COMM_SLOT_SIZE &&
-      header.data_offset >= header.lanes_offset + lanes * NCCLSCOPE_LANE_SIZE &&
-      header.data_offset <= (1ull << 40) &&
-      header.file_size == header.data_offset + lanes * capacity * NCCLSCOPE_RECORD_SIZE;
-  if (!geometry_ok) {
+  if (!GeometryOk(header, limits)) {
     *reason = "geometry";
     return nullptr;
   }
@@ -134,25 +188,33 @@ std::unique_ptr<RingFile> RingFile::Open(const std::string& path, std::string* r
     *reason = "size";
     return nullptr;
   }
+  if (!FullyAllocated(st, header.file_size)) {
+    *reason = "sparse";
+    return nullptr;
+  }
+  // Only the metadata is mapped; records are read with pread (see the header comment).
+  const std::uint64_t map_size = header.data_offset;
   const int protection = PROT_READ | (ring->writable_ ? PROT_WRITE : 0);
-  void* map = ::mmap(nullptr, header.file_size, protection, MAP_SHARED, ring->fd_, 0);
+  void* map = ::mmap(nullptr, map_size, protection, MAP_SHARED, ring->fd_, 0);
   if (map == MAP_FAILED) {
     *reason = "map";
     return nullptr;
   }
   ring->map_ = static_cast<unsigned char*>(map);
+  ring->map_size_ = map_size;
   ring->size_ = header.file_size;
-  ring->lanes_ = static_cast<std::uint32_t>(lanes);
-  ring->capacity_ = static_cast<std::uint32_t>(capacity);
-  ring->comm_slots_ = static_cast<std::uint32_t>(slots);
+  ring->lanes_ = header.lane_count;
+  ring->capacity_ = header.lane_capacity;
+  ring->comm_slots_ = header.comm_slot_count;
   ring->comm_table_offset_ = header.comm_table_offset;
   ring->lanes_offset_ = header.lanes_offset;
   ring->data_offset_ = header.data_offset;
-  ring->local_tails_.assign(lanes, 0);
+  ring->local_tails_.assign(ring->lanes_, 0);
   ring->origin_.ring = BaseName(path);
   ring->origin_.pid = header.pid;
   ring->origin_.hostname = Bounded(header.hostname, sizeof(header.hostname));
   ring->origin_.job_id = Bounded(header.job_id, sizeof(header.job_id));
+  ring->origin_.owner_uid = st.st_uid;
   if (!ring->writable_) {
     // Cannot commit tails: start from what is there now and keep our position in memory.
     for (std::uint32_t i = 0; i < ring->lanes_; ++i) {
@@ -165,9 +227,19 @@ std::unique_ptr<RingFile> RingFile::Open(const std::string& path, std::string* r
   return ring;
 }
 
+bool RingFile::CheckFile() {
+  if (!healthy_) return false;
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0 || static_cast<std::uint64_t>(st.st_size) < size_ ||
+      !FullyAllocated(st, size_)) {
+    healthy_ = false;
+  }
+  return healthy_;
+}
+
 DrainStats RingFile::Drain(RecordSink& sink, std::uint32_t max_per_lane) {
   DrainStats stats;
-  if (!healthy_) return stats;
+  if (!CheckFile()) return stats;
   for (std::uint32_t lane = 0; lane < lanes_; ++lane) {
     if (!DrainLane(lane, sink, max_per_lane, stats)) {
       healthy_ = false;
@@ -199,32 +271,35 @@ bool RingFile::DrainLane(std::uint32_t index, RecordSink& sink, std::uint32_t ma
   // Keep an op and its continuation records together even across the batch limit.
   const std::uint64_t copy =
       available < take + kMaxContinuations ? available : take + kMaxContinuations;
-  scratch_.resize(copy * NCCLSCOPE_RECORD_SIZE);
-  const unsigned char* data =
-      map_ + data_offset_ + static_cast<std::size_t>(index) * capacity_ * NCCLSCOPE_RECORD_SIZE;
+  DrainScratch& scratch = Scratch();
+  std::vector<unsigned char>& bytes = scratch.records;
+  bytes.resize(copy * NCCLSCOPE_RECORD_SIZE);
+  // head - tail <= capacity and capacity <= 2^20 were checked, so these stay far from wrapping.
+  const std::uint64_t data =
+      data_offset_ + std::uint64_t{index} * capacity_ * NCCLSCOPE_RECORD_SIZE;
   const std::uint64_t start_slot = tail & (capacity_ - 1);
   const std::uint64_t first_run = capacity_ - start_slot < copy ? capacity_ - start_slot : copy;
-  if (!GuardedCopy(scratch_.data(), data + start_slot * NCCLSCOPE_RECORD_SIZE,
-                   first_run * NCCLSCOPE_RECORD_SIZE)) {
+  if (!ReadExactly(fd_, bytes.data(), first_run * NCCLSCOPE_RECORD_SIZE,
+                   data + start_slot * NCCLSCOPE_RECORD_SIZE)) {
     return false;
   }
-  if (copy > first_run && !GuardedCopy(scratch_.data() + first_run * NCCLSCOPE_RECORD_SIZE, data,
-                                       (copy - first_run) * NCCLSCOPE_RECORD_SIZE)) {
+  if (copy > first_run && !ReadExactly(fd_, bytes.data() + first_run * NCCLSCOPE_RECORD_SIZE,
+                                       (copy - first_run) * NCCLSCOPE_RECORD_SIZE, data)) {
     return false;
   }
   // Validate; find where to cut so that groups stay whole.
-  std::vector<CorruptReason>& verdict = verdict_;
+  std::vector<CorruptReason>& verdict = scratch.verdict;
   verdict.resize(copy);
   for (std::uint64_t i = 0; i < copy; ++i) {
-    verdict[i] = ValidateRecord(scratch_.data() + i * NCCLSCOPE_RECORD_SIZE, tail + i);
+    verdict[i] = ValidateRecord(bytes.data() + i * NCCLSCOPE_RECORD_SIZE, tail + i);
   }
   for (std::uint64_t i = 0; i < take; ++i) {
     if (verdict[i] != CorruptReason::kNone) continue;
     ncclscope_record_header h{};
-    std::memcpy(&h, scratch_.data() + i * NCCLSCOPE_RECORD_SIZE, sizeof(h));
+    std::memcpy(&h, bytes.data() + i * NCCLSCOPE_RECORD_SIZE, sizeof(h));
     if (h.type != NCCLSCOPE_REC_OP) continue;
     const std::uint8_t n_cont =
-        scratch_[i * NCCLSCOPE_RECORD_SIZE + offsetof(ncclscope_op_record, n_continuations)];
+        bytes[i * NCCLSCOPE_RECORD_SIZE + offsetof(ncclscope_op_record, n_continuations)];
     if (i + n_cont >= take && i + n_cont < copy) take = i + n_cont + 1;
   }
   if (!commit(tail + take)) return false;
@@ -233,7 +308,7 @@ bool RingFile::DrainLane(std::uint32_t index, RecordSink& sink, std::uint32_t ma
   // Deliver from our copy.
   std::uint64_t i = 0;
   while (i < take) {
-    const unsigned char* record = scratch_.data() + i * NCCLSCOPE_RECORD_SIZE;
+    const unsigned char* record = bytes.data() + i * NCCLSCOPE_RECORD_SIZE;
     if (verdict[i] != CorruptReason::kNone) {
       ++stats.corrupt[static_cast<std::size_t>(verdict[i])];
       ++i;
@@ -243,7 +318,7 @@ bool RingFile::DrainLane(std::uint32_t index, RecordSink& sink, std::uint32_t ma
     std::memcpy(&h, record, sizeof(h));
     switch (h.type) {
       case NCCLSCOPE_REC_OP: {
-        OpView& view = view_;  // reused: only its first n_channels entries are meaningful
+        OpView& view = scratch.view;  // reused: only its first n_channels entries are meaningful
         std::uint32_t consumed = 1;
         // Continuations must themselves be valid records. Only the next kMaxContinuations can
         // belong to this op: looking further made each drain quadratic in the batch size.
@@ -331,7 +406,10 @@ bool RingFile::ReadHeader(RingHeaderSnapshot* out) {
       healthy_ = false;
       return false;
     }
-    out->dropped_ring_full += dropped;
+    // Saturating: a pod's counters must not wrap the node's total.
+    out->dropped_ring_full = dropped > UINT64_MAX - out->dropped_ring_full
+                                 ? UINT64_MAX
+                                 : out->dropped_ring_full + dropped;
   }
   return true;
 }
@@ -344,10 +422,12 @@ namespace {
 struct TableCopy {
   const unsigned char* table = nullptr;
   std::uint32_t slots = 0;
-  ncclscope_comm_slot* out = nullptr;  // capacity `slots`
+  ncclscope_comm_slot* out = nullptr;  // capacity `max_copied`
   std::uint32_t* version_after = nullptr;
   std::uint32_t* index = nullptr;
+  std::uint32_t max_copied = 0;
   std::uint32_t copied = 0;
+  std::uint32_t over = 0;  // slots in use beyond max_copied
 };
 
 void CopyTable(void* arg) {
@@ -357,6 +437,10 @@ void CopyTable(void* arg) {
         t->table + static_cast<std::size_t>(i) * NCCLSCOPE_COMM_SLOT_SIZE);
     const std::uint32_t state = __atomic_load_n(&shared->state, __ATOMIC_ACQUIRE);
     if (state != NCCLSCOPE_COMM_LIVE && state != NCCLSCOPE_COMM_FINALIZED) continue;
+    if (t->copied == t->max_copied) {
+      ++t->over;
+      continue;
+    }
     std::memcpy(&t->out[t->copied], shared, sizeof(ncclscope_comm_slot));
     OrderLoads();
     t->version_after[t->copied] = __atomic_load_n(&shared->version, __ATOMIC_ACQUIRE);
@@ -369,27 +453,37 @@ void CopyTable(void* arg) {
 
 std::vector<CommSlotSnapshot> RingFile::ReadCommTable() {
   std::vector<CommSlotSnapshot> slots;
+  slots_over_limit_ = 0;
   if (!healthy_ || comm_slots_ == 0) return slots;
-  table_copy_.resize(comm_slots_);
-  table_versions_.resize(comm_slots_);
-  table_index_.resize(comm_slots_);
+  const std::uint32_t max_copied =
+      comm_slots_ < limits_.max_live_slots ? comm_slots_ : limits_.max_live_slots;
+  DrainScratch& scratch = Scratch();
+  scratch.table.resize(max_copied);
+  scratch.versions.resize(max_copied);
+  scratch.index.resize(max_copied);
   TableCopy t;
   t.table = map_ + comm_table_offset_;
   t.slots = comm_slots_;
-  t.out = table_copy_.data();
-  t.version_after = table_versions_.data();
-  t.index = table_index_.data();
+  t.out = scratch.table.data();
+  t.version_after = scratch.versions.data();
+  t.index = scratch.index.data();
+  t.max_copied = max_copied;
   if (!GuardedCall(&CopyTable, &t)) {
     healthy_ = false;
     return slots;
   }
+  slots_over_limit_ = t.over;
+  slots.reserve(t.copied);
   for (std::uint32_t k = 0; k < t.copied; ++k) {
-    const ncclscope_comm_slot& copy = table_copy_[k];
-    if ((copy.version & 1) != 0 || copy.version != table_versions_[k]) continue;  // rewritten
+    const ncclscope_comm_slot& copy = scratch.table[k];
+    if ((copy.version & 1) != 0 || copy.version != scratch.versions[k]) continue;  // rewritten
     if (copy.state != NCCLSCOPE_COMM_LIVE && copy.state != NCCLSCOPE_COMM_FINALIZED) continue;
-    if (copy.nranks <= 0 || copy.rank < 0 || copy.rank >= copy.nranks || copy.nnodes <= 0) continue;
+    if (copy.nranks <= 0 || copy.nranks > NCCLSCOPE_MAX_NRANKS || copy.rank < 0 ||
+        copy.rank >= copy.nranks || copy.nnodes <= 0 || copy.nnodes > copy.nranks) {
+      continue;
+    }
     CommSlotSnapshot s;
-    s.index = table_index_[k];
+    s.index = scratch.index[k];
     s.state = copy.state;
     s.comm_id = copy.comm_id;
     s.context = copy.context;

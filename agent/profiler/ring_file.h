@@ -1,12 +1,17 @@
 #pragma once
 
-// The agent's view of one plugin ring (format: plugin/ring/ncclscope_ring.h). Open() validates the
-// header against the file before mapping it; Drain() copies new records out of every lane,
-// validates each one, commits the lane's tail and only then hands the records to a sink, so an
-// agent killed at any point never counts a record twice and a restarted agent finds everything it
-// had not consumed. Every access to the mapping is guarded (guarded_memory.h): a file truncated
+// The agent's view of one plugin ring (format: plugin/ring/ncclscope_ring.h). Open() opens only a
+// regular file (plugin/ring/regular_file.h: never a FIFO, device or symlink), validates the header
+// against the file with overflow-free arithmetic (every region inside the file, every count bounded
+// before it is multiplied) and maps the metadata only: header, comm table and lanes. Record data is
+// read with pread(), never through the mapping: a hole in a pod's file then reads as zeros instead
+// of faulting in a page charged to the agent's memory. Drain() copies new records out of every
+// lane, validates each one, commits the lane's tail and only then hands the records to a sink, so
+// an agent killed at any point never counts a record twice and a restarted agent finds everything
+// it had not consumed. Every access to the mapping is guarded (guarded_memory.h): a file truncated
 // under us marks the ring broken instead of killing the agent.
 
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include <array>
@@ -65,6 +70,12 @@ struct DrainStats {
   bool more = false;               // a lane had more than the batch limit
 };
 
+// What the agent may map and read of one ring (bounds on a pod's file, see ncclscope_ring.h).
+struct RingLimits {
+  std::uint64_t max_file_bytes = NCCLSCOPE_AGENT_MAX_RING_FILE_BYTES;
+  std::uint32_t max_live_slots = NCCLSCOPE_AGENT_MAX_COMMS_PER_RING;  // live comm slots read
+};
+
 class RingFile {
  public:
   ~RingFile();
@@ -72,15 +83,25 @@ class RingFile {
   RingFile& operator=(const RingFile&) = delete;
 
   // Opens and validates `path`. On failure returns nullptr and a short reason for the
-  // rejected-rings metric ("magic", "version", "geometry", "size", "open", "map", ...).
-  static std::unique_ptr<RingFile> Open(const std::string& path, std::string* reason);
+  // rejected-rings metric ("magic", "version", "format", "geometry", "size", "sparse", "open",
+  // "not_regular", "map").
+  static std::unique_ptr<RingFile> Open(const std::string& path, std::string* reason,
+                                        const RingLimits& limits = {});
 
   const std::string& path() const { return path_; }
   const RingOrigin& origin() const { return origin_; }
+  // For the directory's attribution (ring_attribution.h) right after Open().
+  RingOrigin& mutable_origin() { return origin_; }
   std::uint32_t lanes() const { return lanes_; }
   std::uint32_t lane_capacity() const { return capacity_; }
   std::uint32_t comm_slots() const { return comm_slots_; }
   bool writable() const { return writable_; }
+  // The file as opened: owner (attribution), device and inode (its lock holder in /proc/locks).
+  const struct stat& stat() const { return stat_; }
+  // Bytes of the file mapped (metadata only: header, comm table, lanes).
+  std::uint64_t mapped_bytes() const { return map_size_; }
+  // Live comm slots beyond RingLimits::max_live_slots in the last ReadCommTable() (not read).
+  std::uint32_t slots_over_limit() const { return slots_over_limit_; }
   // False once an access faulted (the file was truncated) or the header went bad.
   bool healthy() const { return healthy_; }
 
@@ -88,6 +109,9 @@ class RingFile {
   DrainStats Drain(RecordSink& sink, std::uint32_t max_per_lane = 4096);
 
   bool ReadHeader(RingHeaderSnapshot* out);
+  // Whether the file is still whole (size and allocated blocks): a pod that truncates its ring or
+  // punches holes in it loses the ring (healthy() turns false) before anything is read.
+  bool CheckFile();
   // Consistent copies of the slots in use (live or finalized), skipping ones being rewritten.
   std::vector<CommSlotSnapshot> ReadCommTable();
 
@@ -105,8 +129,12 @@ class RingFile {
   std::string path_;
   RingOrigin origin_;
   int fd_ = -1;
+  struct stat stat_ {};
   unsigned char* map_ = nullptr;
-  std::uint64_t size_ = 0;
+  std::uint64_t map_size_ = 0;  // data_offset_: the data region is read with pread
+  std::uint64_t size_ = 0;      // file_size from the header
+  RingLimits limits_;
+  std::uint32_t slots_over_limit_ = 0;
   bool writable_ = false;
   bool healthy_ = true;
   bool owner_dead_ = false;
@@ -117,13 +145,8 @@ class RingFile {
   std::uint64_t lanes_offset_ = 0;
   std::uint64_t data_offset_ = 0;
   std::vector<std::uint64_t> local_tails_;  // used when the ring is read-only
-  // Scratch reused across drains and table reads (no allocation per pass once warm).
-  std::vector<unsigned char> scratch_;
-  std::vector<CorruptReason> verdict_;
-  OpView view_;
-  std::vector<ncclscope_comm_slot> table_copy_;
-  std::vector<std::uint32_t> table_versions_;
-  std::vector<std::uint32_t> table_index_;
+  // Drains and table reads use per-thread scratch (ring_file.cc), not per ring: hundreds of rings
+  // would otherwise each keep their largest batch allocated.
 };
 
 }  // namespace ncclscope::profiler

@@ -24,8 +24,10 @@
  * head (acquire), copies records [tail, head), and then stores the new tail (release). Records
  * written together (an op and its channel continuations) are published by one head store.
  *
- * Trust. The agent treats everything here as untrusted input: it validates header geometry against
- * the file size, every record's type, layout, checksum and position, and every index and string.
+ * Trust. The agent treats everything here as untrusted input (any pod can write the directory): it
+ * validates header geometry against the file size without arithmetic that can wrap, every record's
+ * type, layout, checksum and position, and every index and string, within the bounds of the
+ * agent-side block below (docs/trust-model.md).
  * The plugin never trusts anything the agent writes either (it keeps its own copy of the geometry
  * and only reads `tail` and the control block, both range-checked).
  *
@@ -62,6 +64,16 @@ extern "C" {
 #define NCCLSCOPE_MAX_LANE_CAPACITY (1u << 20)
 #define NCCLSCOPE_MAX_COMM_SLOTS 65536u
 #define NCCLSCOPE_MAX_CHANNELS 64u /* NCCL's MAXCHANNELS in 2.27 through 2.30 */
+
+/* ---- Agent-side bounds (the trust model: docs/trust-model.md) ---------------------------- */
+/* What the agent accepts from any ring, whoever wrote it. A ring or record beyond one of these is
+ * rejected or skipped and counted; the plugin never writes beyond them. */
+#define NCCLSCOPE_MAX_NRANKS (1 << 20) /* a communicator's nranks; every rank is below it */
+#define NCCLSCOPE_MAX_REGION_OFFSET (1ull << 40) /* header offsets, checked before any sum */
+/* file_size: 1 GiB of records (NCCLSCOPE_RING_SIZE's maximum) plus the largest comm table */
+#define NCCLSCOPE_AGENT_MAX_RING_FILE_BYTES ((1ull << 30) + (64ull << 20))
+#define NCCLSCOPE_AGENT_MAX_COMMS_PER_RING 256u /* live comm-table slots read per ring */
+#define NCCLSCOPE_MAX_RING_NAME 64u /* "ncclscope-<pid>-<created_ns>.ring" is at most 46 bytes */
 
 /* ---- Ring header ------------------------------------------------------------------------- */
 

@@ -1,10 +1,14 @@
 #include "plugin/src/settings.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 
 #include "plugin/ring/ncclscope_ring.h"
+#include "plugin/ring/regular_file.h"
 
 namespace ncclscope::plugin {
 namespace {
@@ -315,18 +319,60 @@ void ApplyEnvironment(const EnvLookup& env, Settings& settings) {
   }
 }
 
+std::optional<std::string> ReadControlsFile(const std::string& dir, std::string* problem) {
+  const int dirfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dirfd < 0) return std::nullopt;  // no directory yet: nothing to read, nothing to say
+  struct stat dir_st {};
+  const bool dir_ok = ::fstat(dirfd, &dir_st) == 0;
+  struct stat st {};
+  const int fd = ring::OpenRegularFile(dirfd, kControlsFileName, O_RDONLY, &st);
+  const int open_errno = errno;
+  ::close(dirfd);
+  if (fd < 0) {
+    if (open_errno != ENOENT) *problem = "not a regular file, ignored";
+    return std::nullopt;
+  }
+  // Written by the agent (root, or the directory's owner); anyone else's file, or one that others
+  // can write, is not the node's policy.
+  const bool trusted_owner =
+      st.st_uid == 0 || st.st_uid == ::geteuid() || (dir_ok && st.st_uid == dir_st.st_uid);
+  if (!trusted_owner || (st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    ::close(fd);
+    *problem = "owned by uid " + std::to_string(st.st_uid) + " or writable by others, ignored";
+    return std::nullopt;
+  }
+  if (st.st_size > static_cast<off_t>(kMaxControlsFileBytes)) {
+    ::close(fd);
+    *problem = "larger than " + std::to_string(kMaxControlsFileBytes) + " bytes, ignored";
+    return std::nullopt;
+  }
+  std::string text(kMaxControlsFileBytes + 1, '\0');
+  std::size_t got = 0;
+  while (got < text.size()) {
+    const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  ::close(fd);
+  if (got > kMaxControlsFileBytes) {  // grew while read
+    *problem = "larger than " + std::to_string(kMaxControlsFileBytes) + " bytes, ignored";
+    return std::nullopt;
+  }
+  text.resize(got);
+  return text;
+}
+
 Settings LoadSettings(const EnvLookup& env) {
   Settings settings;
   // The directory decides where the controls file is, so take it from the environment first.
   if (const auto dir = env("NCCLSCOPE_RING_DIR"); dir && !dir->empty()) settings.ring_dir = *dir;
-  {
-    std::ifstream file(settings.ring_dir + "/" + kControlsFileName);
-    if (file) {
-      std::ostringstream text;
-      text << file.rdbuf();
-      // Pins are not known yet; the environment is applied afterwards and wins anyway.
-      ApplyControlsFile(text.str(), settings);
-    }
+  std::string problem;
+  if (const auto text = ReadControlsFile(settings.ring_dir, &problem)) {
+    // Pins are not known yet; the environment is applied afterwards and wins anyway.
+    ApplyControlsFile(*text, settings);
+  } else if (!problem.empty()) {
+    settings.warnings.push_back(std::string(kControlsFileName) + ": " + problem);
   }
   ApplyEnvironment(env, settings);
   return settings;

@@ -80,5 +80,13 @@ std::optional<std::uint32_t> ParseEvents(std::string_view text);      // "coll,p
 
 // Name of the controls file inside the ring directory.
 inline constexpr const char* kControlsFileName = "ncclscope.controls";
+inline constexpr std::size_t kMaxControlsFileBytes = 64 << 10;
+
+// The text of <dir>/ncclscope.controls, read so that whatever a pod put there cannot block or
+// bloat the job's NCCL init: only a regular file is opened (never followed through a symlink,
+// never a FIFO or a device: plugin/ring/regular_file.h), only one owned by root, this process's
+// user or the directory's owner and not writable by group or others, at most
+// kMaxControlsFileBytes. nullopt when absent or refused (*problem says why, empty when absent).
+std::optional<std::string> ReadControlsFile(const std::string& dir, std::string* problem);
 
 }  // namespace ncclscope::plugin

@@ -1,6 +1,15 @@
 #include "agent/exporter/http_server.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <vector>
 
 #include "agent/exporter/scrape_collector.h"
 #include "tests/support/http_client.h"
@@ -51,10 +60,122 @@ TEST(HttpServerTest, BindFailureIsAnErrorNotACrash) {
   EXPECT_NE(error.find("cannot listen on"), std::string::npos) << error;
 }
 
-TEST(HttpServerTest, ListenAddressTranslation) {
-  EXPECT_EQ(ToCivetListeningPort(":9824"), "9824");
-  EXPECT_EQ(ToCivetListeningPort("127.0.0.1:9824"), "127.0.0.1:9824");
-  EXPECT_EQ(ToCivetListeningPort("[::1]:9824"), "[::1]:9824");
+TEST(HttpServerTest, ListenAddressParsing) {
+  EXPECT_EQ(ParseListenAddress(":9824")->host, "");
+  EXPECT_EQ(ParseListenAddress(":9824")->port, "9824");
+  EXPECT_EQ(ParseListenAddress("127.0.0.1:9824")->host, "127.0.0.1");
+  EXPECT_EQ(ParseListenAddress("[::1]:9824")->host, "::1");
+  EXPECT_FALSE(ParseListenAddress("9824").has_value());
+}
+
+// A TCP connection to `port` on 127.0.0.1 from `source` (another loopback address stands for
+// another pod), or -1.
+int Connect(int port, const char* source = "127.0.0.1") {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in from{};
+  from.sin_family = AF_INET;
+  ::inet_pton(AF_INET, source, &from.sin_addr);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof(from)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(static_cast<std::uint16_t>(port));
+  ::inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Sends `request` on a fresh connection and returns everything the server sent until it closed
+// (or 2 s passed).
+std::string Exchange(int port, const std::string& request) {
+  const int fd = Connect(port);
+  if (fd < 0) return "";
+  timeval timeout{2, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  ::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
+  std::string reply;
+  char buffer[65536];
+  ssize_t n = 0;
+  while ((n = ::recv(fd, buffer, sizeof(buffer), 0)) > 0) reply.append(buffer, n);
+  ::close(fd);
+  return reply;
+}
+
+struct Served {
+  std::unique_ptr<HttpServer> server;
+  int port = 0;
+};
+
+Served Serve(const std::string& body) {
+  std::string error;
+  Served s;
+  s.server = HttpServer::Start(
+      "127.0.0.1:0", "/metrics", [body] { return body; }, nullptr, &error);
+  EXPECT_TRUE(s.server) << error;
+  if (s.server) {
+    const std::string& a = s.server->bound_address();
+    s.port = std::stoi(a.substr(a.rfind(':') + 1));
+  }
+  return s;
+}
+
+TEST(HttpServerTest, OnlyGetAndHeadServeMetricsAndHeadHasNoBody) {
+  Served s = Serve("metric_a 1\n");
+  const std::string get =
+      Exchange(s.port, "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  EXPECT_EQ(get.rfind("HTTP/1.1 200", 0), 0u) << get;
+  EXPECT_NE(get.find("\r\n\r\nmetric_a 1\n"), std::string::npos) << get;
+  const std::string head =
+      Exchange(s.port, "HEAD /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  EXPECT_EQ(head.rfind("HTTP/1.1 200", 0), 0u) << head;
+  EXPECT_NE(head.find("Content-Length: 11"), std::string::npos) << head;
+  EXPECT_EQ(head.find("metric_a"), std::string::npos) << head;
+  for (const char* method : {"POST", "PUT", "DELETE", "OPTIONS", "BREW"}) {
+    const std::string reply =
+        Exchange(s.port, std::string(method) +
+                             " /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello");
+    EXPECT_EQ(reply.rfind("HTTP/1.1 405", 0), 0u) << method << ": " << reply;
+    EXPECT_NE(reply.find("Allow: GET, HEAD"), std::string::npos) << reply;
+    EXPECT_EQ(reply.find("metric_a"), std::string::npos) << reply;
+  }
+}
+
+TEST(HttpServerTest, IdleAndSlowClientsCannotStarveScrapes) {
+  // With civetweb, one idle connection per second held its four workers: every scrape timed out.
+  // Here another "pod" (127.0.0.2, 127.0.0.3, ...) opens connections that send nothing, or half a
+  // request, and keeps them open; scrapes from Prometheus's address must still be answered.
+  Served s = Serve(std::string(1 << 20, '#') + "\n");  // a 1 MiB page
+  std::vector<int> idle;
+  for (int pod = 2; pod <= 6; ++pod) {
+    const std::string source = "127.0.0." + std::to_string(pod);
+    for (int i = 0; i < 40; ++i) {
+      const int fd = Connect(s.port, source.c_str());
+      if (fd < 0) continue;
+      if (i % 2 == 1) ::send(fd, "GET /metrics HTTP/1.1\r\nHost:", 29, MSG_NOSIGNAL);  // slowloris
+      idle.push_back(fd);
+    }
+  }
+  EXPECT_GE(idle.size(), 100u);  // connected (the server drops those over its per-address limit)
+  const std::string base = "http://" + s.server->bound_address();
+  double worst = 0;
+  for (int i = 0; i < 20; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    const auto reply = testing::HttpGet(base + "/metrics", 2000);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    worst = std::max(worst, seconds);
+    ASSERT_EQ(reply.status, 200) << "scrape " << i << ": " << reply.error;
+    EXPECT_EQ(reply.body.size(), (1u << 20) + 1);
+  }
+  std::printf("worst scrape latency with %zu idle/slow connections open: %.1f ms\n", idle.size(),
+              worst * 1e3);
+  EXPECT_LT(worst, 1.0);
+  for (int fd : idle) ::close(fd);
 }
 
 }  // namespace

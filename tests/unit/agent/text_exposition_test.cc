@@ -102,3 +102,30 @@ TEST(TextExpositionTest, NumbersAsTheFormatSpellsThem) {
 
 }  // namespace
 }  // namespace ncclscope::metrics
+
+namespace ncclscope::metrics {
+namespace {
+
+TEST(TextExpositionTest, LabelValuesAreAlwaysValidUtf8) {
+  // One invalid byte in a job id (any environment variable of the job) made Prometheus reject the
+  // node's whole scrape. Invalid bytes become U+FFFD; valid UTF-8 is kept as it is.
+  auto label = [](std::string_view value) {
+    std::string out;
+    AppendLabel(out, "job_id", value);
+    return out;
+  };
+  EXPECT_EQ(label("train-\xff"), "job_id=\"train-\xEF\xBF\xBD\"");
+  EXPECT_EQ(label("gr\xC3\xBC\xC3\x9F"
+                  "e \xE2\x9C\x93 \xF0\x9F\x9A\x80"),
+            "job_id=\"gr\xC3\xBC\xC3\x9F"
+            "e \xE2\x9C\x93 \xF0\x9F\x9A\x80\"");
+  EXPECT_EQ(label("\xC0\xAF"), "job_id=\"\xEF\xBF\xBD\xEF\xBF\xBD\"");  // overlong '/'
+  EXPECT_EQ(label("\xED\xA0\x80"), "job_id=\"\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD\"");  // surrogate
+  EXPECT_EQ(label("\xF4\x90\x80\x80"),
+            "job_id=\"\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD\"");     // past U+10FFFF
+  EXPECT_EQ(label("cut \xE2\x9C"), "job_id=\"cut \xEF\xBF\xBD\xEF\xBF\xBD\"");  // truncated
+  EXPECT_EQ(label("a\"b\\c\nd"), "job_id=\"a\\\"b\\\\c\\nd\"");
+}
+
+}  // namespace
+}  // namespace ncclscope::metrics

@@ -1,0 +1,63 @@
+#include "agent/profiler/ring_attribution.h"
+
+#include <sys/sysmacros.h>
+
+#include "agent/ebpf/cgroup/kubepods.h"
+#include "agent/ebpf/proc/maps.h"
+#include "agent/profiler/ring_owner.h"
+
+namespace ncclscope::profiler {
+namespace {
+
+constexpr std::size_t kMaxLocksText = 4 << 20;  // ~80,000 locks
+constexpr std::size_t kMaxCgroupText = 64 << 10;
+
+}  // namespace
+
+std::optional<std::int32_t> RingLockHolder(std::string_view proc_locks, dev_t dev, ino_t ino) {
+  for (const FlockHolder& holder : ParseProcLocks(proc_locks)) {
+    if (holder.major == major(dev) && holder.minor == minor(dev) && holder.inode == ino) {
+      return holder.pid;
+    }
+  }
+  return std::nullopt;
+}
+
+RingAttribution::RingAttribution(std::string proc_root,
+                                 std::vector<std::string> runtime_state_files)
+    : proc_root_(std::move(proc_root)),
+      metadata_(std::make_unique<ebpf::cgroup::PodMetadata>(std::move(runtime_state_files))) {}
+
+void RingAttribution::Refresh() {
+  locks_ = ebpf::proc::ReadProcFile(proc_root_ + "/locks", kMaxLocksText);
+}
+
+void RingAttribution::Attribute(const struct stat& st, RingOrigin& origin) {
+  origin.principal = "uid:" + std::to_string(origin.owner_uid);
+  origin.attribution = "claimed";
+  if (!locks_) Refresh();
+  const auto holder = locks_ ? RingLockHolder(*locks_, st.st_dev, st.st_ino) : std::nullopt;
+  if (!holder) return;
+  origin.holder_pid = *holder;
+  origin.attribution = "process";
+  const auto text = ebpf::proc::ReadProcFile(proc_root_ + "/" + std::to_string(*holder) + "/cgroup",
+                                             kMaxCgroupText);
+  if (!text) return;
+  const auto ref = ebpf::cgroup::ParseProcCgroup(*text);
+  if (!ref) return;
+  origin.attribution = "verified";
+  origin.pod = ref->pod_uid;
+  origin.container = ref->container_id.substr(0, 12);
+  if (!ref->container_id.empty()) {
+    if (const auto names = metadata_->Lookup(ref->container_id)) {
+      origin.namespace_name = names->namespace_name;
+      origin.pod = names->pod;
+      origin.container = names->container;
+    }
+  }
+  // Namespaces are Kubernetes' tenant boundary; without the runtime's names, the pod itself is.
+  origin.principal =
+      !origin.namespace_name.empty() ? "ns:" + origin.namespace_name : "pod:" + ref->pod_uid;
+}
+
+}  // namespace ncclscope::profiler

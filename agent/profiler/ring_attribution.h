@@ -1,0 +1,44 @@
+#pragma once
+
+// Who owns a ring, found out by the agent rather than read from the ring: the process holding the
+// ring's flock (the plugin takes a shared flock for its whole life) from <proc_root>/locks (parsed
+// by ring_owner.h, which also maps the holder to the ring's QP owner), and that process's pod from
+// <proc_root>/<pid>/cgroup and the container runtime's state files (the same parsers as the eBPF
+// source's attribution, agent/ebpf/cgroup). Every file read is bounded.
+
+#include <sys/stat.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "agent/ebpf/cgroup/pod_metadata.h"
+#include "agent/profiler/record_sink.h"
+
+namespace ncclscope::profiler {
+
+// The pid holding a FLOCK on the file with device `dev` and inode `ino`, from /proc/locks text
+// (ParseProcLocks: waiters are not holders). The first holder when several share the lock.
+std::optional<std::int32_t> RingLockHolder(std::string_view proc_locks, dev_t dev, ino_t ino);
+
+class RingAttribution {
+ public:
+  // `runtime_state_files`: as ebpf.runtime_state_files ({id} stands for the container id).
+  RingAttribution(std::string proc_root, std::vector<std::string> runtime_state_files);
+
+  // Fills the verified fields of `origin` (owner_uid must already be the file's owner).
+  void Attribute(const struct stat& st, RingOrigin& origin);
+
+  // Reads <proc_root>/locks once for every Attribute() until the next Refresh().
+  void Refresh();
+
+ private:
+  std::string proc_root_;
+  std::unique_ptr<ebpf::cgroup::PodMetadata> metadata_;
+  std::optional<std::string> locks_;
+};
+
+}  // namespace ncclscope::profiler
