@@ -264,6 +264,78 @@ void Collective(const abi::ProfilerV6* p, void* context, std::uint64_t seq, bool
   }
 }
 
+// One grouped plan of four collectives as NCCL 2.28 launches it (ncclGroupStart; AllReduce,
+// AllGather, ReduceScatter, AllReduce; ncclGroupEnd): one GroupApi, a CollApi per call, one Group
+// for the plan, then the four Coll events, each on two channels of its own (the plan splits the
+// channels among its tasks, src/enqueue.cc), their KernelCh, and the ops finishing in reverse
+// order (the first, largest op of a plan usually ends last).
+void GroupedPlan(const abi::ProfilerV6* p, void* context, std::uint64_t seq) {
+  constexpr int kOps = 4;
+  constexpr int kOpChannels = 2;
+  static const char* const kFuncs[kOps] = {"AllReduce", "AllGather", "ReduceScatter", "AllReduce"};
+  abi::EventDescrV6 d{};
+  void* group_api = nullptr;
+  std::memset(&d, 0, sizeof(d));
+  d.type = abi::kGroupApi;
+  d.groupApi.groupDepth = 1;
+  p->startEvent(context, &group_api, &d);
+  void* coll_api[kOps] = {};
+  for (int i = 0; i < kOps; ++i) {
+    std::memset(&d, 0, sizeof(d));
+    d.type = abi::kCollApi;
+    d.parentObj = group_api;
+    d.collApi.func = kFuncs[i];
+    d.collApi.count = 1u << (20 - i);
+    d.collApi.datatype = "ncclFloat32";
+    p->startEvent(context, &coll_api[i], &d);
+    p->stopEvent(coll_api[i]);
+  }
+  void* group = nullptr;
+  std::memset(&d, 0, sizeof(d));
+  d.type = abi::kGroup;
+  p->startEvent(context, &group, &d);
+  void* coll[kOps] = {};
+  for (int i = 0; i < kOps; ++i) {
+    std::memset(&d, 0, sizeof(d));
+    d.type = abi::kColl;
+    d.parentObj = coll_api[i];
+    d.coll.seqNumber = seq;
+    d.coll.func = kFuncs[i];
+    d.coll.count = 1u << (20 - i);
+    d.coll.datatype = "ncclFloat32";
+    d.coll.nChannels = kOpChannels;
+    d.coll.nWarps = 16;
+    d.coll.algo = "RING";
+    d.coll.proto = "SIMPLE";
+    d.coll.parentGroup = group;
+    p->startEvent(context, &coll[i], &d);
+  }
+  const std::uint64_t t0 = 1'700'000'000'000'000'000ull + seq * 100'000;
+  void* kernel[kOps][kOpChannels];
+  for (int i = 0; i < kOps; ++i) {
+    for (int c = 0; c < kOpChannels; ++c) {
+      std::memset(&d, 0, sizeof(d));
+      d.type = abi::kKernelCh;
+      d.parentObj = coll[i];
+      d.kernelCh.channelId = static_cast<std::uint8_t>(i * kOpChannels + c);
+      d.kernelCh.pTimer = t0 + static_cast<std::uint64_t>(c);
+      p->startEvent(context, &kernel[i][c], &d);
+    }
+  }
+  for (int i = 0; i < kOps; ++i) p->stopEvent(coll[i]);  // enqueued
+  abi::StateArgsV6 stop;
+  for (int i = kOps - 1; i >= 0; --i) {
+    for (int c = 0; c < kOpChannels; ++c) {
+      stop.kernelCh.pTimer =
+          t0 + 50'000 * static_cast<std::uint64_t>(kOps - i) + static_cast<std::uint64_t>(c);
+      p->recordEventState(kernel[i][c], abi::kKernelChStop, &stop);
+      p->stopEvent(kernel[i][c]);
+    }
+  }
+  p->stopEvent(group);
+  p->stopEvent(group_api);
+}
+
 void Run(benchmark::State& state, bool chained, bool api, int proxy_steps) {
   World& world = TheWorld();
   Instance& instance = chained ? world.chained : world.plain;
@@ -300,6 +372,20 @@ abi::Result NopStop(void*) { return 0; }
 abi::Result NopRecord(void*, int, abi::StateArgsV6*) { return 0; }
 const abi::ProfilerV6 kNop = {"nop", nullptr, NopStart, NopStop, NopRecord, nullptr};
 
+void BM_GroupedPlanOf4Ops(benchmark::State& state) {
+  World& world = TheWorld();
+  const bool nop = state.range(0) != 0;
+  static void* context = world.NewComm(world.plain, 0, 8);
+  const abi::ProfilerV6* table = nop ? &kNop : world.plain.v6;
+  std::uint64_t seq = 0;
+  for (auto _ : state) {
+    GroupedPlan(table, nop ? nullptr : context, seq++);
+    if ((seq & 63) == 0 && !nop) world.plain.Consume();
+  }
+  world.plain.Consume();
+  state.SetItemsProcessed(static_cast<std::int64_t>(seq) * 4);  // per op
+}
+
 void BM_HarnessOnly(benchmark::State& state) {
   std::uint64_t seq = 0;
   for (auto _ : state) Collective(&kNop, nullptr, seq++, state.range(0) != 0, 0);
@@ -333,6 +419,8 @@ void BM_MinimalChainedPluginAlone(benchmark::State& state) {
 BENCHMARK(BM_MinimalChainedPluginAlone)->Arg(0)->Arg(1)->ArgName("api");
 
 BENCHMARK(BM_Collective8Channels);
+// Per op of a grouped plan (items/s are ops): the plugin (nop=0) and the same calls into nothing.
+BENCHMARK(BM_GroupedPlanOf4Ops)->Arg(0)->Arg(1)->ArgName("nop");
 BENCHMARK(BM_Collective8ChannelsChained);
 BENCHMARK(BM_Collective8ChannelsWithApiEvents);
 BENCHMARK(BM_Collective8ChannelsWithApiEventsChained);

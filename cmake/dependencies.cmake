@@ -14,6 +14,11 @@ pkg_check_modules(LIBNL REQUIRED IMPORTED_TARGET libnl-3.0)
 # The HTTP server: event-driven, with per-client connection limits (agent/exporter/http_server.h
 # says why not civetweb).
 pkg_check_modules(MICROHTTPD REQUIRED IMPORTED_TARGET libmicrohttpd)
+# The endpoint's TLS client-certificate check (libmicrohttpd's own TLS is GnuTLS), gzip, and the
+# bcrypt hashes of exporter-toolkit's basic_auth_users (libxcrypt's crypt_r).
+pkg_check_modules(GNUTLS REQUIRED IMPORTED_TARGET gnutls)
+find_package(ZLIB REQUIRED)
+find_library(LIBCRYPT crypt REQUIRED)
 
 find_program(BPFTOOL bpftool PATHS /usr/sbin /sbin REQUIRED)
 find_program(CLANG clang REQUIRED)

@@ -71,17 +71,28 @@ int Agent::Run(SignalWaiter& signals) {
   sources_.Apply(config_);
   collector_ = std::make_shared<ScrapeCollector>(&sources_, &reload_);
   std::string error;
+  WebConfig web;
+  if (!config_.server.web_config_file.empty()) {
+    std::optional<WebConfig> loaded_web = LoadWebConfig(config_.server.web_config_file, &error);
+    if (!loaded_web) {
+      NCCLSCOPE_LOG(kError, "exporter") << "server.web_config_file: " << error;
+      sources_.StopAll();
+      return 1;
+    }
+    web = std::move(*loaded_web);
+  }
   server_ = HttpServer::Start(
       config_.server.listen_address, config_.server.metrics_path,
       [collector = collector_] { return collector->RenderText(); }, [this] { return HealthText(); },
-      &error);
+      HttpServer::Limits{}, web, &error);
   if (!server_) {
     NCCLSCOPE_LOG(kError, "exporter") << error;
     sources_.StopAll();
     return 1;
   }
   NCCLSCOPE_LOG(kInfo, "exporter")
-      << "serving metrics on http://" << server_->bound_address() << config_.server.metrics_path;
+      << "serving metrics on " << (web.tls() ? "https://" : "http://") << server_->bound_address()
+      << config_.server.metrics_path << (web.basic_auth() ? " (basic auth)" : "");
 
   while (true) {
     const int signal = signals.Wait(std::chrono::milliseconds(1000));

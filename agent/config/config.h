@@ -19,6 +19,7 @@ inline constexpr int kDefaultPort = 9824;
 struct ServerConfig {
   std::string listen_address = ":9824";
   std::string metrics_path = "/metrics";
+  std::string web_config_file;
 
   template <typename V>
   void Visit(V& v) {
@@ -27,6 +28,12 @@ struct ServerConfig {
             checks::ListenAddress());
     v.Field("metrics_path", metrics_path, "Path Prometheus scrapes. Changing it needs a restart.",
             checks::UrlPath());
+    v.Field("web_config_file", web_config_file,
+            "TLS, client certificates and basic auth for the endpoint, in the Prometheus "
+            "exporter-toolkit web-config format (the file exporters take with "
+            "--web.config.file; see deploy/README.md). Empty: plain HTTP, no auth. Read at "
+            "start: changing it or its certificates needs a restart.",
+            checks::OneOfOrAbsolutePath({""}));
   }
 };
 

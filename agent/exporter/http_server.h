@@ -2,9 +2,13 @@
 
 #include <cstddef>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+
+#include "agent/exporter/web_config.h"
 
 struct MHD_Daemon;
 
@@ -20,6 +24,13 @@ namespace ncclscope {
 // header-read timeout); there are at most max_connections, and at most per_ip_connections from one
 // address, so one pod cannot take the slots Prometheus needs. Only GET and HEAD are served (HEAD
 // without a body); other methods get 405.
+//
+// As Prometheus exporters do it: the metrics page is gzip-compressed when the scraper accepts it
+// (Prometheus always does), ":PORT" listens on IPv6 and IPv4 alike (one dual-stack socket; IPv4
+// only where the kernel has no IPv6), and TLS, client certificates and basic auth come from a
+// web-config file in exporter-toolkit's format (web_config.h). Basic auth covers every path but
+// /healthz, which kubelet probes without credentials and which tells nothing but "ok" and the
+// sources' states.
 // (civetweb, used before, gives every connection a worker thread from the moment it is accepted:
 // one idle TCP connection per second kept all four workers waiting out their read timeouts and
 // every scrape timed out.)
@@ -49,34 +60,50 @@ class HttpServer {
                                            const std::string& metrics_path, MetricsText metrics,
                                            HealthText health, const Limits& limits,
                                            std::string* error);
+  static std::unique_ptr<HttpServer> Start(const std::string& listen_address,
+                                           const std::string& metrics_path, MetricsText metrics,
+                                           HealthText health, const Limits& limits,
+                                           const WebConfig& web, std::string* error);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
 
-  // The address actually bound, with the real port, e.g. "127.0.0.1:41234" or "0.0.0.0:9824".
+  // The address actually bound, with the real port, e.g. "127.0.0.1:41234" or "[::]:9824".
   const std::string& bound_address() const { return bound_address_; }
 
   struct Handlers {
     std::string metrics_path;
     MetricsText metrics;
     HealthText health;
+    WebConfig web;
+    // Credentials that matched, so that bcrypt (tens of ms by design) runs once per password and
+    // not per scrape: SHA-256 of user, hash and password, as exporter-toolkit caches them.
+    std::mutex auth_mutex;
+    std::map<std::string, bool> auth_cache;
   };
 
  private:
   HttpServer() = default;
 
-  Handlers handlers_;
+  std::unique_ptr<Handlers> handlers_;
   MHD_Daemon* daemon_ = nullptr;
   int listen_fd_ = -1;
   std::string bound_address_;
 };
 
-// Our listen-address syntax split into host ("" for every IPv4 interface) and port; exposed for
-// tests. nullopt when malformed.
+// Our listen-address syntax split into host ("" for every interface, IPv6 and IPv4) and port;
+// exposed for tests. nullopt when malformed.
 struct ListenAddress {
   std::string host;
   std::string port;
 };
 std::optional<ListenAddress> ParseListenAddress(const std::string& listen_address);
+
+// Whether an Accept-Encoding header value admits gzip (RFC 9110 12.5.3: "gzip" or "*" with a
+// non-zero q); exposed for tests.
+bool AcceptsGzip(const char* accept_encoding);
+
+// `text` as a gzip member (RFC 1952); nullopt if zlib fails.
+std::optional<std::string> Gzip(const std::string& text);
 
 }  // namespace ncclscope

@@ -2,8 +2,10 @@
 
 #include <unistd.h>
 
+#include <exception>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "agent/core/metric_family.h"
@@ -24,6 +26,26 @@ double BootTime(const std::string& proc_root) {
     in.ignore(1 << 20, '\n');
   }
   return 0;
+}
+
+// The soft limit on open files ("Max open files" in /proc/self/limits, as client_golang's process
+// collector reads it); nullopt when unlimited or unreadable.
+std::optional<double> MaxOpenFiles(const std::string& proc_root) {
+  std::ifstream in(proc_root + "/self/limits");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("Max open files", 0) != 0) continue;
+    std::istringstream fields(line.substr(std::string("Max open files").size()));
+    std::string soft;
+    fields >> soft;
+    if (soft == "unlimited" || soft.empty()) return std::nullopt;
+    try {
+      return std::stod(soft);
+    } catch (const std::exception&) {
+      return std::nullopt;
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -76,6 +98,12 @@ std::vector<prometheus::MetricFamily> CollectProcessMetrics(const std::string& p
   auto open_fds = metrics::Gauge("process_open_fds", "Number of open file descriptors.");
   metrics::Add(open_fds, {}, fds);
   out.push_back(std::move(open_fds));
+
+  if (const std::optional<double> max = MaxOpenFiles(proc_root)) {
+    auto max_fds = metrics::Gauge("process_max_fds", "Maximum number of open file descriptors.");
+    metrics::Add(max_fds, {}, *max);
+    out.push_back(std::move(max_fds));
+  }
   return out;
 }
 

@@ -16,11 +16,13 @@ AgentProcess::AgentProcess(const std::string& config_yaml, std::vector<std::stri
   }
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
   process_ = std::make_unique<Subprocess>(argv, dir_.path(), std::move(extra_env));
-  const auto address =
-      process_->WaitForStderr("serving metrics on http://", std::chrono::seconds(30));
+  const auto address = process_->WaitForStderr("serving metrics on ", std::chrono::seconds(30));
   if (!address) return;
-  // "127.0.0.1:41234/metrics\"" -> "http://127.0.0.1:41234"
-  base_url_ = "http://" + address->substr(0, address->find('/'));
+  // "http://127.0.0.1:41234/metrics\"" -> "http://127.0.0.1:41234" (https with a web config)
+  const std::size_t scheme = address->find("://");
+  if (scheme == std::string::npos) return;
+  const std::size_t host = scheme + 3;
+  base_url_ = address->substr(0, host) + address->substr(host, address->find('/', host) - host);
 }
 
 double AgentProcess::Sample(const std::string& series) const {

@@ -1,6 +1,7 @@
 #include "agent/exporter/http_server.h"
 
 #include <arpa/inet.h>
+#include <crypt.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -176,6 +177,104 @@ TEST(HttpServerTest, IdleAndSlowClientsCannotStarveScrapes) {
               worst * 1e3);
   EXPECT_LT(worst, 1.0);
   for (int fd : idle) ::close(fd);
+}
+
+using testing::Http;
+using testing::HttpGet;
+using testing::HttpRequest;
+using testing::HttpResponse;
+
+TEST(HttpServerTest, AcceptEncodingParsing) {
+  EXPECT_TRUE(AcceptsGzip("gzip"));
+  EXPECT_TRUE(AcceptsGzip("gzip, deflate, br"));
+  EXPECT_TRUE(AcceptsGzip("identity;q=1, GZIP;q=0.5"));
+  EXPECT_TRUE(AcceptsGzip("*"));
+  EXPECT_FALSE(AcceptsGzip(nullptr));
+  EXPECT_FALSE(AcceptsGzip(""));
+  EXPECT_FALSE(AcceptsGzip("deflate, br"));
+  EXPECT_FALSE(AcceptsGzip("gzip;q=0"));
+  EXPECT_FALSE(AcceptsGzip("gzip;q=0.000"));
+  EXPECT_FALSE(AcceptsGzip("xgzip"));
+}
+
+// What Prometheus sends (Accept-Encoding: gzip) gets a gzip body that decodes to the page; a
+// client that does not ask gets it plain.
+TEST(HttpServerTest, MetricsAreGzippedWhenTheScraperAcceptsIt) {
+  std::string page;
+  for (int i = 0; i < 2000; ++i) page += "metric_a{i=\"" + std::to_string(i) + "\"} 1\n";
+  Served s = Serve(page);
+  HttpRequest request;
+  request.url = "http://127.0.0.1:" + std::to_string(s.port) + "/metrics";
+  request.accept_encoding = "gzip";
+  const HttpResponse packed = Http(request);
+  EXPECT_EQ(packed.status, 200) << packed.error;
+  EXPECT_EQ(packed.content_encoding, "gzip");
+  EXPECT_EQ(packed.body, page);
+  const HttpResponse plain = HttpGet(request.url);
+  EXPECT_EQ(plain.content_encoding, "");
+  EXPECT_EQ(plain.body, page);
+  // The compressed size, as the raw exchange shows it: much smaller than the page.
+  const std::string raw = Exchange(s.port,
+                                   "GET /metrics HTTP/1.1\r\nHost: x\r\nAccept-Encoding: gzip\r\n"
+                                   "Connection: close\r\n\r\n");
+  const std::size_t body = raw.find("\r\n\r\n");
+  ASSERT_NE(body, std::string::npos);
+  EXPECT_LT(raw.size() - body, page.size() / 4);
+  EXPECT_NE(raw.find("Vary: Accept-Encoding"), std::string::npos);
+  const std::optional<std::string> again = Gzip(page);
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(static_cast<unsigned char>((*again)[0]), 0x1f);  // gzip magic
+}
+
+// ":PORT" takes IPv6 and IPv4 clients on one socket.
+TEST(HttpServerTest, AllInterfacesMeansIpv6AndIpv4) {
+  std::string error;
+  auto server = HttpServer::Start(
+      ":0", "/metrics", [] { return std::string("m 1\n"); }, nullptr, &error);
+  ASSERT_TRUE(server) << error;
+  const std::string& bound = server->bound_address();
+  ASSERT_EQ(bound.rfind("[::]:", 0), 0u) << bound;
+  const std::string port = bound.substr(bound.rfind(':') + 1);
+  EXPECT_EQ(HttpGet("http://127.0.0.1:" + port + "/metrics").body, "m 1\n");
+  EXPECT_EQ(HttpGet("http://[::1]:" + port + "/metrics").body, "m 1\n");
+}
+
+// Basic auth from a web config: the metrics need the password (bcrypt-checked once, then cached),
+// /healthz does not; a wrong password or user is 401 with a Basic challenge.
+TEST(HttpServerTest, BasicAuthGuardsEverythingButHealthz) {
+  WebConfig web;
+  char salt[CRYPT_GENSALT_OUTPUT_SIZE];
+  ASSERT_NE(crypt_gensalt_rn("$2b$", 4, nullptr, 0, salt, sizeof(salt)), nullptr);
+  crypt_data data{};
+  const char* hash = crypt_r("s3cret", salt, &data);
+  ASSERT_NE(hash, nullptr);
+  web.basic_auth_users["prometheus"] = hash;
+  web.headers["X-Frame-Options"] = "deny";
+  std::string error;
+  auto server = HttpServer::Start(
+      "127.0.0.1:0", "/metrics", [] { return std::string("m 1\n"); }, [] { return std::string(); },
+      HttpServer::Limits{}, web, &error);
+  ASSERT_TRUE(server) << error;
+  HttpRequest request;
+  request.url = "http://" + server->bound_address() + "/metrics";
+  EXPECT_EQ(Http(request).status, 401);
+  request.user = "prometheus";
+  request.password = "wrong";
+  EXPECT_EQ(Http(request).status, 401);
+  request.password = "s3cret";
+  for (int i = 0; i < 3; ++i) {
+    const HttpResponse ok = Http(request);
+    EXPECT_EQ(ok.status, 200);
+    EXPECT_EQ(ok.body, "m 1\n");
+  }
+  request.user = "someone";
+  EXPECT_EQ(Http(request).status, 401);
+  EXPECT_EQ(HttpGet("http://" + server->bound_address() + "/healthz").status, 200);
+  const std::string& a = server->bound_address();
+  const std::string raw = Exchange(std::stoi(a.substr(a.rfind(':') + 1)),
+                                   "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  EXPECT_NE(raw.find("WWW-Authenticate: Basic realm=\"ncclscope\""), std::string::npos) << raw;
+  EXPECT_NE(raw.find("X-Frame-Options: deny"), std::string::npos) << raw;
 }
 
 }  // namespace

@@ -1,0 +1,151 @@
+// The endpoint as a secured cluster runs it: the real agent with a web-config file in
+// exporter-toolkit's format (TLS with client certificates, basic auth), checked with curl and
+// scraped by a real Prometheus configured as for any exporter (scheme https, tls_config,
+// basic_auth). Certificates come from the openssl command line, made fresh per run.
+
+#include <crypt.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <thread>
+
+#include "tests/support/agent_process.h"
+
+namespace ncclscope::testing {
+namespace {
+
+using std::chrono::seconds;
+
+// A CA, a server certificate for 127.0.0.1 and a client certificate, all signed by the CA.
+struct Pki {
+  std::string ca, server_cert, server_key, client_cert, client_key;
+};
+
+bool Run(const std::string& command) {
+  return std::system((command + " 2>/dev/null").c_str()) == 0;
+}
+
+bool MakePki(const TempDir& dir, Pki* pki) {
+  const std::string d = dir.path() + "/";
+  pki->ca = d + "ca.crt";
+  pki->server_cert = d + "server.crt";
+  pki->server_key = d + "server.key";
+  pki->client_cert = d + "client.crt";
+  pki->client_key = d + "client.key";
+  const std::string ext = dir.WriteFile("san.ext", "subjectAltName=IP:127.0.0.1\n");
+  return Run("openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=test-ca -keyout " + d +
+             "ca.key -out " + pki->ca) &&
+         Run("openssl req -newkey rsa:2048 -nodes -subj /CN=127.0.0.1 -keyout " + pki->server_key +
+             " -out " + d + "server.csr") &&
+         Run("openssl x509 -req -in " + d + "server.csr -CA " + pki->ca + " -CAkey " + d +
+             "ca.key -CAcreateserial -days 1 -extfile " + ext + " -out " + pki->server_cert) &&
+         Run("openssl req -newkey rsa:2048 -nodes -subj /CN=prometheus -keyout " + pki->client_key +
+             " -out " + d + "client.csr") &&
+         Run("openssl x509 -req -in " + d + "client.csr -CA " + pki->ca + " -CAkey " + d +
+             "ca.key -CAcreateserial -days 1 -out " + pki->client_cert);
+}
+
+std::string Bcrypt(const std::string& password) {
+  char salt[CRYPT_GENSALT_OUTPUT_SIZE];
+  if (crypt_gensalt_rn("$2b$", 5, nullptr, 0, salt, sizeof(salt)) == nullptr) return "";
+  crypt_data data{};
+  const char* hash = crypt_r(password.c_str(), salt, &data);
+  return hash != nullptr ? hash : "";
+}
+
+TEST(EndpointSecurityTest, TlsClientCertificatesAndBasicAuthAsExportersDoThem) {
+  TempDir dir;
+  Pki pki;
+  if (!MakePki(dir, &pki))
+    GTEST_SKIP() << "the openssl command line is needed to make certificates";
+  const std::string hash = Bcrypt("scrape-secret");
+  ASSERT_FALSE(hash.empty());
+  const std::string web = dir.WriteFile(
+      "web.yml",
+      "tls_server_config:\n  cert_file: " + pki.server_cert + "\n  key_file: " + pki.server_key +
+          "\n  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: " + pki.ca +
+          "\nbasic_auth_users:\n  prometheus: " + hash + "\n");
+  AgentProcess agent("server:\n  web_config_file: " + web + "\n");
+  ASSERT_TRUE(agent.ok()) << agent.startup_log();
+  ASSERT_EQ(agent.base_url().rfind("https://127.0.0.1:", 0), 0u) << agent.base_url();
+  EXPECT_NE(agent.startup_log().find("(basic auth)"), std::string::npos);
+
+  HttpRequest request;
+  request.url = agent.base_url() + "/metrics";
+  request.ca_file = pki.ca;
+  // Plain HTTP on the TLS port gets nowhere.
+  EXPECT_NE(HttpGet("http://" + agent.base_url().substr(8) + "/metrics").status, 200);
+  // TLS without a client certificate: refused.
+  EXPECT_EQ(Http(request).status, 403);
+  request.client_cert_file = pki.client_cert;
+  request.client_key_file = pki.client_key;
+  // The certificate, no password: 401. Wrong password: 401.
+  EXPECT_EQ(Http(request).status, 401);
+  request.user = "prometheus";
+  request.password = "guess";
+  EXPECT_EQ(Http(request).status, 401);
+  // Everything right, gzip as Prometheus asks for it.
+  request.password = "scrape-secret";
+  request.accept_encoding = "gzip";
+  const HttpResponse ok = Http(request);
+  EXPECT_EQ(ok.status, 200) << ok.error;
+  EXPECT_EQ(ok.content_encoding, "gzip");
+  EXPECT_NE(ok.body.find("ncclscope_build_info{"), std::string::npos);
+  // /healthz needs the certificate (it is TLS) but no password: kubelet probes carry none.
+  HttpRequest health = request;
+  health.url = agent.base_url() + "/healthz";
+  health.user.clear();
+  EXPECT_EQ(Http(health).status, 200);
+
+  // A real Prometheus, configured as for node_exporter behind the same web config.
+  const std::string target = agent.base_url().substr(std::string("https://").size());
+  const std::string config = dir.WriteFile(
+      "prometheus.yml",
+      "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+      "scrape_configs:\n  - job_name: ncclscope\n    scheme: https\n    tls_config:\n"
+      "      ca_file: " +
+          pki.ca + "\n      cert_file: " + pki.client_cert + "\n      key_file: " + pki.client_key +
+          "\n    basic_auth:\n      username: prometheus\n      password: scrape-secret\n"
+          "    static_configs:\n      - targets: ['" +
+          target + "']\n");
+  const int port = FreePort();
+  Subprocess prometheus({NCCLSCOPE_PROMETHEUS, "--config.file=" + config,
+                         "--storage.tsdb.path=" + dir.path() + "/data",
+                         "--web.listen-address=127.0.0.1:" + std::to_string(port)},
+                        dir.path());
+  const std::string api = "http://127.0.0.1:" + std::to_string(port) + "/api/v1/query?query=";
+  std::string last;
+  bool scraped = false;
+  const auto deadline = std::chrono::steady_clock::now() + seconds(60);
+  while (std::chrono::steady_clock::now() < deadline && prometheus.Running()) {
+    const HttpResponse up = HttpGet(api + UrlEncode("up{job=\"ncclscope\"} == 1"));
+    last = up.body;
+    if (up.status == 200 && up.body.find("\"result\":[{") != std::string::npos) {
+      scraped = true;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
+  ASSERT_TRUE(scraped) << "last answer: " << last << "\nprometheus log:\n" << prometheus.Stderr();
+  const HttpResponse build = HttpGet(api + UrlEncode("ncclscope_build_info"));
+  EXPECT_NE(build.body.find("\"version\":\"0."), std::string::npos) << build.body;
+}
+
+// A web config the agent cannot honour stops it at start, naming the file, line and key.
+TEST(EndpointSecurityTest, AWebConfigItCannotHonourStopsTheAgent) {
+  TempDir dir;
+  const std::string web = dir.WriteFile(
+      "web.yml",
+      "tls_server_config:\n  cert: a\n  key: b\n  client_auth_type: RequestClientCert\n");
+  AgentProcess agent("server:\n  web_config_file: " + web + "\n");
+  EXPECT_FALSE(agent.ok());
+  const auto code = agent.process().Wait(std::chrono::seconds(10));
+  ASSERT_TRUE(code.has_value());
+  EXPECT_NE(*code, 0);
+  EXPECT_NE(agent.startup_log().find(web + ":4: tls_server_config.client_auth_type"),
+            std::string::npos)
+      << agent.startup_log();
+}
+
+}  // namespace
+}  // namespace ncclscope::testing
