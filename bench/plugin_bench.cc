@@ -456,13 +456,31 @@ BENCHMARK(BM_AgentReadsOpRecords)->Unit(benchmark::kMicrosecond);
 
 // Instruction counts do not depend on what else the machine runs: `plugin_bench --count N MODE`
 // runs N collectives (MODE: plugin, chained, nop) inside CountedCollectives(), for
-// `valgrind --tool=callgrind --toggle-collect=*CountedCollectives*` (docs/benchmarks.md).
+// `valgrind --tool=callgrind --toggle-collect=*CountedCollectives*` (docs/benchmarks.md); MODE
+// grouped / grouped-nop runs N grouped plans of 4 ops inside CountedGroupedPlans().
 __attribute__((noinline)) void CountedCollectives(const abi::ProfilerV6* p, void* context, int n) {
   for (int i = 0; i < n; ++i) Collective(p, context, static_cast<std::uint64_t>(i), false, 0);
 }
 
+__attribute__((noinline)) void CountedGroupedPlans(const abi::ProfilerV6* p, void* context, int n) {
+  for (int i = 0; i < n; ++i) GroupedPlan(p, context, static_cast<std::uint64_t>(i));
+}
+
 int CountMode(int n, const std::string& mode) {
   World& world = TheWorld();
+  if (mode == "grouped" || mode == "grouped-nop") {
+    void* context = world.NewComm(world.plain, 0, 8);
+    const abi::ProfilerV6* table = mode == "grouped" ? world.plain.v6 : &kNop;
+    for (int i = 0; i < 100; ++i) GroupedPlan(table, context, 0);
+    world.plain.Consume();
+    for (int done = 0; done < n; done += 250) {
+      CountedGroupedPlans(table, context, n - done < 250 ? n - done : 250);
+      world.plain.Consume();
+    }
+    std::printf("%d grouped plans of 4 ops (%s), dropped %" PRIu64 "\n", n, mode.c_str(),
+                world.plain.DroppedFull() + world.plain.DroppedBusy());
+    return 0;
+  }
   Instance& instance = mode == "chained" ? world.chained : world.plain;
   void* context = world.NewComm(instance, 0, 8);
   const abi::ProfilerV6* table = mode == "nop" ? &kNop : instance.v6;

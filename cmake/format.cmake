@@ -22,7 +22,10 @@ endif()
 find_program(RUN_CLANG_TIDY NAMES run-clang-tidy run-clang-tidy-14)
 if(RUN_CLANG_TIDY)
   add_custom_target(tidy
-    COMMAND ${RUN_CLANG_TIDY} -quiet -j 2 -p ${CMAKE_BINARY_DIR}
+    COMMAND ${CMAKE_COMMAND} -DIN=${CMAKE_BINARY_DIR}/compile_commands.json
+            -DOUT=${CMAKE_BINARY_DIR}/tidy-db/compile_commands.json
+            -P ${CMAKE_SOURCE_DIR}/cmake/tidy-db.cmake
+    COMMAND ${RUN_CLANG_TIDY} -quiet -j 2 -p ${CMAKE_BINARY_DIR}/tidy-db
             "^${CMAKE_SOURCE_DIR}/(agent|plugin|rdma|tests|bench|tools)/.*\\.(cc|c)$"
     COMMENT "Running clang-tidy" VERBATIM)
 endif()

@@ -396,16 +396,18 @@ std::unique_ptr<HttpServer> HttpServer::Start(const std::string& listen_address,
   if (bound.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
   if (web.tls()) flags |= MHD_USE_TLS;
   // Options that differ with TLS go in an array (MHD_OPTION_ARRAY), the rest inline.
+  // Pointers into the server's own copy: valid for the daemon's whole life.
+  const WebConfig& owned = server->handlers_->web;
   MHD_OptionItem tls_options[5] = {};
   std::size_t n = 0;
-  if (web.tls()) {
-    tls_options[n++] = {MHD_OPTION_HTTPS_MEM_CERT, 0, const_cast<char*>(web.cert_pem.c_str())};
-    tls_options[n++] = {MHD_OPTION_HTTPS_MEM_KEY, 0, const_cast<char*>(web.key_pem.c_str())};
+  if (owned.tls()) {
+    tls_options[n++] = {MHD_OPTION_HTTPS_MEM_CERT, 0, const_cast<char*>(owned.cert_pem.c_str())};
+    tls_options[n++] = {MHD_OPTION_HTTPS_MEM_KEY, 0, const_cast<char*>(owned.key_pem.c_str())};
     tls_options[n++] = {MHD_OPTION_HTTPS_PRIORITIES, 0,
-                        const_cast<char*>(web.tls_priorities.c_str())};
-    if (!web.client_ca_pem.empty()) {
+                        const_cast<char*>(owned.tls_priorities.c_str())};
+    if (!owned.client_ca_pem.empty()) {
       tls_options[n++] = {MHD_OPTION_HTTPS_MEM_TRUST, 0,
-                          const_cast<char*>(web.client_ca_pem.c_str())};
+                          const_cast<char*>(owned.client_ca_pem.c_str())};
     }
   }
   tls_options[n] = {MHD_OPTION_END, 0, nullptr};

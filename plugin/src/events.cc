@@ -434,12 +434,12 @@ void StartOp(void* context, void** handle, const OpArgs& args) {
   // task's own mask copy had KernelCh (ncclProfilerNeedsProxy, src/plugin/profiler.cc:677).
   OpExpect expect = kExpectNone;
   std::uint8_t expected = 0;
-  if (args.kind == NCCLSCOPE_KIND_CE) {
-    // Copy-engine collectives are issued by the host (v6); they have no kernel channels.
-  } else if (args.kind == NCCLSCOPE_KIND_P2P && peer == rank) {
-    // Self send/recv get no proxy ops at all, so no KernelCh (nProxyOps = selfSend ? 0 : 2,
-    // src/enqueue.cc:805 at v2.28.9-1) although NCCL reports nChannels >= 1.
-  } else if (task_mask.kernel_candidate) {
+  // Copy-engine collectives are issued by the host (v6); they have no kernel channels. Self
+  // send/recv get no proxy ops at all, so no KernelCh (nProxyOps = selfSend ? 0 : 2,
+  // src/enqueue.cc:805 at v2.28.9-1) although NCCL reports nChannels >= 1.
+  const bool no_kernel_ever =
+      args.kind == NCCLSCOPE_KIND_CE || (args.kind == NCCLSCOPE_KIND_P2P && peer == rank);
+  if (!no_kernel_ever && task_mask.kernel_candidate) {
     if (args.n_channels != 0) {
       expect = kExpectKnown;
       expected = args.n_channels;
@@ -605,7 +605,7 @@ namespace {
 // back to the end so it holds up none of the others. What does not fit is the sweep's job.
 constexpr std::uint32_t kUnclassifiedRing = 16384;
 struct UnclassifiedRing {
-  std::uint64_t entries[kUnclassifiedRing];
+  std::uint64_t entries[kUnclassifiedRing] = {};
   std::uint32_t head = 0;
   std::uint32_t tail = 0;
   bool Full() const { return tail - head >= kUnclassifiedRing; }
@@ -777,7 +777,7 @@ void StartNetPlugin(void** handle, const void* parent, std::int64_t plugin_id, c
   const auto type = static_cast<std::uint32_t>(static_cast<std::uint64_t>(plugin_id) >> 16);
   const auto version = static_cast<std::uint32_t>(plugin_id & 0xFFFF);
   if (type == abi::kNetPluginTypeIb && version == abi::kNetIbDescrVersion && data != nullptr) {
-    abi::NetIbDescrV1 descr;
+    abi::NetIbDescrV1 descr{};
     std::memcpy(&descr, data, sizeof(descr));
     if (descr.type != abi::kNetIbQpEvent) return;
     Store(po->net_type, NCCLSCOPE_NET_IB);

@@ -12,8 +12,8 @@ namespace ncclscope::testing {
 
 void SetUpPluginEnvironment() {
   static const bool done = [] {
-    setenv("NCCLSCOPE_RING_DIR", PluginRingDir().path().c_str(),
-           1);                                  // NOLINT(concurrency-mt-unsafe)
+    // NOLINTNEXTLINE(concurrency-mt-unsafe)
+    setenv("NCCLSCOPE_RING_DIR", PluginRingDir().path().c_str(), 1);
     setenv("NCCLSCOPE_PROXY_DUTY", "1", 1);     // NOLINT(concurrency-mt-unsafe)
     setenv("NCCLSCOPE_RING_SIZE", "32MiB", 1);  // NOLINT(concurrency-mt-unsafe)
     return true;

@@ -26,17 +26,8 @@ constexpr std::uint64_t kCe = abi::kCeColl | abi::kCeSync | abi::kCeBatch;
 // The IB payload of a net-plugin event, laid out as NCCL's ncclProfilerNetIbDescr_v1_t
 // (src/include/plugin/profiler/net_ib_v1.h:21-31 in 2.28: type, then the QP union at offset 8);
 // only its address travels through the plugins.
-abi::NetIbDescrV1 IbQpEvent() {
-  abi::NetIbDescrV1 d{};
-  d.type = abi::kNetIbQpEvent;
-  d.qp.device = 0;
-  d.qp.wr_id = 7;
-  d.qp.opcode = 0;
-  d.qp.qpNum = 0x1234;
-  d.qp.length = 65536;
-  return d;
-}
-abi::NetIbDescrV1 g_qp = IbQpEvent();
+// type, {device, wr_id, opcode, qpNum, length}
+abi::NetIbDescrV1 g_qp = {abi::kNetIbQpEvent, {0, 7, 0, 0x1234, 65536}};
 
 abi::EventDescrV6 Descr(std::uint64_t type, void* parent, int rank) {
   abi::EventDescrV6 d{};

@@ -26,7 +26,6 @@ namespace ncclscope::testing {
 namespace {
 
 using replay::CapturedGraph;
-using replay::CollSpec;
 using replay::GroupTask;
 using replay::P2pSpec;
 using replay::PlanLaunch;
@@ -424,6 +423,7 @@ TEST_P(NcclPatternsTest, DutyCycleFlipsLoseNothing) {
   while (std::chrono::steady_clock::now() < until) {
     std::vector<GroupTask> tasks;
     const int n = 1 + static_cast<int>(random() % 3);
+    tasks.reserve(static_cast<std::size_t>(n));
     for (int k = 0; k < n; ++k) {
       tasks.push_back(Coll(k == 0 ? "AllReduce" : "AllGather", 1024u << (random() % 8), 2));
     }

@@ -300,6 +300,7 @@ TEST_P(ReplayTest, ChannelsThatStartedAndNeverStoppedStayInFlight) {
   const replay::EnqueuedOp op = comm.StartColl(CollSpec{}, 0);
   comm.StopTask(op);
   std::vector<void*> channels;
+  channels.reserve(8);
   for (int c = 0; c < 8; ++c) channels.push_back(comm.KernelChannelStart(op, c, 1000 + c));
   for (int c = 0; c < 6; ++c) comm.KernelChannelStop(channels[static_cast<std::size_t>(c)], 5000);
   // Later plans complete: they prove nothing about channels that did start.

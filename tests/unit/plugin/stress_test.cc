@@ -31,7 +31,6 @@ namespace ncclscope::testing {
 namespace {
 
 using replay::CapturedGraph;
-using replay::CollSpec;
 using replay::GroupTask;
 using replay::PlanLaunch;
 using replay::PlanTiming;
@@ -313,6 +312,8 @@ TEST_P(PluginStressTest, WhatTheAgentReadsEqualsWhatWasDriven) {
 
   std::vector<std::unique_ptr<RankDriver>> drivers;
   std::vector<std::thread> users;
+  drivers.reserve(kRanks);
+  users.reserve(kRanks);
   for (int r = 0; r < kRanks; ++r) {
     drivers.push_back(std::make_unique<RankDriver>(r, seed + static_cast<unsigned>(r) * 7919,
                                                    version, comms[static_cast<std::size_t>(r)],
