@@ -110,7 +110,7 @@ bool Authorized(MHD_Connection* connection, HttpServer::Handlers& handlers) {
         ok = true;
         std::lock_guard<std::mutex> lock(handlers.auth_mutex);
         if (handlers.auth_cache.size() >= 64) handlers.auth_cache.clear();  // bounded
-        if (!key.empty()) handlers.auth_cache.emplace(key, true);
+        if (!key.empty()) handlers.auth_cache.insert(key);
       }
     }
   }

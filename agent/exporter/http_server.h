@@ -2,10 +2,10 @@
 
 #include <cstddef>
 #include <functional>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "agent/exporter/web_config.h"
@@ -79,7 +79,7 @@ class HttpServer {
     // Credentials that matched, so that bcrypt (tens of ms by design) runs once per password and
     // not per scrape: SHA-256 of user, hash and password, as exporter-toolkit caches them.
     std::mutex auth_mutex;
-    std::map<std::string, bool> auth_cache;
+    std::set<std::string> auth_cache;
   };
 
  private:

@@ -51,6 +51,45 @@ enum EventType : std::uint64_t {
   kCeBatch = 1u << 14,       // v6+
 };
 
+// NCCL's name of an event type (ncclProfile<Name>), "unknown" for anything else: for logs and
+// tests.
+constexpr const char* EventTypeName(std::uint64_t type) {
+  switch (type) {
+    case kGroup:
+      return "Group";
+    case kColl:
+      return "Coll";
+    case kP2p:
+      return "P2p";
+    case kProxyOp:
+      return "ProxyOp";
+    case kProxyStep:
+      return "ProxyStep";
+    case kProxyCtrl:
+      return "ProxyCtrl";
+    case kKernelCh:
+      return "KernelCh";
+    case kNetPlugin:
+      return "NetPlugin";
+    case kGroupApi:
+      return "GroupApi";
+    case kCollApi:
+      return "CollApi";
+    case kP2pApi:
+      return "P2pApi";
+    case kKernelLaunch:
+      return "KernelLaunch";
+    case kCeColl:
+      return "CeColl";
+    case kCeSync:
+      return "CeSync";
+    case kCeBatch:
+      return "CeBatch";
+    default:
+      return "unknown";
+  }
+}
+
 // recordEventState states: one enum shared by all versions; the values are the ABI.
 enum EventState : int {
   kProxyStepSendGpuWait = 8,

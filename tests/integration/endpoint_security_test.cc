@@ -7,9 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
-#include <thread>
 
 #include "tests/support/agent_process.h"
+#include "tests/support/prometheus_server.h"
 
 namespace ncclscope::testing {
 namespace {
@@ -99,8 +99,8 @@ TEST(EndpointSecurityTest, TlsClientCertificatesAndBasicAuthAsExportersDoThem) {
 
   // A real Prometheus, configured as for node_exporter behind the same web config.
   const std::string target = agent.base_url().substr(std::string("https://").size());
-  const std::string config = dir.WriteFile(
-      "prometheus.yml",
+  PrometheusServer prometheus(
+      NCCLSCOPE_PROMETHEUS, dir,
       "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
       "scrape_configs:\n  - job_name: ncclscope\n    scheme: https\n    tls_config:\n"
       "      ca_file: " +
@@ -108,26 +108,11 @@ TEST(EndpointSecurityTest, TlsClientCertificatesAndBasicAuthAsExportersDoThem) {
           "\n    basic_auth:\n      username: prometheus\n      password: scrape-secret\n"
           "    static_configs:\n      - targets: ['" +
           target + "']\n");
-  const int port = FreePort();
-  Subprocess prometheus({NCCLSCOPE_PROMETHEUS, "--config.file=" + config,
-                         "--storage.tsdb.path=" + dir.path() + "/data",
-                         "--web.listen-address=127.0.0.1:" + std::to_string(port)},
-                        dir.path());
-  const std::string api = "http://127.0.0.1:" + std::to_string(port) + "/api/v1/query?query=";
   std::string last;
-  bool scraped = false;
-  const auto deadline = std::chrono::steady_clock::now() + seconds(60);
-  while (std::chrono::steady_clock::now() < deadline && prometheus.Running()) {
-    const HttpResponse up = HttpGet(api + UrlEncode("up{job=\"ncclscope\"} == 1"));
-    last = up.body;
-    if (up.status == 200 && up.body.find("\"result\":[{") != std::string::npos) {
-      scraped = true;
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(250));
-  }
-  ASSERT_TRUE(scraped) << "last answer: " << last << "\nprometheus log:\n" << prometheus.Stderr();
-  const HttpResponse build = HttpGet(api + UrlEncode("ncclscope_build_info"));
+  ASSERT_TRUE(prometheus.WaitForResult("up{job=\"ncclscope\"} == 1", seconds(60), &last))
+      << "last answer: " << last << "\nprometheus log:\n"
+      << prometheus.Log();
+  const HttpResponse build = prometheus.Query("ncclscope_build_info");
   EXPECT_NE(build.body.find("\"version\":\"0."), std::string::npos) << build.body;
 }
 

@@ -63,44 +63,7 @@ void Violation(State& s, const std::string& what) {
   if (s.violations.size() < 64 * 1024) s.violations += what + "\n";
 }
 
-const char* TypeName(std::uint64_t type) {
-  switch (type) {
-    case abi::kGroup:
-      return "Group";
-    case abi::kColl:
-      return "Coll";
-    case abi::kP2p:
-      return "P2p";
-    case abi::kProxyOp:
-      return "ProxyOp";
-    case abi::kProxyStep:
-      return "ProxyStep";
-    case abi::kProxyCtrl:
-      return "ProxyCtrl";
-    case abi::kKernelCh:
-      return "KernelCh";
-    case abi::kNetPlugin:
-      return "NetPlugin";
-    case abi::kGroupApi:
-      return "GroupApi";
-    case abi::kCollApi:
-      return "CollApi";
-    case abi::kP2pApi:
-      return "P2pApi";
-    case abi::kKernelLaunch:
-      return "KernelLaunch";
-    case abi::kCeColl:
-      return "CeColl";
-    case abi::kCeSync:
-      return "CeSync";
-    case abi::kCeBatch:
-      return "CeBatch";
-    default:
-      return "unknown";
-  }
-}
-
-std::string Named(std::uint64_t type) { return TypeName(type); }
+std::string Named(std::uint64_t type) { return abi::EventTypeName(type); }
 
 // The parent NCCL passes for each event type (src/plugin/profiler.cc; v4: Coll/P2p under Group).
 bool LegalParent(int version, std::uint64_t child, std::uint64_t parent) {
@@ -405,7 +368,7 @@ void WriteSummary(State& s) {
       static_cast<unsigned long long>(c.records), static_cast<unsigned long long>(c.handles),
       static_cast<unsigned long long>(c.violations));
   for (int bit = 0; bit < 15; ++bit) {
-    std::fprintf(f, "start %s %llu\n", TypeName(1ull << bit),
+    std::fprintf(f, "start %s %llu\n", abi::EventTypeName(1ull << bit),
                  static_cast<unsigned long long>(c.starts_by_type[bit]));
   }
   std::fputs(s.violations.c_str(), f);

@@ -295,47 +295,10 @@ namespace {
 
 std::string Str(const char* s) { return s == nullptr ? "(null)" : s; }
 
-const char* TypeName(std::uint64_t type) {
-  switch (type) {
-    case abi::kGroup:
-      return "Group";
-    case abi::kColl:
-      return "Coll";
-    case abi::kP2p:
-      return "P2p";
-    case abi::kProxyOp:
-      return "ProxyOp";
-    case abi::kProxyStep:
-      return "ProxyStep";
-    case abi::kProxyCtrl:
-      return "ProxyCtrl";
-    case abi::kKernelCh:
-      return "KernelCh";
-    case abi::kNetPlugin:
-      return "NetPlugin";
-    case abi::kGroupApi:
-      return "GroupApi";
-    case abi::kCollApi:
-      return "CollApi";
-    case abi::kP2pApi:
-      return "P2pApi";
-    case abi::kKernelLaunch:
-      return "KernelLaunch";
-    case abi::kCeColl:
-      return "CeColl";
-    case abi::kCeSync:
-      return "CeSync";
-    case abi::kCeBatch:
-      return "CeBatch";
-    default:
-      return "?";
-  }
-}
-
 std::string Describe(const chained::Event& e) {
   const abi::EventDescrV6& d = e.descr;
   std::ostringstream k;
-  k << TypeName(e.type) << " v" << e.version << " rank " << d.rank;
+  k << abi::EventTypeName(e.type) << " v" << e.version << " rank " << d.rank;
   switch (e.type) {
     case abi::kGroupApi:
       k << " depth " << d.groupApi.groupDepth << " graph " << d.groupApi.graphCaptured;

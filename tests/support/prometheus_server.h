@@ -1,0 +1,31 @@
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "tests/support/http_client.h"
+#include "tests/support/subprocess.h"
+#include "tests/support/temp_dir.h"
+
+namespace ncclscope::testing {
+
+// A real Prometheus server (Debian's `prometheus`, path from NCCLSCOPE_PROMETHEUS) with the
+// prometheus.yml `config_yaml`, its TSDB and config in `dir`, serving its API on a free port.
+class PrometheusServer {
+ public:
+  PrometheusServer(const std::string& binary, const TempDir& dir, const std::string& config_yaml);
+
+  // An instant query's answer (the API's JSON).
+  HttpResponse Query(const std::string& promql) const;
+  // Polls `promql` until its result is non-empty; false after `timeout` or when Prometheus exits,
+  // with the last answer in *last.
+  bool WaitForResult(const std::string& promql, std::chrono::seconds timeout, std::string* last);
+  std::string Log() const { return process_->Stderr(); }
+
+ private:
+  std::string api_;
+  std::unique_ptr<Subprocess> process_;
+};
+
+}  // namespace ncclscope::testing
