@@ -2,6 +2,7 @@
 
 #include "agent/ebpf/ebpf_source.h"
 #include "agent/profiler/profiler_source.h"
+#include "agent/profiler/ring_attribution.h"
 #include "rdma/source/nvlink_source.h"
 #include "rdma/source/rdma_source.h"
 
@@ -12,7 +13,8 @@ std::vector<std::shared_ptr<Source>> MakeSources() {
   // Sources register here as they land: profiler plugin rings, eBPF probes, InfiniBand ports,
   // NVLink.
   sources.push_back(std::make_shared<profiler::ProfilerSource>());
-  sources.push_back(std::make_shared<ebpf::EbpfSource>());
+  // The eBPF source's coverage (NCCL processes without a ring) reads the profiler's ring files.
+  sources.push_back(std::make_shared<ebpf::EbpfSource>(&profiler::RingWriterPids));
   sources.push_back(std::make_shared<rdma::RdmaSource>());
   sources.push_back(std::make_shared<rdma::NvlinkSource>());
   return sources;

@@ -5,7 +5,8 @@
 
 namespace ncclscope::ebpf {
 
-EbpfSource::EbpfSource() : Source("ebpf") {}
+EbpfSource::EbpfSource(RingWriters ring_writers)
+    : Source("ebpf"), ring_writers_(std::move(ring_writers)) {}
 
 EbpfSource::~EbpfSource() { Stop(); }
 
@@ -13,7 +14,13 @@ SourceStatus EbpfSource::Start(const config::Config& config) {
   std::string error;
   std::shared_ptr<Runtime> runtime;
   try {
-    runtime = Runtime::Start(config.ebpf, &error);
+    // Coverage needs the rings: with the plugin source off nobody reads them, and every NCCL
+    // process would look uncovered.
+    Coverage coverage;
+    if (config.plugin.enabled && ring_writers_) {
+      coverage = {config.plugin.ring_dir, ring_writers_};
+    }
+    runtime = Runtime::Start(config.ebpf, coverage, &error);
   } catch (const std::exception& e) {
     error = e.what();
   }

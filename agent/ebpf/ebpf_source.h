@@ -10,6 +10,7 @@
 
 #include "agent/config/config.h"
 #include "agent/core/source.h"
+#include "agent/ebpf/coverage.h"
 
 namespace ncclscope::ebpf {
 
@@ -17,7 +18,9 @@ class Runtime;
 
 class EbpfSource : public Source {
  public:
-  EbpfSource();
+  // `ring_writers`: who holds a profiler ring, for ncclscope_ebpf_uncovered_processes (empty:
+  // coverage not exported).
+  explicit EbpfSource(RingWriters ring_writers = {});
   ~EbpfSource() override;
 
   bool Enabled(const config::Config& config) const override { return config.ebpf.enabled; }
@@ -27,6 +30,7 @@ class EbpfSource : public Source {
   std::vector<prometheus::MetricFamily> Collect() const override;
 
  private:
+  RingWriters ring_writers_;
   mutable std::mutex mutex_;  // guards runtime_ (start/stop against collect)
   std::shared_ptr<Runtime> runtime_;
 };

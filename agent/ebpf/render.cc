@@ -41,8 +41,15 @@ std::vector<prometheus::MetricFamily> Runtime::Render() const {
   auto labels_of = [&](const ncclscope_proc_key& k) {
     return attributor_->For({static_cast<pid_t>(k.tgid), k.start_ticks}, k.cgroup_id);
   };
+  // Live processes that use NCCL (coverage.h): an NCCL call counted or a communicator known.
+  std::map<ProcessKey, PodLabels> nccl_processes;
   ForEachEntry<ncclscope_proc_key, ncclscope_call_stats>(
       objects_->calls_fd(), [&](const ncclscope_proc_key& key, const ncclscope_call_stats& v) {
+        const ProbedFunction* f = FunctionForOp(key.op);
+        if (f != nullptr && f->library == Library::kNccl && v.calls > 0) {
+          nccl_processes.emplace(ProcessKey{static_cast<pid_t>(key.tgid), key.start_ticks},
+                                 labels_of(key));
+        }
         auto& total = t.calls[{labels_of(key), key.op}];
         total.calls += v.calls;
         total.bytes += v.bytes;
@@ -111,6 +118,9 @@ std::vector<prometheus::MetricFamily> Runtime::Render() const {
     for (const auto& [handle, c] : list) ++grouped[{c.labels, process.pid, c.nranks, c.rank}];
   }
   auto show = [](std::int32_t n) { return n < 0 ? std::string("unknown") : std::to_string(n); };
+  for (const auto& [process, list] : communicators_) {
+    if (!list.empty()) nccl_processes.emplace(process, list.begin()->second.labels);
+  }
   for (const auto& [key, count] : grouped) {
     const auto& [labels, pid, nranks, rank] = key;
     metrics::Add(
@@ -118,6 +128,16 @@ std::vector<prometheus::MetricFamily> Runtime::Render() const {
         With(PodLabelSet(labels),
              {{"pid", std::to_string(pid)}, {"nranks", show(nranks)}, {"rank", show(rank)}}),
         count);
+  }
+
+  auto uncovered = metrics::Gauge(
+      "ncclscope_ebpf_uncovered_processes",
+      "Processes using NCCL (a communicator or an NCCL call seen) that hold no profiler ring: "
+      "jobs without NCCL_PROFILER_PLUGIN. 0 for pods whose every NCCL process has one.");
+  if (ring_writers_) {
+    for (const auto& [labels, count] : UncoveredByPod(nccl_processes, *ring_writers_)) {
+      metrics::Add(uncovered, PodLabelSet(labels), static_cast<double>(count));
+    }
   }
 
   // Self-metrics of the probes.
@@ -160,8 +180,8 @@ std::vector<prometheus::MetricFamily> Runtime::Render() const {
 
   std::vector<prometheus::MetricFamily> out;
   for (auto* family :
-       {&nccl_calls, &nccl_bytes, &nccl_errors, &comms, &aborts, &ibv_calls, &ibv_errors,
-        &ibv_bytes, &qp, &files, &probes, &processes, &failures, &scans, &dropped}) {
+       {&nccl_calls, &nccl_bytes, &nccl_errors, &comms, &aborts, &uncovered, &ibv_calls,
+        &ibv_errors, &ibv_bytes, &qp, &files, &probes, &processes, &failures, &scans, &dropped}) {
     out.push_back(std::move(*family));
   }
   return out;

@@ -45,10 +45,14 @@ void ForEach(int fd, std::size_t bound, Visit visit) {
 }
 
 constexpr std::size_t kMapBound = 1 << 16;
+// How stale the ring writers may be: a job that just created its ring counts as uncovered for up
+// to this long (the alert waits 30 minutes).
+constexpr std::chrono::seconds kCoverageRefresh{2};
 
 }  // namespace
 
-std::shared_ptr<Runtime> Runtime::Start(const config::EbpfConfig& config, std::string* error) {
+std::shared_ptr<Runtime> Runtime::Start(const config::EbpfConfig& config, Coverage coverage,
+                                        std::string* error) {
   const Features& features = ProbeFeatures();
   if (!features.can_load) {
     *error = features.reason;
@@ -56,6 +60,7 @@ std::shared_ptr<Runtime> Runtime::Start(const config::EbpfConfig& config, std::s
   }
   std::shared_ptr<Runtime> rt(new Runtime());
   rt->config_ = config;
+  rt->coverage_ = std::move(coverage);
   rt->objects_ = BpfObjects::Load(error);
   if (!rt->objects_) return nullptr;
   rt->attacher_ =
@@ -116,9 +121,18 @@ Runtime::~Runtime() {
   objects_.reset();
 }
 
+void Runtime::RefreshRingWriters() {
+  if (!coverage_.writers) return;
+  std::optional<std::set<std::int32_t>> writers =
+      coverage_.writers(coverage_.ring_dir, config_.proc_root);
+  std::lock_guard<std::mutex> lock(state_mutex_);
+  ring_writers_ = std::move(writers);
+}
+
 void Runtime::Work() {
   using Clock = Discovery::Clock;
   auto next_sweep = Clock::now();
+  auto next_coverage = Clock::now();
   while (!stop_) {
     const int n = ring_buffer__poll(ring_, 100);
     if (n < 0 && n != -EINTR) {
@@ -133,6 +147,11 @@ void Runtime::Work() {
     }
     const auto now = Clock::now();
     discovery_->RunDue(now);
+    if (now >= next_coverage) {
+      // /proc/locks and one directory listing: cheap, and done here so that scrapes read none.
+      RefreshRingWriters();
+      next_coverage = now + kCoverageRefresh;
+    }
     if (now >= next_sweep) {
       discovery_->Sweep();
       const std::set<ProcessKey> dead = DeadInMaps();

@@ -12,6 +12,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -22,6 +24,7 @@
 #include "agent/ebpf/attach/registry.h"
 #include "agent/ebpf/attribution.h"
 #include "agent/ebpf/bpf_objects.h"
+#include "agent/ebpf/coverage.h"
 #include "agent/ebpf/discovery.h"
 
 struct ring_buffer;
@@ -43,11 +46,18 @@ struct Communicator {
   PodLabels labels;
 };
 
+// Where the profiler rings are, for coverage; `writers` empty: not exported.
+struct Coverage {
+  std::string ring_dir;
+  RingWriters writers;
+};
+
 class Runtime {
  public:
   // Loads, attaches the lifecycle tracepoints and starts the worker; nullptr with *error when the
   // source cannot run.
-  static std::shared_ptr<Runtime> Start(const config::EbpfConfig& config, std::string* error);
+  static std::shared_ptr<Runtime> Start(const config::EbpfConfig& config, Coverage coverage,
+                                        std::string* error);
   ~Runtime();
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
@@ -64,7 +74,11 @@ class Runtime {
   // Processes in the BPF maps that no longer exist.
   std::set<ProcessKey> DeadInMaps() const;
 
+  // Reads who holds a ring (worker only), at most every kCoverageRefresh.
+  void RefreshRingWriters();
+
   config::EbpfConfig config_;
+  Coverage coverage_;
   std::unique_ptr<BpfObjects> objects_;
   std::unique_ptr<BpfAttacher> attacher_;
   std::unique_ptr<AttachRegistry> registry_;
@@ -76,6 +90,7 @@ class Runtime {
   Totals totals_;
   std::map<ProcessKey, std::map<std::uint64_t, Communicator>> communicators_;
   std::size_t communicator_count_ = 0;
+  std::optional<std::set<std::int32_t>> ring_writers_;  // nullopt: coverage unknown
 
   std::vector<ProcessKey> exits_;  // worker only: exits seen in the current poll
   std::atomic<std::uint64_t> scans_{0};

@@ -1,9 +1,15 @@
 #include "agent/profiler/ring_attribution.h"
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <tuple>
 
 #include "agent/ebpf/cgroup/kubepods.h"
 #include "agent/ebpf/proc/maps.h"
+#include "agent/profiler/ring_directory.h"
 #include "agent/profiler/ring_owner.h"
 
 namespace ncclscope::profiler {
@@ -21,6 +27,37 @@ std::optional<std::int32_t> RingLockHolder(std::string_view proc_locks, dev_t de
     }
   }
   return std::nullopt;
+}
+
+std::optional<std::set<std::int32_t>> RingWriterPids(const std::string& ring_dir,
+                                                     const std::string& proc_root) {
+  const auto locks = ebpf::proc::ReadProcFile(proc_root + "/locks", kMaxLocksText);
+  if (!locks) return std::nullopt;
+  std::set<std::int32_t> writers;
+  const int dir_fd = ::open(ring_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd < 0) return writers;
+  DIR* dir = ::fdopendir(dir_fd);
+  if (dir == nullptr) {
+    ::close(dir_fd);
+    return writers;
+  }
+  // (major, minor, inode) of every ring file, as /proc/locks writes a lock's file.
+  std::set<std::tuple<std::uint32_t, std::uint32_t, std::uint64_t>> rings;
+  std::size_t entries = 0;
+  while (const dirent* entry = ::readdir(dir)) {
+    if (++entries > kMaxRingWriterEntries) break;
+    if (!IsRingName(entry->d_name)) continue;
+    struct stat st {};
+    if (::fstatat(dir_fd, entry->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) {
+      continue;
+    }
+    rings.emplace(major(st.st_dev), minor(st.st_dev), st.st_ino);
+  }
+  ::closedir(dir);
+  for (const FlockHolder& holder : ParseProcLocks(*locks)) {
+    if (rings.count({holder.major, holder.minor, holder.inode}) != 0) writers.insert(holder.pid);
+  }
+  return writers;
 }
 
 RingAttribution::RingAttribution(std::string proc_root,

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -23,6 +24,14 @@ namespace ncclscope::profiler {
 // The pid holding a FLOCK on the file with device `dev` and inode `ino`, from /proc/locks text
 // (ParseProcLocks: waiters are not holders). The first holder when several share the lock.
 std::optional<std::int32_t> RingLockHolder(std::string_view proc_locks, dev_t dev, ino_t ino);
+
+// The processes (pids as <proc_root> names them) holding the flock of a ring in `ring_dir`: the
+// jobs that load the plugin. Files that are not ring names (IsRingName) or not regular are
+// ignored; at most kMaxRingWriterEntries directory entries are looked at. A missing ring directory
+// is no writer (no job created it yet); nullopt when <proc_root>/locks cannot be read.
+inline constexpr std::size_t kMaxRingWriterEntries = 65536;
+std::optional<std::set<std::int32_t>> RingWriterPids(const std::string& ring_dir,
+                                                     const std::string& proc_root);
 
 class RingAttribution {
  public:

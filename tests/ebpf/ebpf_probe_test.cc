@@ -33,12 +33,13 @@ constexpr const char* kRealNccl = "/usr/local/cuda/lib/libnccl.so.2";
 // file, makes its calls, says "done", and (optionally) waits for its exit file.
 class Workload {
  public:
-  Workload(const TempDir& dir, std::vector<std::string> argv, const std::string& name)
+  Workload(const TempDir& dir, std::vector<std::string> argv, const std::string& name,
+           std::vector<std::string> env = {})
       : go_(dir.path() + "/" + name + ".go"), exit_(dir.path() + "/" + name + ".exit") {
     argv.push_back(go_);
     argv.push_back(exit_);
     std::filesystem::create_directories(dir.path() + "/" + name);
-    process_ = std::make_unique<Subprocess>(argv, dir.path() + "/" + name);
+    process_ = std::make_unique<Subprocess>(argv, dir.path() + "/" + name, std::move(env));
   }
   bool WaitReady() { return WaitStdout("ready", seconds(20)); }
   void Go() { std::ofstream(go_) << "go\n"; }
@@ -83,13 +84,17 @@ class EbpfProbeTest : public ::testing::Test {
     std::filesystem::create_directories(state_dir_);
   }
 
-  std::unique_ptr<AgentProcess> StartAgent() {
-    auto agent = std::make_unique<AgentProcess>(
-        "log:\n  level: debug\n"
-        "plugin:\n  enabled: false\nrdma:\n  enabled: false\nnvlink:\n  enabled: false\n"
-        "ebpf:\n  sweep_interval: 1s\n  rescan_delay: 100ms\n"
-        "  runtime_state_files: [\"" +
-        state_dir_ + "/{id}/config.json\"]\n");
+  // `plugin_ring_dir` empty: the profiler source is off.
+  std::unique_ptr<AgentProcess> StartAgent(const std::string& plugin_ring_dir = "") {
+    const std::string plugin = plugin_ring_dir.empty() ? "plugin:\n  enabled: false\n"
+                                                       : "plugin:\n  ring_dir: " + plugin_ring_dir +
+                                                             "\n  poll_interval: 20ms\n";
+    auto agent =
+        std::make_unique<AgentProcess>("log:\n  level: debug\n" + plugin +
+                                       "rdma:\n  enabled: false\nnvlink:\n  enabled: false\n"
+                                       "ebpf:\n  sweep_interval: 1s\n  rescan_delay: 100ms\n"
+                                       "  runtime_state_files: [\"" +
+                                       state_dir_ + "/{id}/config.json\"]\n");
     return agent;
   }
 
@@ -200,6 +205,70 @@ TEST_F(EbpfProbeTest, RealNcclCallsAndBytesAreCountedExactly) {
   EXPECT_EQ(WaitFor(*agent, "ncclscope_ebpf_nccl_calls_total{" + l + ",function=\"ncclAllReduce\"}",
                     kRounds),
             kRounds);
+}
+
+// Two fake pods on the real libnccl.so.2: one job loads the profiler plugin (its ring is in the
+// agent's ring directory), the other does not. The agent names the pod of the ring's writer on
+// comm_info (found from the ring's lock holder and its cgroup, not from anything in the ring)
+// and counts the job without a ring as uncovered, in its own pod.
+TEST_F(EbpfProbeTest, RingWritersArePodAttributedAndJobsWithoutThePluginAreUncovered) {
+  const std::string ring_dir = dir_.path() + "/rings";
+  std::filesystem::create_directories(ring_dir);
+  auto agent = StartAgent(ring_dir);
+  ASSERT_TRUE(agent->ok()) << agent->startup_log();
+  ASSERT_EQ(agent->Sample("ncclscope_source_up{source=\"ebpf\"}"), 1) << agent->startup_log();
+  auto profiled_pod = Pod("profiled");
+  auto plain_pod = Pod("plain");
+  ASSERT_TRUE(profiled_pod->ok()) << profiled_pod->error();
+  ASSERT_TRUE(plain_pod->ok()) << plain_pod->error();
+
+  Workload profiled(dir_, {NCCLSCOPE_PROFILED_NCCL_CALLS, NCCLSCOPE_PLUGIN_PATH, kRealNccl, "3"},
+                    "profiled", {"NCCLSCOPE_RING_DIR=" + ring_dir});
+  Workload plain(dir_, {NCCLSCOPE_NCCL_CALLS, kRealNccl, "collectives", "3"}, "plain");
+  ASSERT_TRUE(profiled.WaitReady()) << profiled.Stderr();
+  ASSERT_TRUE(plain.WaitReady()) << plain.Stderr();
+  // Into their pods before the plugin creates its ring: the agent attributes a ring when it
+  // first opens it.
+  ASSERT_TRUE(profiled_pod->Adopt(profiled.pid()));
+  ASSERT_TRUE(plain_pod->Adopt(plain.pid()));
+  ASSERT_TRUE(WaitAttached(*agent, profiled.pid())) << agent->process().Stderr();
+  ASSERT_TRUE(WaitAttached(*agent, plain.pid())) << agent->process().Stderr();
+  profiled.Go();
+  plain.Go();
+  ASSERT_TRUE(profiled.WaitDone()) << profiled.Stderr();
+  ASSERT_TRUE(plain.WaitDone()) << plain.Stderr();
+
+  const std::string uncovered = "ncclscope_ebpf_uncovered_processes{";
+  EXPECT_EQ(WaitFor(*agent, uncovered + plain_pod->Labels() + "}", 1), 1);
+  EXPECT_EQ(WaitFor(*agent, uncovered + profiled_pod->Labels() + "}", 0), 0);
+  std::string body;
+  const std::string info = "ncclscope_nccl_comm_info{comm=\"";
+  const auto deadline = std::chrono::steady_clock::now() + seconds(15);
+  while (std::chrono::steady_clock::now() < deadline) {
+    body = agent->Get("/metrics").body;
+    if (body.find(info) != std::string::npos) break;
+    std::this_thread::sleep_for(milliseconds(100));
+  }
+  const std::size_t at = body.find(info);
+  ASSERT_NE(at, std::string::npos) << body;
+  const std::string line = body.substr(at, body.find('\n', at) - at);
+  EXPECT_NE(line.find("comm_name=\"coverage-test\""), std::string::npos) << line;
+  EXPECT_NE(line.find(profiled_pod->Labels() + ",attribution=\"verified\""), std::string::npos)
+      << line;
+  EXPECT_EQ(Count(body, "ncclscope_nccl_comm_info{"), 1u) << body;
+
+  // When the uncovered job exits, its pod's series goes (its counts stay, folded into totals).
+  plain.Exit();
+  bool gone = false;
+  for (int i = 0; i < 150 && !gone; ++i) {
+    gone = std::isnan(agent->Sample(uncovered + plain_pod->Labels() + "}"));
+    if (!gone) std::this_thread::sleep_for(milliseconds(100));
+  }
+  EXPECT_TRUE(gone);
+  profiled.Exit();
+  const RunResult lint =
+      RunCommand({NCCLSCOPE_PROMTOOL, "check", "metrics"}, agent->Get("/metrics").body);
+  EXPECT_EQ(lint.output, "") << lint.output;
 }
 
 TEST_F(EbpfProbeTest, FakeNcclCommunicatorLifecycle) {

@@ -17,8 +17,10 @@
 
 #include <chrono>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <memory>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -384,6 +386,32 @@ TEST(HostileRingTest, EachRingIsAttributedToItsLockHolder) {
   EXPECT_EQ(origin.principal.rfind("uid:", 0) == 0 || origin.principal.rfind("pod:", 0) == 0 ||
                 origin.principal.rfind("ns:", 0) == 0,
             true);
+}
+
+// Coverage (ncclscope_ebpf_uncovered_processes) asks which processes hold a ring: the holders of
+// ring files' flocks, nothing else.
+TEST(HostileRingTest, RingWritersAreTheLockHoldersOfRingFiles) {
+  TempDir dir;
+  ring::RingWriter writer;
+  std::string error;
+  ASSERT_TRUE(writer.Create(dir.path(), Small(), {"host", "1", "j"}, &error)) << error;
+  const auto writers = profiler::RingWriterPids(dir.path(), "/proc");
+  ASSERT_TRUE(writers.has_value());
+  EXPECT_EQ(*writers, std::set<std::int32_t>{::getpid()});
+
+  // A locked file that is not named like a ring, a symlink to the ring: not writers.
+  TempDir other;
+  const std::string plain = other.path() + "/ncclscope-1-2.txt";
+  std::ofstream(plain) << "x";
+  const int fd = ::open(plain.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_SH), 0);
+  ASSERT_EQ(::symlink(writer.path().c_str(), (other.path() + "/ncclscope-3-4.ring").c_str()), 0);
+  EXPECT_EQ(profiler::RingWriterPids(other.path(), "/proc"), std::set<std::int32_t>{});
+  ::close(fd);
+  // No ring directory yet: nobody writes one. No /proc/locks: unknown.
+  EXPECT_EQ(profiler::RingWriterPids(dir.path() + "/missing", "/proc"), std::set<std::int32_t>{});
+  EXPECT_FALSE(profiler::RingWriterPids(dir.path(), other.path()).has_value());
 }
 
 TEST(HostileRingTest, ProcLocksParsing) {
