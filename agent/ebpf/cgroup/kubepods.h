@@ -1,7 +1,7 @@
 #pragma once
 
 // Kubernetes pod and container identity from cgroup paths. Layouts handled (from kubelet's two
-// cgroup drivers and the common runtimes; see /work/shared/reference/ebpf.md §2.1):
+// cgroup drivers and the common runtimes; see ../shared/reference/ebpf.md §2.1):
 //   systemd driver:  /kubepods.slice/kubepods-burstable.slice/
 //                      kubepods-burstable-pod<uid with _>.slice/cri-containerd-<64 hex>.scope
 //                    (Guaranteed pods: kubepods-pod<uid>.slice; runtimes cri-containerd-, crio-,

@@ -5,7 +5,7 @@
 // /proc/<pid>/maps), so everything read is checked against the file size and hard limits, and a
 // malformed, truncated or hostile file is rejected with a reason instead of trusted.
 //
-// What it resolves, and why (see /work/shared/reference/ebpf.md §1.3d):
+// What it resolves, and why (see ../shared/reference/ebpf.md §1.3d):
 //  - .dynsym first: exported API symbols stay there even in stripped libraries. NCCL exports
 //    each API as a WEAK `ncclX` plus a GLOBAL `pncclX` at the same address; either name resolves.
 //  - symbol versions (.gnu.version + .gnu.version_d): libibverbs exports `ibv_create_qp` twice,

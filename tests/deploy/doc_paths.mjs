@@ -1,0 +1,88 @@
+// Docs that cannot drift: every repository path a Markdown file names must exist, and none may
+// name a machine's absolute path (a checkout's /work/..., a home directory) where a repository path
+// or ../shared/... belongs. Checked in every tracked *.md (git ls-files):
+//  - links [text](target): relative targets (not http(s):, mailto:, #anchors) resolved against the
+//    file's folder, the #fragment dropped; links leaving the repository (../shared) are skipped;
+//  - `code` spans starting with a top-level folder of this repository (`agent/...`, `docs/...`),
+//    brace and "/.ext" alternatives expanded (`agent/ebpf/coverage.{h,cc}`, `ring_file.h/.cc`);
+//    a built program (`bench/plugin_bench`) stands for its source (`bench/plugin_bench.cc`);
+//  - in a folder's README, file names in the first cell of a table row: the folder's own files.
+// Each is looked up from the repository root and from the file's folder.
+// Other spans (NCCL's or the kernel's source files, commands, metric names) are not checked.
+// Every other tracked text file (sources, scripts, manifests) is checked for /work/ paths too.
+// Usage: node doc_paths.mjs <repo root>
+import { execFileSync } from "node:child_process";
+import { existsSync, readFileSync } from "node:fs";
+import { dirname, join, normalize } from "node:path";
+
+const root = process.argv[2];
+const files = execFileSync("git", ["-C", root, "ls-files", "*.md"], { encoding: "utf8" })
+  .split("\n").filter((f) => f && !f.includes("node_modules/"));
+
+// Top-level folders of this repository: a code span starting with one of them is a path here.
+const TOP = ["agent", "bench", "bpf", "cmake", "config", "deploy", "docs", "plugin", "rdma",
+  "scripts", "tests", "tools", ".ci"];
+// Absolute paths that only exist on some machine.
+const MACHINE_PATH = /(^|[\s(`"'])(\/work\/|\/home\/|\/root\/|\/tmp\/ci-)/;
+
+// `a.{h,cc}` -> a.h, a.cc; `a.h/.cc` -> a.h, a.cc.
+function expand(span) {
+  const slashExt = span.match(/^(.*)\.([a-z]+)\/\.([a-z]+)$/);
+  if (slashExt) return [`${slashExt[1]}.${slashExt[2]}`, `${slashExt[1]}.${slashExt[3]}`];
+  const m = span.match(/^(.*)\{([^{}]*,[^{}]*)\}(.*)$/);
+  if (!m) return [span];
+  return m[2].split(",").flatMap((alt) => expand(m[1] + alt + m[3]));
+}
+
+const plain = (span) => !/\s|[<>$*?|=]|:\/\/|^-|^~|\{[^,]*\}/.test(span);
+const tracked = execFileSync("git", ["-C", root, "ls-files"], { encoding: "utf8" }).split("\n");
+const exists = (p) => existsSync(join(root, p)) || tracked.some((t) => t.startsWith(`${p}.`));
+
+const problems = [];
+for (const file of files) {
+  const dir = dirname(file);
+  const text = readFileSync(join(root, file), "utf8");
+  const lines = text.split("\n");
+  let fenced = false;
+  lines.forEach((line, i) => {
+    const where = `${file}:${i + 1}`;
+    if (/^\s*```/.test(line)) { fenced = !fenced; return; }
+    if (MACHINE_PATH.test(line)) problems.push(`${where}: names a machine's absolute path: ${line.trim()}`);
+    if (fenced) return;
+    for (const m of line.matchAll(/\]\(([^)\s]+)\)/g)) {
+      const target = m[1].split("#")[0];
+      if (!target || /^[a-z]+:/.test(target)) continue;
+      if (target.startsWith("../") && normalize(join(dir, target)).startsWith("..")) continue;
+      if (!existsSync(join(root, dir, target))) problems.push(`${where}: link to missing ${target}`);
+    }
+    const readme = file.endsWith("README.md");
+    const firstCell = readme && line.startsWith("|") ? line.split("|")[1] : "";
+    for (const m of line.matchAll(/`([^`]+)`/g)) {
+      const span = m[1].replace(/[.,;:]$/, "").replace(/:\d+(-\d+)?$/, "").replace(/^\.\//, "");
+      if (!plain(span) || span.startsWith("/")) continue;
+      const top = TOP.includes(span.split("/")[0]) && span.includes("/");
+      const own = firstCell.includes(`\`${m[1]}\``) && /\.[a-z]+$|\/$|\}$/.test(span);
+      if (!top && !own) continue;
+      for (const path of expand(span)) {
+        const p = path.replace(/\/$/, "");
+        if (exists(p) || exists(join(dir, p))) continue;
+        problems.push(`${where}: \`${span}\` does not exist`);
+      }
+    }
+  });
+}
+
+// Comments and scripts too: no tracked file may point at a machine's checkout.
+for (const file of tracked.filter((f) => f && !f.endsWith(".md") && !f.includes("node_modules/") &&
+  f !== "tests/deploy/doc_paths.mjs" && /\.(cc|h|c|cu|sh|mjs|js|yaml|yml|json|cmake|txt|in|service)$|^\.ci\//.test(f))) {
+  readFileSync(join(root, file), "utf8").split("\n").forEach((line, i) => {
+    if (/(^|[\s(`"'])\/work\//.test(line)) problems.push(`${file}:${i + 1}: names a machine's absolute path: ${line.trim()}`);
+  });
+}
+
+if (problems.length) {
+  problems.splice(0, problems.length, ...new Set(problems));
+  console.error(`${problems.length} stale path(s) in the docs:\n${problems.join("\n")}`);
+  process.exit(1);
+}
+console.log(`doc paths: ${files.length} Markdown files, every repository path they name exists`);
