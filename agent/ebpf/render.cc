@@ -4,6 +4,7 @@
 #include <bpf/bpf.h>
 
 #include "agent/core/metric_family.h"
+#include "agent/ebpf/bpf_map_walk.h"
 #include "agent/ebpf/functions.h"
 #include "agent/ebpf/runtime.h"
 
@@ -20,19 +21,6 @@ metrics::Labels With(metrics::Labels labels,
   return labels;
 }
 
-template <typename Key, typename Value, typename Visit>
-void ForEachEntry(int fd, Visit visit) {
-  Key key{};
-  Key next{};
-  const void* previous = nullptr;
-  for (std::size_t n = 0; n < (1u << 16) && bpf_map_get_next_key(fd, previous, &next) == 0; ++n) {
-    Value value{};
-    if (bpf_map_lookup_elem(fd, &next, &value) == 0) visit(next, value);
-    key = next;
-    previous = &key;
-  }
-}
-
 }  // namespace
 
 std::vector<prometheus::MetricFamily> Runtime::Render() const {
@@ -43,7 +31,7 @@ std::vector<prometheus::MetricFamily> Runtime::Render() const {
   };
   // Live processes that use NCCL (coverage.h): an NCCL call counted or a communicator known.
   std::map<ProcessKey, PodLabels> nccl_processes;
-  ForEachEntry<ncclscope_proc_key, ncclscope_call_stats>(
+  ForEachMapEntry<ncclscope_proc_key, ncclscope_call_stats>(
       objects_->calls_fd(), [&](const ncclscope_proc_key& key, const ncclscope_call_stats& v) {
         const ProbedFunction* f = FunctionForOp(key.op);
         if (f != nullptr && f->library == Library::kNccl && v.calls > 0) {
@@ -54,11 +42,11 @@ std::vector<prometheus::MetricFamily> Runtime::Render() const {
         total.calls += v.calls;
         total.bytes += v.bytes;
       });
-  ForEachEntry<ncclscope_result_key, std::uint64_t>(
+  ForEachMapEntry<ncclscope_result_key, std::uint64_t>(
       objects_->results_fd(), [&](const ncclscope_result_key& key, std::uint64_t v) {
         t.results[{labels_of(key.proc), key.proc.op, key.value}] += v;
       });
-  ForEachEntry<ncclscope_result_key, std::uint64_t>(
+  ForEachMapEntry<ncclscope_result_key, std::uint64_t>(
       objects_->qp_states_fd(), [&](const ncclscope_result_key& key, std::uint64_t v) {
         t.qp_states[{labels_of(key.proc), key.value}] += v;
       });

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "agent/core/log.h"
+#include "agent/ebpf/bpf_map_walk.h"
 #include "agent/ebpf/functions.h"
 #include "agent/ebpf/proc/errno_text.h"
 #include "agent/ebpf/proc/maps.h"
@@ -29,22 +30,6 @@ std::string Describe(const PodLabels& labels) {
   return labels.namespace_name + "/" + labels.pod + "/" + labels.container;
 }
 
-// Visits every key of a BPF hash map (bounded by the map's size: entries deleted meanwhile can
-// restart the walk, which the bound stops).
-template <typename Key, typename Value, typename Visit>
-void ForEach(int fd, std::size_t bound, Visit visit) {
-  Key key{};
-  Key next{};
-  const void* previous = nullptr;
-  for (std::size_t n = 0; n < bound && bpf_map_get_next_key(fd, previous, &next) == 0; ++n) {
-    Value value{};
-    if (bpf_map_lookup_elem(fd, &next, &value) == 0) visit(next, value);
-    key = next;
-    previous = &key;
-  }
-}
-
-constexpr std::size_t kMapBound = 1 << 16;
 // How stale the ring writers may be: a job that just created its ring counts as uncovered for up
 // to this long (the alert waits 30 minutes).
 constexpr std::chrono::seconds kCoverageRefresh{2};
@@ -253,13 +238,13 @@ void Runtime::HandleEvent(const ncclscope_event& event) {
 
 std::set<ProcessKey> Runtime::DeadInMaps() const {
   std::set<ProcessKey> seen;
-  ForEach<ncclscope_proc_key, ncclscope_call_stats>(
-      objects_->calls_fd(), kMapBound, [&](const ncclscope_proc_key& key, const auto&) {
+  ForEachMapEntry<ncclscope_proc_key, ncclscope_call_stats>(
+      objects_->calls_fd(), [&](const ncclscope_proc_key& key, const auto&) {
         seen.insert({static_cast<pid_t>(key.tgid), key.start_ticks});
       });
   for (int fd : {objects_->results_fd(), objects_->qp_states_fd()}) {
-    ForEach<ncclscope_result_key, std::uint64_t>(
-        fd, kMapBound, [&](const ncclscope_result_key& key, std::uint64_t) {
+    ForEachMapEntry<ncclscope_result_key, std::uint64_t>(
+        fd, [&](const ncclscope_result_key& key, std::uint64_t) {
           seen.insert({static_cast<pid_t>(key.proc.tgid), key.proc.start_ticks});
         });
   }
@@ -279,9 +264,8 @@ void Runtime::Fold(const std::set<ProcessKey>& dead) {
     return attributor_->For({static_cast<pid_t>(k.tgid), k.start_ticks}, k.cgroup_id);
   };
   std::vector<ncclscope_proc_key> call_keys;
-  ForEach<ncclscope_proc_key, ncclscope_call_stats>(
-      objects_->calls_fd(), kMapBound,
-      [&](const ncclscope_proc_key& key, const ncclscope_call_stats& value) {
+  ForEachMapEntry<ncclscope_proc_key, ncclscope_call_stats>(
+      objects_->calls_fd(), [&](const ncclscope_proc_key& key, const ncclscope_call_stats& value) {
         if (!is_dead(key)) return;
         auto& total = totals_.calls[{labels_of(key), key.op}];
         total.calls += value.calls;
@@ -292,8 +276,8 @@ void Runtime::Fold(const std::set<ProcessKey>& dead) {
   for (const bool qp : {false, true}) {
     const int fd = qp ? objects_->qp_states_fd() : objects_->results_fd();
     std::vector<ncclscope_result_key> keys;
-    ForEach<ncclscope_result_key, std::uint64_t>(
-        fd, kMapBound, [&](const ncclscope_result_key& key, std::uint64_t value) {
+    ForEachMapEntry<ncclscope_result_key, std::uint64_t>(
+        fd, [&](const ncclscope_result_key& key, std::uint64_t value) {
           if (!is_dead(key.proc)) return;
           if (qp) {
             totals_.qp_states[{labels_of(key.proc), key.value}] += value;
