@@ -112,12 +112,12 @@ constexpr const char* kFindingHelp =
 
 NvlinkSource::NvlinkSource() : NvlinkSource(Deps{}) {}
 
-NvlinkSource::NvlinkSource(Deps deps) : Source("nvlink"), deps_(std::move(deps)) {
+NvlinkSource::NvlinkSource(Deps deps) : PolledSource("nvlink"), deps_(std::move(deps)) {
   if (!deps_.clock) deps_.clock = std::make_shared<health::SteadyClock>();
 }
 
 NvlinkSource::~NvlinkSource() {
-  poller_.Stop();
+  StopPolling();
   reader_.reset();
   library_.reset();
 }
@@ -132,43 +132,6 @@ void NvlinkSource::Configure(const config::NvlinkConfig& config) {
   }
   config_ = config;
   for (auto& [key, link] : links_) link.health.Reconfigure(config);
-}
-
-SourceStatus NvlinkSource::Start(const config::Config& config) {
-  Configure(config.nvlink);
-  poller_.Start(config.nvlink.interval.value(), [this] {
-    PollOnce();
-    return std::chrono::nanoseconds(0);
-  });
-  return SourceStatus::Up();
-}
-
-SourceStatus NvlinkSource::Reconfigure(const config::Config& config) {
-  poller_.Stop();
-  return Start(config);
-}
-
-void NvlinkSource::Stop() { poller_.Stop(); }
-
-SourceStatus NvlinkSource::Status() const {
-  std::lock_guard<std::mutex> lock(publish_mutex_);
-  return status_;
-}
-
-std::vector<prometheus::MetricFamily> NvlinkSource::Collect() const {
-  std::shared_ptr<const std::vector<prometheus::MetricFamily>> published;
-  {
-    std::lock_guard<std::mutex> lock(publish_mutex_);
-    published = published_;
-  }
-  return published ? *published : std::vector<prometheus::MetricFamily>{};
-}
-
-void NvlinkSource::Publish(std::vector<prometheus::MetricFamily> families, SourceStatus status) {
-  auto shared = std::make_shared<const std::vector<prometheus::MetricFamily>>(std::move(families));
-  std::lock_guard<std::mutex> lock(publish_mutex_);
-  published_ = std::move(shared);
-  status_ = std::move(status);
 }
 
 void NvlinkSource::PollOnce() {

@@ -3,8 +3,8 @@
 // The `nvlink` source: NVLink state, throughput and errors of every GPU through NVML, loaded at
 // run time. Without NVML (no driver, or a container without the library) the source reports down
 // with the loader's reason, exports ncclscope_nvml_available 0, retries every interval, and the
-// rest of the agent runs on. Like the rdma source it polls in the background and scrapes read the
-// last published families.
+// rest of the agent runs on. A PolledSource: it polls in the background and scrapes read the last
+// published families.
 
 #include <prometheus/metric_family.h>
 
@@ -17,17 +17,16 @@
 #include <vector>
 
 #include "agent/config/config.h"
-#include "agent/core/source.h"
 #include "rdma/counters/counter_state.h"
 #include "rdma/health/clock.h"
 #include "rdma/health/nvlink_health.h"
 #include "rdma/nvml/nvlink_reader.h"
 #include "rdma/nvml/nvml_library.h"
-#include "rdma/source/poller.h"
+#include "rdma/source/polled_source.h"
 
 namespace ncclscope::rdma {
 
-class NvlinkSource : public Source {
+class NvlinkSource : public PolledSource {
  public:
   struct Deps {
     std::shared_ptr<health::Clock> clock;
@@ -38,15 +37,15 @@ class NvlinkSource : public Source {
   ~NvlinkSource() override;
 
   bool Enabled(const config::Config& config) const override { return config.nvlink.enabled; }
-  SourceStatus Start(const config::Config& config) override;
-  SourceStatus Reconfigure(const config::Config& config) override;
-  void Stop() override;
-  SourceStatus Status() const override;
-  std::vector<prometheus::MetricFamily> Collect() const override;
-
-  // Synchronous poll and configuration, for tests (see RdmaSource).
-  void PollOnce();
+  void PollOnce() override;
+  // Applies a config without starting the poller thread (tests).
   void Configure(const config::NvlinkConfig& config);
+
+ protected:
+  void ApplyConfig(const config::Config& config) override { Configure(config.nvlink); }
+  std::chrono::nanoseconds PollInterval(const config::Config& config) const override {
+    return config.nvlink.interval.value();
+  }
 
  private:
   struct LinkState {
@@ -61,10 +60,8 @@ class NvlinkSource : public Source {
 
   std::vector<prometheus::MetricFamily> Render(const nvml::NvlinkSnapshot& snapshot,
                                                health::TimePoint now, double poll_seconds);
-  void Publish(std::vector<prometheus::MetricFamily> families, SourceStatus status);
 
   Deps deps_;
-  Poller poller_;
 
   std::mutex poll_mutex_;
   config::NvlinkConfig config_;
@@ -74,10 +71,6 @@ class NvlinkSource : public Source {
   std::map<std::pair<std::string, unsigned>, LinkState> links_;  // (UUID, link)
   std::map<std::string, GpuState> gpus_;                         // UUID
   std::uint64_t polls_ = 0;
-
-  mutable std::mutex publish_mutex_;
-  std::shared_ptr<const std::vector<prometheus::MetricFamily>> published_;
-  SourceStatus status_ = SourceStatus::Down("not polled yet");
 };
 
 }  // namespace ncclscope::rdma

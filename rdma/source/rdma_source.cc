@@ -64,13 +64,13 @@ bool NeedsVerbs(const sysfs::PortLayout& layout, const sysfs::PortReading& readi
 
 RdmaSource::RdmaSource() : RdmaSource(Deps{}) {}
 
-RdmaSource::RdmaSource(Deps deps) : Source("rdma"), deps_(std::move(deps)) {
+RdmaSource::RdmaSource(Deps deps) : PolledSource("rdma"), deps_(std::move(deps)) {
   if (!deps_.reader) deps_.reader = std::make_shared<sysfs::PosixFileReader>();
   if (!deps_.verbs) deps_.verbs = std::make_shared<verbs::LibibverbsApi>();
   if (!deps_.clock) deps_.clock = std::make_shared<health::SteadyClock>();
 }
 
-RdmaSource::~RdmaSource() { poller_.Stop(); }
+RdmaSource::~RdmaSource() { StopPolling(); }
 
 void RdmaSource::ApplyConfigLocked(const config::RdmaConfig& config) {
   const bool same_tree = collector_ && config.sysfs_root == config_.sysfs_root &&
@@ -101,44 +101,11 @@ void RdmaSource::Configure(const config::RdmaConfig& config) {
   ApplyConfigLocked(config);
 }
 
-SourceStatus RdmaSource::Start(const config::Config& config) {
+void RdmaSource::ApplyConfig(const config::Config& config) {
   // Counter files are kept open between polls (one pread per counter); make room for them.
   const std::size_t limit = sysfs::RaiseOpenFileLimit();
   NCCLSCOPE_LOG(kDebug, "rdma") << "open file limit " << limit;
   Configure(config.rdma);
-  poller_.Start(config.rdma.interval.value(), [this] {
-    PollOnce();
-    return std::chrono::nanoseconds(0);
-  });
-  return SourceStatus::Up();
-}
-
-SourceStatus RdmaSource::Reconfigure(const config::Config& config) {
-  poller_.Stop();
-  return Start(config);
-}
-
-void RdmaSource::Stop() { poller_.Stop(); }
-
-SourceStatus RdmaSource::Status() const {
-  std::lock_guard<std::mutex> lock(publish_mutex_);
-  return status_;
-}
-
-std::vector<prometheus::MetricFamily> RdmaSource::Collect() const {
-  std::shared_ptr<const std::vector<prometheus::MetricFamily>> published;
-  {
-    std::lock_guard<std::mutex> lock(publish_mutex_);
-    published = published_;
-  }
-  return published ? *published : std::vector<prometheus::MetricFamily>{};
-}
-
-void RdmaSource::Publish(std::vector<prometheus::MetricFamily> families, SourceStatus status) {
-  auto shared = std::make_shared<const std::vector<prometheus::MetricFamily>>(std::move(families));
-  std::lock_guard<std::mutex> lock(publish_mutex_);
-  published_ = std::move(shared);
-  status_ = std::move(status);
 }
 
 void RdmaSource::RefreshTopologyLocked(const sysfs::Snapshot& snapshot) {

@@ -1,9 +1,9 @@
 #pragma once
 
 // The `rdma` source: InfiniBand/RoCE ports from sysfs (plus libibverbs), normalized counters,
-// health findings and GPU<->NIC affinity. A background Poller reads the ports every
-// rdma.interval; each poll renders the metric families once and publishes them, and Collect()
-// hands out the last published set, so a scrape never causes a firmware read.
+// health findings and GPU<->NIC affinity. A PolledSource: the ports are read every rdma.interval,
+// each poll renders the metric families once and publishes them, so a scrape never causes a
+// firmware read.
 
 #include <prometheus/metric_family.h>
 
@@ -16,18 +16,17 @@
 #include <vector>
 
 #include "agent/config/config.h"
-#include "agent/core/source.h"
 #include "rdma/counters/catalogue.h"
 #include "rdma/health/clock.h"
 #include "rdma/health/port_health.h"
-#include "rdma/source/poller.h"
+#include "rdma/source/polled_source.h"
 #include "rdma/sysfs/collector.h"
 #include "rdma/sysfs/file_reader.h"
 #include "rdma/verbs/verbs_inventory.h"
 
 namespace ncclscope::rdma {
 
-class RdmaSource : public Source {
+class RdmaSource : public PolledSource {
  public:
   // Seams for tests; null means the real thing (POSIX files, libibverbs, the steady clock).
   struct Deps {
@@ -41,17 +40,15 @@ class RdmaSource : public Source {
   ~RdmaSource() override;
 
   bool Enabled(const config::Config& config) const override { return config.rdma.enabled; }
-  SourceStatus Start(const config::Config& config) override;
-  SourceStatus Reconfigure(const config::Config& config) override;
-  void Stop() override;
-  SourceStatus Status() const override;
-  std::vector<prometheus::MetricFamily> Collect() const override;
-
-  // One poll, synchronously (the poller thread calls this; tests call it directly after
-  // Configure() to step through scenarios with a ManualClock).
-  void PollOnce();
-  // Applies a config without starting the poller thread.
+  void PollOnce() override;
+  // Applies a config without starting the poller thread (tests).
   void Configure(const config::RdmaConfig& config);
+
+ protected:
+  void ApplyConfig(const config::Config& config) override;
+  std::chrono::nanoseconds PollInterval(const config::Config& config) const override {
+    return config.rdma.interval.value();
+  }
 
  private:
   struct PortState {
@@ -76,10 +73,8 @@ class RdmaSource : public Source {
   void RefreshTopologyLocked(const sysfs::Snapshot& snapshot);
   std::vector<prometheus::MetricFamily> RenderLocked(const sysfs::Snapshot& snapshot,
                                                      health::TimePoint now, double poll_seconds);
-  void Publish(std::vector<prometheus::MetricFamily> families, SourceStatus status);
 
   Deps deps_;
-  Poller poller_;
 
   std::mutex poll_mutex_;  // the poll state below: poller thread vs. lifecycle calls
   config::RdmaConfig config_;
@@ -91,10 +86,6 @@ class RdmaSource : public Source {
   std::uint64_t polls_ = 0;
   std::uint64_t files_read_ = 0;
   health::TimePoint last_verbs_refresh_{};
-
-  mutable std::mutex publish_mutex_;  // what scrapes see
-  std::shared_ptr<const std::vector<prometheus::MetricFamily>> published_;
-  SourceStatus status_ = SourceStatus::Down("not polled yet");
 };
 
 }  // namespace ncclscope::rdma
