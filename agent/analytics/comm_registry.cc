@@ -4,14 +4,9 @@
 #include <cstdio>
 #include <cstring>
 
+#include "plugin/ring/ring_text.h"
+
 namespace ncclscope::analytics {
-namespace {
-
-std::string Bounded(const char* text, std::size_t capacity) {
-  return std::string(text, strnlen(text, capacity));
-}
-
-}  // namespace
 
 std::string CommLabel(std::uint64_t comm_id) {
   char text[24];
@@ -237,7 +232,7 @@ void CommRegistry::OnCommInit(const profiler::RingOrigin& origin,
     comm.nranks = record.nranks;
     comm.nnodes = record.nnodes;
   }
-  if (comm.name.empty()) comm.name = Bounded(record.name, sizeof(record.name));
+  if (comm.name.empty()) comm.name = ring::FieldText(record.name);
   LocalRank& r = *admitted;
   r.namespace_name = origin.namespace_name;
   r.pod = origin.pod;
@@ -248,8 +243,8 @@ void CommRegistry::OnCommInit(const profiler::RingOrigin& origin,
   r.hostname = origin.hostname;
   r.job_id = origin.job_id;
   r.cuda_device = record.cuda_device;
-  r.gpu_uuid = Bounded(record.gpu_uuid, sizeof(record.gpu_uuid));
-  r.pci_bus_id = Bounded(record.pci_bus_id, sizeof(record.pci_bus_id));
+  r.gpu_uuid = ring::FieldText(record.gpu_uuid);
+  r.pci_bus_id = ring::FieldText(record.pci_bus_id);
   r.finalized = false;
 }
 

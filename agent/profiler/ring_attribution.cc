@@ -15,7 +15,6 @@
 namespace ncclscope::profiler {
 namespace {
 
-constexpr std::size_t kMaxLocksText = 4 << 20;  // ~80,000 locks
 constexpr std::size_t kMaxCgroupText = 64 << 10;
 
 }  // namespace
@@ -31,7 +30,7 @@ std::optional<std::int32_t> RingLockHolder(std::string_view proc_locks, dev_t de
 
 std::optional<std::set<std::int32_t>> RingWriterPids(const std::string& ring_dir,
                                                      const std::string& proc_root) {
-  const auto locks = ebpf::proc::ReadProcFile(proc_root + "/locks", kMaxLocksText);
+  const auto locks = ebpf::proc::ReadProcFile(proc_root + "/locks", kMaxProcLocksBytes);
   if (!locks) return std::nullopt;
   std::set<std::int32_t> writers;
   const int dir_fd = ::open(ring_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -66,7 +65,7 @@ RingAttribution::RingAttribution(std::string proc_root,
       metadata_(std::make_unique<ebpf::cgroup::PodMetadata>(std::move(runtime_state_files))) {}
 
 void RingAttribution::Refresh() {
-  locks_ = ebpf::proc::ReadProcFile(proc_root_ + "/locks", kMaxLocksText);
+  locks_ = ebpf::proc::ReadProcFile(proc_root_ + "/locks", kMaxProcLocksBytes);
 }
 
 void RingAttribution::Attribute(const struct stat& st, RingOrigin& origin) {

@@ -12,15 +12,12 @@
 
 #include "agent/profiler/guarded_memory.h"
 #include "plugin/ring/regular_file.h"
+#include "plugin/ring/ring_text.h"
 
 namespace ncclscope::profiler {
 namespace {
 
 constexpr std::uint32_t kMaxContinuations = 3;  // 16 inline + 2 x 26 covers 64 channels
-
-std::string Bounded(const char* text, std::size_t capacity) {
-  return std::string(text, strnlen(text, capacity));
-}
 
 std::string BaseName(const std::string& path) {
   const std::size_t slash = path.rfind('/');
@@ -212,8 +209,8 @@ std::unique_ptr<RingFile> RingFile::Open(const std::string& path, std::string* r
   ring->local_tails_.assign(ring->lanes_, 0);
   ring->origin_.ring = BaseName(path);
   ring->origin_.pid = header.pid;
-  ring->origin_.hostname = Bounded(header.hostname, sizeof(header.hostname));
-  ring->origin_.job_id = Bounded(header.job_id, sizeof(header.job_id));
+  ring->origin_.hostname = ring::FieldText(header.hostname);
+  ring->origin_.job_id = ring::FieldText(header.job_id);
   ring->origin_.owner_uid = st.st_uid;
   if (!ring->writable_) {
     // Cannot commit tails: start from what is there now and keep our position in memory.
@@ -491,9 +488,9 @@ std::vector<CommSlotSnapshot> RingFile::ReadCommTable() {
     s.nranks = copy.nranks;
     s.nnodes = copy.nnodes;
     s.cuda_device = copy.cuda_device;
-    s.name = Bounded(copy.name, sizeof(copy.name));
-    s.gpu_uuid = Bounded(copy.gpu_uuid, sizeof(copy.gpu_uuid));
-    s.pci_bus_id = Bounded(copy.pci_bus_id, sizeof(copy.pci_bus_id));
+    s.name = ring::FieldText(copy.name);
+    s.gpu_uuid = ring::FieldText(copy.gpu_uuid);
+    s.pci_bus_id = ring::FieldText(copy.pci_bus_id);
     s.ops_enqueued = copy.ops_enqueued;
     s.ops_completed = copy.ops_completed;
     s.last_enqueue_ns = copy.last_enqueue_ns;

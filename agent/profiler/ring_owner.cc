@@ -9,30 +9,12 @@
 #include <cerrno>
 #include <charconv>
 
+#include "agent/ebpf/proc/maps.h"
+
 namespace ncclscope::profiler {
 namespace {
 
-constexpr std::size_t kMaxLocksBytes = 16u << 20;  // thousands of locks are a few hundred KiB
-constexpr std::size_t kMaxStatusBytes = 8192;      // /proc/<pid>/status is about 1.5 KiB
-
-// Up to `limit` bytes of a file (procfs files report size 0: read until EOF).
-std::optional<std::string> ReadBounded(const std::string& path, std::size_t limit) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-  if (fd < 0) return std::nullopt;
-  std::string text;
-  char buffer[8192];
-  bool failed = false;
-  while (text.size() < limit) {
-    const ssize_t n = ::read(fd, buffer, std::min(sizeof(buffer), limit - text.size()));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) failed = true;
-    if (n <= 0) break;
-    text.append(buffer, static_cast<std::size_t>(n));
-  }
-  ::close(fd);
-  if (failed) return std::nullopt;
-  return text;
-}
+constexpr std::size_t kMaxStatusBytes = 8192;  // /proc/<pid>/status is about 1.5 KiB
 
 template <typename T>
 bool ParseNumber(std::string_view text, T* value, int base = 10) {
@@ -121,7 +103,8 @@ ProcRingOwners::ProcRingOwners(std::string ring_dir, std::string proc_root)
     : ring_dir_(std::move(ring_dir)), proc_root_(std::move(proc_root)) {}
 
 std::optional<std::string> ProcRingOwners::Status(std::int32_t pid) const {
-  return ReadBounded(proc_root_ + "/" + std::to_string(pid) + "/status", kMaxStatusBytes);
+  return ebpf::proc::ReadProcFile(proc_root_ + "/" + std::to_string(pid) + "/status",
+                                  kMaxStatusBytes);
 }
 
 analytics::RingOwner ProcRingOwners::OwnerOf(const RingOrigin& origin) {
@@ -138,7 +121,8 @@ analytics::RingOwner ProcRingOwners::OwnerOf(const RingOrigin& origin) {
   const bool regular = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
   ::close(fd);
   if (!regular) return unknown;
-  const std::optional<std::string> locks = ReadBounded(proc_root_ + "/locks", kMaxLocksBytes);
+  const std::optional<std::string> locks =
+      ebpf::proc::ReadProcFile(proc_root_ + "/locks", kMaxProcLocksBytes);
   if (!locks) return unknown;
   // /proc/locks names the lock's superblock device, which is stat's st_dev on tmpfs and most
   // filesystems (not on btrfs subvolumes or overlayfs files): take exact matches when there are

@@ -19,6 +19,7 @@
 // files to 8 KiB, ring names must be plain file names. The ring is opened by name (O_NOFOLLOW)
 // only to learn its inode; the reader's validated mapping is not touched.
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -38,6 +39,8 @@ struct FlockHolder {
   std::int32_t pid = 0;
 };
 std::vector<FlockHolder> ParseProcLocks(std::string_view text);
+// How much of /proc/locks is read: thousands of locks are a few hundred KiB.
+inline constexpr std::size_t kMaxProcLocksBytes = 16u << 20;
 
 // A numeric field of /proc/<pid>/status ("Tgid"), or the last value of "NSpid" (the pid in the
 // process's own namespace).
