@@ -115,7 +115,8 @@ int Main(int argc, char** argv) {
                  static_cast<unsigned long long>(o.hang_iteration));
   }
   std::fflush(stderr);
-  const std::uint64_t t0 = NowNs() + 200'000'000;  // time for every rank to come up
+  // Time for every rank to come up; or the job's start every node's simulator was given.
+  const std::uint64_t t0 = o.start_at_ns != 0 ? o.start_at_ns : NowNs() + 200'000'000;
 
   if (o.threads) {
     std::vector<int> codes(static_cast<std::size_t>(o.gpus), 0);

@@ -124,6 +124,7 @@ Faults:   --slow-rank R --slow-by 5ms       rank R (global) computes longer befo
           --hang-rank R --hang-iteration N  rank R never arrives at iteration N
           --hang-at 1m                      ... or at the first iteration from 1m on
 Other:    --plugin PATH  --abi 4|5|6 (6)  --threads (ranks as threads of one process)
+          --start-at MS  the job's start, unix ms (the same on every node's simulator)
           --seed S  --job-id ID (simulated)  --tick 1ms  --quiet
 )";
 }
@@ -259,6 +260,13 @@ std::optional<Options> ParseOptions(int argc, char** argv, std::string* error) {
       ok = integer(&o.hang_rank, 0, 1 << 24);
     } else if (arg == "--hang-iteration") {
       ok = integer(&o.hang_iteration, 0, 1LL << 40);
+    } else if (arg == "--start-at") {
+      const auto v = value();
+      char* end = nullptr;
+      const double ms = v ? std::strtod(v->c_str(), &end) : 0;
+      ok = v.has_value() && end != v->c_str() && *end == '\0' && ms > 0;
+      if (!ok && v) *error = arg + ": '" + *v + "' is not a unix time in milliseconds";
+      o.start_at_ns = static_cast<std::uint64_t>(ms * 1e6);
     } else if (arg == "--threads") {
       o.threads = true;
     } else if (arg == "--seed") {

@@ -81,6 +81,9 @@ struct Options {
   std::uint64_t fault_start_ns = 0;
   std::uint64_t fault_end_ns = UINT64_MAX;
 
+  // When the job starts (unix time, ns): the same on every node's simulator, so that their models
+  // share one timeline; 0: 200 ms after this process starts.
+  std::uint64_t start_at_ns = 0;
   bool threads = false;  // all local ranks as threads of one process (one ring) instead of one
                          // process per rank
   std::uint64_t seed = 1;
