@@ -85,7 +85,9 @@ void ArrivalMatcher::Complete(const CommRegistry& registry, const Pending& insta
     const std::uint64_t t = time_of(a);
     earliest = std::min(earliest, t);
     if (last_rank < 0 || t > latest) {
-      second = last_rank < 0 ? t : latest;
+      // The previous latest is the second-last now (none yet for the first record: the last
+      // arriver's record may well be the first one read).
+      if (last_rank >= 0) second = latest;
       latest = t;
       last_rank = a.rank;
     } else {
@@ -110,6 +112,7 @@ void ArrivalMatcher::Complete(const CommRegistry& registry, const Pending& insta
   RankStats& last = ranks_.Get(RankKey(label, last_rank), label, rank_labels(last_rank));
   ++last.last_arrivals;
   AddSat(last.last_delay_ns, latest - second);
+  if (observer_) observer_(label, last_rank, latest - second);
   ++matched_.Get(label, label, [&] {
     std::string labels;
     metrics::AppendLabel(labels, "comm", registry.Label(label));

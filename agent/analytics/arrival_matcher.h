@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <tuple>
 
 #include "agent/analytics/comm_registry.h"
@@ -46,6 +47,11 @@ class ArrivalMatcher {
   enum Eviction { kIncomplete = 0, kCapacity = 1 };
 
   void SetLimits(const Limits& limits) { limits_ = limits; }
+  // Called for every matched collective with its last arriver and its lead over the second-last
+  // (the detectors' input, agent/analytics/detection).
+  using Observer = std::function<void(std::uint32_t comm_label, std::int32_t last_rank,
+                                      std::uint64_t delay_ns)>;
+  void SetObserver(Observer observer) { observer_ = std::move(observer); }
   // A completed collective of a local rank (kind COLL).
   void OnOp(const CommRegistry& registry, const Comm& comm, const ncclscope_op_record& op,
             Clock::time_point now);
@@ -82,6 +88,7 @@ class ArrivalMatcher {
   void Erase(absl::flat_hash_map<Key, std::uint32_t>::iterator it);
 
   Limits limits_;
+  Observer observer_;
   // Key -> index into pool_: probing touches 32-byte slots, not whole instances.
   absl::flat_hash_map<Key, std::uint32_t> pending_;
   std::vector<Pending> pool_;

@@ -9,9 +9,13 @@ NcclAnalytics::NcclAnalytics(const AnalyticsSettings& settings)
     : settings_(settings),
       registry_(settings.max_comms, settings.max_peers, settings.max_tracked_comms),
       gpus_(settings.sysfs_root),
+      detection_(settings.detection),
       now_(Clock::now()),
       last_expiry_(Clock::now()) {
   arrivals_.SetLimits({settings.match_window, settings.match_timeout});
+  arrivals_.SetObserver([this](std::uint32_t label, std::int32_t rank, std::uint64_t delay_ns) {
+    detection_.OnMatched(registry_, label, rank, delay_ns);
+  });
   nic_.SetEnabled(settings.nic_lookup && settings.channel_metrics);
 }
 
@@ -21,6 +25,7 @@ void NcclAnalytics::Configure(const AnalyticsSettings& settings) {
   arrivals_.SetLimits({settings.match_window, settings.match_timeout});
   gpus_.SetRoot(settings.sysfs_root);
   nic_.SetEnabled(settings.nic_lookup && settings.channel_metrics);
+  detection_.Configure(settings.detection);
 }
 
 void NcclAnalytics::SetHostProcesses(std::shared_ptr<HostProcesses> processes) {
@@ -62,6 +67,7 @@ void NcclAnalytics::Op(const From& from, const profiler::OpView& view) {
   const BandwidthModel model = ModelFor(op.func, op.bytes, comm.nranks);
   ops_.Observe(registry_, comm.label, op, model);
   if (op.kind == NCCLSCOPE_KIND_P2P) p2p_.Observe(registry_, comm, op);
+  detection_.OnOp(registry_, comm, registry_.RankOf(comm, op.rank), op, now_);
   if (settings_.channel_metrics) channels_.OnOp(registry_, comm, view, model, pass_);
   if (op.kind == NCCLSCOPE_KIND_COLL && IsCollectiveFunc(op.func)) {
     admitted->completed.Raise(op.func, op.seq);
@@ -115,6 +121,7 @@ void NcclAnalytics::EndPass(const std::vector<profiler::LiveComm>& comms, Clock:
   held_ops_.clear();
   channels_.EndPass(registry_, pass_);
   arrivals_.EndPass(registry_, now);
+  detection_.EndPass(registry_, now);
   registry_.ForEachMutable([&](Comm& comm) {
     for (LocalRank& r : comm.ranks) {
       if (r.gpu_index < 0 && !r.pci_bus_id.empty()) {
@@ -137,6 +144,7 @@ void NcclAnalytics::EndPass(const std::vector<profiler::LiveComm>& comms, Clock:
       channels_.DropLabels(labels);
       arrivals_.DropLabels(labels);
       nic_.DropLabels(labels);
+      detection_.DropLabels(labels);
     }
   }
   ++pass_;
@@ -233,6 +241,7 @@ void NcclAnalytics::Render(metrics::TextWriter& out, std::uint64_t now_ns) const
   if (settings_.channel_metrics) channels_.Render(out);
   nic_.Render(out, settings_.channel_metrics);
   arrivals_.Render(out);
+  detection_.Render(out);
   RenderInfo(out);
   RenderProgress(registry_, now_ns, static_cast<std::uint64_t>(settings_.hang_timeout.count()),
                  out);
@@ -272,6 +281,8 @@ void NcclAnalytics::Render(metrics::TextWriter& out, std::uint64_t now_ns) const
              static_cast<std::uint64_t>(arrivals_.series()));
   out.Sample("ncclscope_nccl_analytics_series", "group=\"nic\"",
              static_cast<std::uint64_t>(nic_.series()));
+  out.Sample("ncclscope_nccl_analytics_series", "group=\"detection\"",
+             static_cast<std::uint64_t>(detection_.series()));
 }
 
 }  // namespace ncclscope::analytics

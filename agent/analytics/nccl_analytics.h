@@ -12,6 +12,8 @@
 //   hang_tracker       progress, in-flight ops and their age, hung ops, last seq per function
 //   gpu_index          dcgm-exporter's `gpu` index from the PCI bus id
 //   channel_nic        the HCA device and port behind each network channel (QP table join)
+//   detection/         compute vs communication, the node's straggler findings, latency against
+//                      its baseline (detection/detection.h)
 //
 // Not thread-safe: the profiler source calls it from its reader thread and renders it under its
 // own lock.
@@ -24,6 +26,7 @@
 #include "agent/analytics/channel_nic.h"
 #include "agent/analytics/channel_transport.h"
 #include "agent/analytics/comm_registry.h"
+#include "agent/analytics/detection/detection.h"
 #include "agent/analytics/gpu_index.h"
 #include "agent/analytics/network_waits.h"
 #include "agent/analytics/op_series.h"
@@ -45,6 +48,7 @@ struct AnalyticsSettings {
   std::chrono::nanoseconds hang_timeout = std::chrono::seconds(60);  // detection.hang_timeout
   std::string sysfs_root = "/sys";                                   // rdma.sysfs_root
   bool nic_lookup = true;  // plugin.qp_table is not "off": name the NIC behind each channel
+  detection::DetectionSettings detection;  // the rest of the detection section
 };
 
 class NcclAnalytics : public profiler::RecordSink {
@@ -85,6 +89,7 @@ class NcclAnalytics : public profiler::RecordSink {
   const ChannelTransport& channels() const { return channels_; }
   const ArrivalMatcher& arrivals() const { return arrivals_; }
   const ChannelNic& nic() const { return nic_; }
+  const detection::Detection& detection() const { return detection_; }
 
  private:
   // Which ring a record came from, as far as admission goes (CommRegistry::Admit).
@@ -120,6 +125,7 @@ class NcclAnalytics : public profiler::RecordSink {
   PxnResolver pxn_;
   ChannelNic nic_;
   GpuIndex gpus_;
+  detection::Detection detection_;
   std::uint64_t pass_ = 1;
   Clock::time_point now_{};  // of the current pass (the arrival matcher's clock)
   Clock::time_point last_expiry_{};

@@ -451,6 +451,10 @@ struct DetectionConfig {
   Duration hang_timeout = Seconds(60);
   std::uint32_t match_window = 4096;
   Duration match_timeout = Seconds(10);
+  double straggler_min_cost = 0.05;
+  Duration straggler_threshold = Millis(250);
+  std::string state_dir = "/var/lib/ncclscope";
+  std::uint32_t baseline_max_keys = 4096;
 
   template <typename V>
   void Visit(V& v) {
@@ -465,6 +469,23 @@ struct DetectionConfig {
             "How long a collective waits for the records of the node's other ranks before it is "
             "evicted as incomplete.",
             checks::InRange{Seconds(1), Seconds(600)});
+    v.Field("straggler_min_cost", straggler_min_cost,
+            "Straggler finding: the smallest cost to detect, as the fraction of wall time the "
+            "node's other ranks wait for one rank (0.05: 5 %). The node's CUSUM allows half of "
+            "it (docs/analytics.md, Detection).",
+            checks::InRange{0.001, 1.0});
+    v.Field("straggler_threshold", straggler_threshold,
+            "Straggler finding: the CUSUM's decision interval, in excess waiting accumulated "
+            "beyond the allowance; the finding clears under half of it.",
+            checks::InRange{Millis(10), Seconds(60)});
+    v.Field("state_dir", state_dir,
+            "Where the latency baselines are kept across restarts of jobs and of the agent "
+            "(one small file, written every minute while it changes); off: in memory only.",
+            checks::OneOfOrAbsolutePath{"off"});
+    v.Field("baseline_max_keys", baseline_max_keys,
+            "Latency baselines kept (one per communicator name, rank, function, algorithm, "
+            "protocol and size bucket); beyond, the least recently seen is dropped.",
+            checks::InRange<std::uint32_t>{16, 1u << 20});
   }
 };
 

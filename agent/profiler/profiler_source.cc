@@ -149,6 +149,11 @@ analytics::AnalyticsSettings AnalyticsFromConfig(const config::Config& config) {
   s.hang_timeout = config.detection.hang_timeout.value();
   s.sysfs_root = config.rdma.sysfs_root;
   s.nic_lookup = config.plugin.qp_table != "off";
+  s.detection.straggler_min_cost = config.detection.straggler_min_cost;
+  s.detection.straggler_threshold_s =
+      std::chrono::duration<double>(config.detection.straggler_threshold.value()).count();
+  s.detection.state_dir = config.detection.state_dir == "off" ? "" : config.detection.state_dir;
+  s.detection.baseline_max_keys = config.detection.baseline_max_keys;
   return s;
 }
 

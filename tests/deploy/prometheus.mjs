@@ -63,6 +63,7 @@ export async function startPrometheus(binary, { config = "global:\n  evaluation_
   }
   return {
     dir,
+    base,
     // Instant query (at `time`, default now); returns { ok, error, result } from the HTTP API.
     async query(expr, time) {
       const params = { query: expr };

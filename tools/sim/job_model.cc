@@ -124,29 +124,38 @@ std::uint64_t JobModel::Jitter(int global, std::uint64_t op) const {
   return h % options_.jitter_ns;
 }
 
-double JobModel::ChannelBandwidth(bool network, int channel) const {
+double JobModel::ChannelBandwidth(bool network, int /*channel*/) const {
   const double gbps = network ? options_.network_gbps : options_.nvlink_gbps;
-  double per_channel = gbps / options_.channels;  // GB/s = bytes per ns
-  if (network && channel == options_.slow_channel) per_channel /= options_.slow_factor;
-  return per_channel;
+  return gbps / options_.channels;  // GB/s = bytes per ns
+}
+
+bool JobModel::FaultOn(std::uint64_t at) const {
+  const std::uint64_t since = at > t0_ns_ ? at - t0_ns_ : 0;
+  return since >= options_.fault_start_ns && since < options_.fault_end_ns;
+}
+
+bool JobModel::HopSlow(int channel, int sender_node, std::uint64_t at) const {
+  if (channel != options_.slow_channel || !FaultOn(at)) return false;
+  return options_.slow_node < 0 || options_.slow_node == sender_node;
 }
 
 std::vector<StepTimes> JobModel::SendSteps(std::uint64_t sender_arrival,
                                            std::uint64_t receiver_arrival, std::uint64_t flow,
-                                           int steps, double step_ns) const {
+                                           int steps, double ring_step_ns, double wire_step_ns) {
   std::vector<StepTimes> out;
-  const auto d = static_cast<std::uint64_t>(std::llround(step_ns));
+  const auto ring = static_cast<std::uint64_t>(std::llround(ring_step_ns));
+  const auto wire = static_cast<std::uint64_t>(std::llround(wire_step_ns));
   std::uint64_t previous = sender_arrival;
   for (int s = 0; s < steps; ++s) {
     StepTimes t;
     t.start = previous;
     // GPU data: the rank's own data for the first step, the ring's flow after that.
     const std::uint64_t data =
-        s == 0 ? sender_arrival : Add(flow, d * static_cast<std::uint64_t>(s));
+        s == 0 ? sender_arrival : Add(flow, ring * static_cast<std::uint64_t>(s));
     t.t1 = std::max(t.start, data);
     // Credit: the receiver posts its buffers when it arrives (NCCL keeps 8 steps in flight).
     t.t2 = std::max(t.t1, receiver_arrival);
-    t.end = Add(t.t2, d);
+    t.end = Add(t.t2, wire);
     out.push_back(t);
     previous = t.end;
   }
@@ -169,7 +178,8 @@ std::vector<StepTimes> JobModel::RecvSteps(const std::vector<StepTimes>& sent,
   return out;
 }
 
-void JobModel::Collective(const WorkItem& item, const std::vector<std::uint64_t>& arrival,
+void JobModel::Collective(const WorkItem& item, std::uint64_t bytes,
+                          const std::vector<std::uint64_t>& arrival,
                           std::vector<std::uint64_t>& ready,
                           std::vector<std::vector<RankOp>>& out) {
   const int gpus = options_.gpus;
@@ -183,16 +193,30 @@ void JobModel::Collective(const WorkItem& item, const std::vector<std::uint64_t>
     const int n = comm->nranks();
     std::uint64_t flow = 0;
     for (const int m : comm->members) flow = std::max(flow, arrival[static_cast<std::size_t>(m)]);
-    const double bus = BusBytes(item.func, item.bytes, n);
+    const double bus = BusBytes(item.func, bytes, n);
     const double per_channel = bus / channels;
     const bool network = comm->nnodes > 1;
     const int steps = static_cast<int>(std::clamp<std::uint64_t>(
         (static_cast<std::uint64_t>(per_channel) + kStepBytes - 1) / kStepBytes, 1, kMaxSteps));
     std::vector<std::uint64_t> channel_time(static_cast<std::size_t>(channels));
-    std::vector<double> step_ns(static_cast<std::size_t>(channels));
+    std::vector<double> step_ns(static_cast<std::size_t>(channels));  // the ring's pace
+    std::vector<bool> slow_hop(static_cast<std::size_t>(options_.nodes) *
+                               static_cast<std::size_t>(channels));  // [sender node][channel]
     std::uint64_t longest = 0;
+    const double fast = ChannelBandwidth(network, 0);
     for (int c = 0; c < channels; ++c) {
-      const double bw = ChannelBandwidth(network, c);
+      // A ring moves at its slowest hop's pace: every hop of a multi-node ring crosses the
+      // network (world: each node's exit GPU to the next node; dp: each rank to the next node).
+      bool slow = false;
+      if (network) {
+        for (int node = 0; node < options_.nodes; ++node) {
+          const bool hop = HopSlow(c, node, flow);
+          slow_hop[static_cast<std::size_t>(node) * static_cast<std::size_t>(channels) +
+                   static_cast<std::size_t>(c)] = hop;
+          slow = slow || hop;
+        }
+      }
+      const double bw = slow ? fast / options_.slow_factor : fast;
       step_ns[static_cast<std::size_t>(c)] = per_channel / steps / bw;
       const double transfer =
           network ? std::llround(step_ns[static_cast<std::size_t>(c)]) * static_cast<double>(steps)
@@ -218,7 +242,7 @@ void JobModel::Collective(const WorkItem& item, const std::vector<std::uint64_t>
       op.comm_rank = r;
       op.func = item.func;
       op.seq = this_seq;
-      op.bytes = item.bytes;
+      op.bytes = bytes;
       op.arrival_ns = a;
       op.enqueue_ns = a > kEnqueueLeadNs ? a - kEnqueueLeadNs : a;
       op.bus_bytes = bus;
@@ -245,6 +269,14 @@ void JobModel::Collective(const WorkItem& item, const std::vector<std::uint64_t>
             recv_from = comm->members[static_cast<std::size_t>((r + n - 1) % n)];
           }
           const double d = step_ns[static_cast<std::size_t>(c)];
+          // This hop's own wire time per step: the ring's pace on the slow hop, the healthy
+          // rate on the others.
+          auto wire = [&](int sender_node) {
+            const bool hop_slow =
+                slow_hop[static_cast<std::size_t>(sender_node) * static_cast<std::size_t>(channels) +
+                         static_cast<std::size_t>(c)];
+            return hop_slow ? d : per_channel / steps / fast;
+          };
           const auto step_bytes = static_cast<std::uint64_t>(per_channel / steps);
           if (send_to >= 0) {
             NetOp net;
@@ -252,7 +284,8 @@ void JobModel::Collective(const WorkItem& item, const std::vector<std::uint64_t>
             net.send = true;
             net.peer = comm->RankOf(send_to);
             net.step_bytes = step_bytes;
-            net.steps = SendSteps(a, arrival[static_cast<std::size_t>(send_to)], flow, steps, d);
+            net.steps = SendSteps(a, arrival[static_cast<std::size_t>(send_to)], flow, steps, d,
+                                  wire(node));
             op.net.push_back(std::move(net));
           }
           if (recv_from >= 0) {
@@ -262,7 +295,8 @@ void JobModel::Collective(const WorkItem& item, const std::vector<std::uint64_t>
             net.send = false;
             net.peer = comm->RankOf(recv_from);
             net.step_bytes = step_bytes;
-            net.steps = RecvSteps(SendSteps(from, a, flow, steps, d), a);
+            net.steps =
+                RecvSteps(SendSteps(from, a, flow, steps, d, wire((node + nodes - 1) % nodes)), a);
             op.net.push_back(std::move(net));
           }
         }
@@ -272,7 +306,8 @@ void JobModel::Collective(const WorkItem& item, const std::vector<std::uint64_t>
   }
 }
 
-void JobModel::SendRecv(const WorkItem& item, const std::vector<std::uint64_t>& arrival,
+void JobModel::SendRecv(const WorkItem& item, std::uint64_t bytes,
+                        const std::vector<std::uint64_t>& arrival,
                         std::vector<std::uint64_t>& ready, std::vector<std::vector<RankOp>>& out) {
   const int gpus = options_.gpus;
   const std::uint64_t group = group_counter_++;
@@ -291,7 +326,7 @@ void JobModel::SendRecv(const WorkItem& item, const std::vector<std::uint64_t>& 
       *network = gf / gpus != gt / gpus;
       *flow =
           std::max(arrival[static_cast<std::size_t>(gf)], arrival[static_cast<std::size_t>(gt)]);
-      const double per_channel = static_cast<double>(item.bytes) / kP2pChannels;
+      const double per_channel = static_cast<double>(bytes) / kP2pChannels;
       *steps = static_cast<int>(std::clamp<std::uint64_t>(
           (static_cast<std::uint64_t>(per_channel) + kStepBytes - 1) / kStepBytes, 1, kMaxSteps));
       const double bw = ChannelBandwidth(*network, -1);
@@ -326,10 +361,10 @@ void JobModel::SendRecv(const WorkItem& item, const std::vector<std::uint64_t>& 
         op.comm_rank = r;
         op.func = send ? "Send" : "Recv";
         op.peer = peer;
-        op.bytes = item.bytes;
+        op.bytes = bytes;
         op.arrival_ns = a;
         op.enqueue_ns = a > kEnqueueLeadNs ? a - kEnqueueLeadNs : a;
-        op.bus_bytes = static_cast<double>(item.bytes);
+        op.bus_bytes = static_cast<double>(bytes);
         op.p2p = true;
         op.group = group;
         for (int c = 0; c < kP2pChannels; ++c) {
@@ -347,11 +382,11 @@ void JobModel::SendRecv(const WorkItem& item, const std::vector<std::uint64_t>& 
             net.send = send;
             net.peer = peer;
             net.step_bytes =
-                static_cast<std::uint64_t>(static_cast<double>(item.bytes) / kP2pChannels / steps);
+                static_cast<std::uint64_t>(static_cast<double>(bytes) / kP2pChannels / steps);
             if (send) {
-              net.steps = SendSteps(a, other_arrival, flow, steps, step_ns);
+              net.steps = SendSteps(a, other_arrival, flow, steps, step_ns, step_ns);
             } else {
-              net.steps = RecvSteps(SendSteps(other_arrival, a, flow, steps, step_ns), a);
+              net.steps = RecvSteps(SendSteps(other_arrival, a, flow, steps, step_ns, step_ns), a);
             }
             op.net.push_back(std::move(net));
           }
@@ -372,22 +407,47 @@ std::vector<std::vector<RankOp>> JobModel::NextIteration() {
   const auto start = t0_ns_ + static_cast<std::uint64_t>(std::llround(
                                   static_cast<double>(iteration_) * 1e9 / options_.rate));
   for (std::uint64_t& r : ready_) r = std::max(r, start);
+  // Rank 0's time is the job's clock for what every rank does together (every node's model
+  // computes the same ready_ for every rank).
+  const std::uint64_t clock = ready_[0] == kNever ? start : ready_[0];
+  const std::uint64_t since = clock > t0_ns_ ? clock - t0_ns_ : 0;
+  if (options_.pause_every_ns > 0 && options_.pause_for_ns > 0) {
+    const std::uint64_t period = since / options_.pause_every_ns;
+    if (period > pauses_) {
+      pauses_ = period;
+      for (std::uint64_t& r : ready_) r = Add(r, options_.pause_for_ns);
+    }
+  }
+  double scale = 1;
+  if (options_.resize_every_ns > 0 && (since / options_.resize_every_ns) % 2 == 1) {
+    scale = options_.resize_factor;
+  }
+  bool hang_now = false;
+  if (options_.hang_rank >= 0) {
+    hang_now = options_.hang_at_ns > 0
+                   ? ready_[static_cast<std::size_t>(options_.hang_rank)] >=
+                         Add(t0_ns_, options_.hang_at_ns)
+                   : iteration_ >= options_.hang_iteration;
+  }
   for (const WorkItem& item : options_.workload) {
     std::vector<std::uint64_t> arrival(ranks);
     const std::uint64_t op = op_counter_++;
+    const std::uint64_t compute = item.compute_ns.value_or(options_.compute_gap_ns);
+    const auto bytes = std::max<std::uint64_t>(
+        1, static_cast<std::uint64_t>(std::llround(static_cast<double>(item.bytes) * scale)));
     for (std::size_t g = 0; g < ranks; ++g) {
-      std::uint64_t a = Add(ready_[g], options_.compute_gap_ns + Jitter(static_cast<int>(g), op));
-      if (static_cast<int>(g) == options_.slow_rank) a = Add(a, options_.slow_by_ns);
-      if (static_cast<int>(g) == options_.hang_rank && iteration_ >= options_.hang_iteration) {
-        a = kNever;
+      std::uint64_t a = Add(ready_[g], compute + Jitter(static_cast<int>(g), op));
+      if (static_cast<int>(g) == options_.slow_rank && FaultOn(ready_[g])) {
+        a = Add(a, options_.slow_by_ns);
       }
+      if (static_cast<int>(g) == options_.hang_rank && hang_now) a = kNever;
       arrival[g] = a;
     }
     std::vector<std::uint64_t> ready = ready_;
     if (item.func == "SendRecv") {
-      SendRecv(item, arrival, ready, out);
+      SendRecv(item, bytes, arrival, ready, out);
     } else {
-      Collective(item, arrival, ready, out);
+      Collective(item, bytes, arrival, ready, out);
     }
     ready_ = std::move(ready);
   }

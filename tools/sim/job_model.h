@@ -7,16 +7,22 @@
 // ranks they never see. Times are absolute CLOCK_REALTIME ns (a GPU's %globaltimer is that clock).
 //
 // The model (coherent by construction, simple on purpose; docs/analytics.md):
-//  * Rank g arrives at op j of iteration i after computing: a = ready(g) + compute_gap + jitter
-//    (+ slow_by for the slow rank; never, for the hung rank from hang_iteration on).
+//  * Rank g arrives at op j of iteration i after computing: a = ready(g) + compute + jitter
+//    (compute: the item's, else compute_gap; + slow_by for the slow rank while the fault is on;
+//    never, for the hung rank from hang_iteration / hang_at on). Every rank pauses together for
+//    pause_for every pause_every, and message sizes switch between x1 and x resize_factor every
+//    resize_every (the clock of both is rank 0's, so that every node's model agrees).
 //  * A collective flows once its last member arrived (F = max a); channel c then needs T_c =
 //    latency + bus bytes per channel / the channel's slowest hop (the network hop on multi-node
 //    communicators, slow_factor x slower on the slow channel). Every member's channel c ends at
 //    F + T_c: the late rank spends the least time inside, the others wait (straggler.md §1).
 //  * Network steps of channel c (exit rank -> next node's entry rank on world rings; every hop of
 //    dp rings): step s waits for the GPU (own arrival at s = 0, the ring's data flow F + s*d
-//    after), then for the receiver's credit (its arrival), then runs for d on the wire. The
-//    receiver waits for the data, flushes and consumes it.
+//    after, d paced by the ring's slowest hop), then for the receiver's credit (its arrival),
+//    then runs on the wire for its own hop's step time (the slow hop's d; a fast hop's shorter
+//    one, its sender waiting for the GPU instead: NCCL's SendGPUWait -> SendPeerWait ->
+//    SendWait, v2.28.9-1 src/transport/net.cc:1267, 1314, 1327). The receiver waits for the
+//    data, flushes and consumes it.
 //  * Send/Recv pairs flow once both ends arrived.
 
 #include <cstdint>
@@ -99,13 +105,22 @@ class JobModel {
  private:
   const CommInstance& InstanceOf(CommKind kind, int global) const;
   std::uint64_t Jitter(int global, std::uint64_t op) const;
-  double ChannelBandwidth(bool network, int channel) const;  // bytes per ns
-  void Collective(const WorkItem& item, const std::vector<std::uint64_t>& arrival,
-                  std::vector<std::uint64_t>& ready, std::vector<std::vector<RankOp>>& out);
-  void SendRecv(const WorkItem& item, const std::vector<std::uint64_t>& arrival,
-                std::vector<std::uint64_t>& ready, std::vector<std::vector<RankOp>>& out);
-  std::vector<StepTimes> SendSteps(std::uint64_t sender_arrival, std::uint64_t receiver_arrival,
-                                   std::uint64_t flow, int steps, double step_ns) const;
+  double ChannelBandwidth(bool network, int channel) const;  // bytes per ns, healthy
+  // Whether the fault window (fault_start .. fault_end after t0) holds `at`.
+  bool FaultOn(std::uint64_t at) const;
+  // Whether the network hop that `sender_node` sends on `channel` is the slow link at `at`.
+  bool HopSlow(int channel, int sender_node, std::uint64_t at) const;
+  void Collective(const WorkItem& item, std::uint64_t bytes,
+                  const std::vector<std::uint64_t>& arrival, std::vector<std::uint64_t>& ready,
+                  std::vector<std::vector<RankOp>>& out);
+  void SendRecv(const WorkItem& item, std::uint64_t bytes,
+                const std::vector<std::uint64_t>& arrival, std::vector<std::uint64_t>& ready,
+                std::vector<std::vector<RankOp>>& out);
+  // Steps paced by the ring (`ring_step_ns` apart once the data flows), each on the wire for
+  // `wire_step_ns`.
+  static std::vector<StepTimes> SendSteps(std::uint64_t sender_arrival,
+                                          std::uint64_t receiver_arrival, std::uint64_t flow,
+                                          int steps, double ring_step_ns, double wire_step_ns);
   static std::vector<StepTimes> RecvSteps(const std::vector<StepTimes>& sent,
                                           std::uint64_t receiver_arrival);
 
@@ -117,6 +132,7 @@ class JobModel {
   std::uint64_t iteration_ = 0;
   std::uint64_t op_counter_ = 0;
   std::uint64_t group_counter_ = 0;
+  std::uint64_t pauses_ = 0;  // pause_every periods already paused for
 };
 
 }  // namespace ncclscope::sim

@@ -92,20 +92,31 @@ int Main(int argc, char** argv) {
                "job model. Plugin %s, rings in %s.\n",
                o.job_id.c_str(), o.nodes, o.gpus, o.node, first, first + o.gpus - 1, o.channels,
                o.rate, plugin_path.c_str(), ring_dir != nullptr ? ring_dir : "/run/ncclscope");
+  const double fault_from = static_cast<double>(o.fault_start_ns) * 1e-9;
+  const double fault_to =
+      o.fault_end_ns == UINT64_MAX ? -1 : static_cast<double>(o.fault_end_ns) * 1e-9;
   if (o.slow_rank >= 0) {
-    std::fprintf(stderr, "ncclscope-sim: injected: rank %d is %.3g ms slow before every op\n",
-                 o.slow_rank, static_cast<double>(o.slow_by_ns) * 1e-6);
+    std::fprintf(stderr,
+                 "ncclscope-sim: injected: rank %d is %.3g ms slow before every op (from %.3g s "
+                 "to %.3g s; -1: the end)\n",
+                 o.slow_rank, static_cast<double>(o.slow_by_ns) * 1e-6, fault_from, fault_to);
   }
   if (o.slow_channel >= 0) {
-    std::fprintf(stderr, "ncclscope-sim: injected: channel %d's network hop is %.3gx slower\n",
-                 o.slow_channel, o.slow_factor);
+    std::fprintf(stderr,
+                 "ncclscope-sim: injected: channel %d's network hop (from node %d; -1: every "
+                 "node) is %.3gx slower (from %.3g s to %.3g s; -1: the end)\n",
+                 o.slow_channel, o.slow_node, o.slow_factor, fault_from, fault_to);
   }
-  if (o.hang_rank >= 0) {
+  if (o.hang_rank >= 0 && o.hang_at_ns > 0) {
+    std::fprintf(stderr, "ncclscope-sim: injected: rank %d hangs %.3g s in\n", o.hang_rank,
+                 static_cast<double>(o.hang_at_ns) * 1e-9);
+  } else if (o.hang_rank >= 0) {
     std::fprintf(stderr, "ncclscope-sim: injected: rank %d hangs at iteration %llu\n", o.hang_rank,
                  static_cast<unsigned long long>(o.hang_iteration));
   }
   std::fflush(stderr);
-  const std::uint64_t t0 = NowNs() + 200'000'000;  // time for every rank to come up
+  // Time for every rank to come up; or the job's start every node's simulator was given.
+  const std::uint64_t t0 = o.start_at_ns != 0 ? o.start_at_ns : NowNs() + 200'000'000;
 
   if (o.threads) {
     std::vector<int> codes(static_cast<std::size_t>(o.gpus), 0);

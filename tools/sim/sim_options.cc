@@ -41,7 +41,8 @@ bool ParseKind(std::string_view text, CommKind* kind) {
   return true;
 }
 
-// "AllReduce:world:64MiB,AllGather:tp:16MiB"
+// "AllReduce:world:64MiB,AllGather:tp:16MiB:20ms" (the last field, compute before the op, is
+// optional).
 bool ParseWorkload(std::string_view text, std::vector<WorkItem>* out, std::string* error) {
   out->clear();
   while (!text.empty()) {
@@ -50,10 +51,21 @@ bool ParseWorkload(std::string_view text, std::vector<WorkItem>* out, std::strin
     text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
     const std::size_t c1 = item.find(':');
     const std::size_t c2 = c1 == std::string_view::npos ? c1 : item.find(':', c1 + 1);
+    const std::size_t c3 = c2 == std::string_view::npos ? c2 : item.find(':', c2 + 1);
     WorkItem w;
+    bool compute_ok = true;
+    if (c3 != std::string_view::npos) {
+      std::string why;
+      const auto d = config::Duration::Parse(std::string(item.substr(c3 + 1)), &why);
+      compute_ok = d.has_value();
+      if (d) w.compute_ns = static_cast<std::uint64_t>(d->value().count());
+    }
+    const std::string_view size =
+        c3 == std::string_view::npos ? item.substr(c2 + 1) : item.substr(c2 + 1, c3 - c2 - 1);
     if (c2 == std::string_view::npos || !ParseKind(item.substr(c1 + 1, c2 - c1 - 1), &w.comm) ||
-        !ParseSize(item.substr(c2 + 1), &w.bytes)) {
-      *error = "bad --workload item '" + std::string(item) + "' (FUNC:world|tp|dp:SIZE)";
+        !ParseSize(size, &w.bytes) || !compute_ok) {
+      *error = "bad --workload item '" + std::string(item) +
+               "' (FUNC:world|tp|dp:SIZE[:COMPUTE], e.g. AllReduce:dp:64MiB:20ms)";
       return false;
     }
     w.func = std::string(item.substr(0, c1));
@@ -93,18 +105,26 @@ $NCCLSCOPE_RING_DIR (default /run/ncclscope), where ncclscope-agent reads them.
 
 Job:      --nodes N (2)  --gpus G (8)  --node K (0: which node this machine plays)
           --channels C (8)  --algo RING|TREE|...  --proto SIMPLE|LL|LL128
-          --workload LIST  operations of one iteration, FUNC:COMM:SIZE comma-separated;
-                   FUNC AllReduce|AllGather|ReduceScatter|Broadcast|Reduce|SendRecv,
-                   COMM world|tp|dp, SIZE per rank (e.g. 64MiB)
+          --workload LIST  operations of one iteration, FUNC:COMM:SIZE[:COMPUTE] comma-
+                   separated; FUNC AllReduce|AllGather|ReduceScatter|Broadcast|Reduce|SendRecv,
+                   COMM world|tp|dp, SIZE per rank (e.g. 64MiB), COMPUTE the GPU's work before
+                   the op (default --compute-gap)
                    (AllReduce:world:64MiB,AllGather:tp:16MiB,ReduceScatter:tp:16MiB,SendRecv:dp:4MiB)
-Pace:     --rate R iterations/s (5)  --iterations N (0: unbounded)  --duration 30s
+Pace:     --rate R iterations/s (5; an iteration longer than 1/R starts the next at once)
+          --iterations N (0: unbounded)  --duration 30s
           --linger 10s   after the last iteration, stay (idle, communicators alive) this long
           --compute-gap 2ms  --jitter 20us  --latency 10us
+Noise:    --pause-every 2m --pause-for 5s   every rank pauses together (checkpoint, eval)
+          --resize-every 1m --resize-factor 4  message sizes switch between x1 and x4
 Links:    --nvlink-gbps 300  --network-gbps 50   (GB/s per GPU and direction)
 Faults:   --slow-rank R --slow-by 5ms       rank R (global) computes longer before each op
           --slow-channel C --slow-factor 4  channel C's network hop is 4x slower
+          --slow-node K                     only the hop node K sends on channel C is slow
+          --fault-start 30s --fault-end 2m  slow rank / slow channel only in this window
           --hang-rank R --hang-iteration N  rank R never arrives at iteration N
+          --hang-at 1m                      ... or at the first iteration from 1m on
 Other:    --plugin PATH  --abi 4|5|6 (6)  --threads (ranks as threads of one process)
+          --start-at MS  the job's start, unix ms (the same on every node's simulator)
           --seed S  --job-id ID (simulated)  --tick 1ms  --quiet
 )";
 }
@@ -218,12 +238,35 @@ std::optional<Options> ParseOptions(int argc, char** argv, std::string* error) {
       ok = duration(&o.slow_by_ns);
     } else if (arg == "--slow-channel") {
       ok = integer(&o.slow_channel, 0, 63);
+    } else if (arg == "--slow-node") {
+      ok = integer(&o.slow_node, 0, 4095);
+    } else if (arg == "--fault-start") {
+      ok = duration(&o.fault_start_ns);
+    } else if (arg == "--fault-end") {
+      ok = duration(&o.fault_end_ns);
+    } else if (arg == "--hang-at") {
+      ok = duration(&o.hang_at_ns);
+    } else if (arg == "--pause-every") {
+      ok = duration(&o.pause_every_ns);
+    } else if (arg == "--pause-for") {
+      ok = duration(&o.pause_for_ns);
+    } else if (arg == "--resize-every") {
+      ok = duration(&o.resize_every_ns);
+    } else if (arg == "--resize-factor") {
+      ok = real(&o.resize_factor, 0.001);
     } else if (arg == "--slow-factor") {
       ok = real(&o.slow_factor, 1);
     } else if (arg == "--hang-rank") {
       ok = integer(&o.hang_rank, 0, 1 << 24);
     } else if (arg == "--hang-iteration") {
       ok = integer(&o.hang_iteration, 0, 1LL << 40);
+    } else if (arg == "--start-at") {
+      const auto v = value();
+      char* end = nullptr;
+      const double ms = v ? std::strtod(v->c_str(), &end) : 0;
+      ok = v.has_value() && end != v->c_str() && *end == '\0' && ms > 0;
+      if (!ok && v) *error = arg + ": '" + *v + "' is not a unix time in milliseconds";
+      o.start_at_ns = static_cast<std::uint64_t>(ms * 1e6);
     } else if (arg == "--threads") {
       o.threads = true;
     } else if (arg == "--seed") {
@@ -253,6 +296,14 @@ std::optional<Options> ParseOptions(int argc, char** argv, std::string* error) {
   }
   if (o.slow_channel >= o.channels) {
     *error = "--slow-channel must be below --channels";
+    return std::nullopt;
+  }
+  if (o.slow_node >= o.nodes) {
+    *error = "--slow-node must be below --nodes";
+    return std::nullopt;
+  }
+  if (o.fault_end_ns <= o.fault_start_ns) {
+    *error = "--fault-end must be after --fault-start";
     return std::nullopt;
   }
   if (o.tick_ns == 0) o.tick_ns = 1;

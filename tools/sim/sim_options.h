@@ -24,6 +24,9 @@ struct WorkItem {
   std::string func;  // AllReduce, AllGather, ReduceScatter, Broadcast, Reduce, SendRecv
   CommKind comm = CommKind::kWorld;
   std::uint64_t bytes = 0;  // per rank, as NCCL counts them (count x datatype size)
+  // Compute before this operation (the GPU outside NCCL), when the item gives one; else
+  // Options::compute_gap_ns.
+  std::optional<std::uint64_t> compute_ns;
 };
 
 struct Options {
@@ -53,16 +56,34 @@ struct Options {
   double network_gbps = 50;  // GB/s per GPU to the network (one 400 Gb/s NIC)
   std::uint64_t latency_ns = 10'000;
 
+  // Healthy noise every rank shares: all ranks pause `pause_for` together every `pause_every`
+  // (a checkpoint, an evaluation), and the workload's message sizes switch between x1 and
+  // x`resize_factor` every `resize_every` (another batch or sequence length). 0: never.
+  std::uint64_t pause_every_ns = 0;
+  std::uint64_t pause_for_ns = 0;
+  std::uint64_t resize_every_ns = 0;
+  double resize_factor = 4;
+
   // Faults. A slow rank computes `slow_by` longer before every operation; a slow channel's
-  // network hop runs `slow_factor` times slower (one bad link/NIC path); a hung rank stops
-  // before its first operation of iteration `hang_iteration` and never arrives.
+  // network hop runs `slow_factor` times slower (one bad link/NIC path: the hop sent from
+  // `slow_node`, or every node's hop of that channel when -1); a hung rank stops before its
+  // first operation of iteration `hang_iteration` (or of the first iteration starting
+  // `hang_at` after the job start) and never arrives. The slow rank and the slow channel are
+  // slow only from `fault_start` to `fault_end` after the job start.
   int slow_rank = -1;
   std::uint64_t slow_by_ns = 5'000'000;
   int slow_channel = -1;
+  int slow_node = -1;
   double slow_factor = 4;
   int hang_rank = -1;
   std::uint64_t hang_iteration = 10;
+  std::uint64_t hang_at_ns = 0;  // 0: hang_iteration decides
+  std::uint64_t fault_start_ns = 0;
+  std::uint64_t fault_end_ns = UINT64_MAX;
 
+  // When the job starts (unix time, ns): the same on every node's simulator, so that their models
+  // share one timeline; 0: 200 ms after this process starts.
+  std::uint64_t start_at_ns = 0;
   bool threads = false;  // all local ranks as threads of one process (one ring) instead of one
                          // process per rank
   std::uint64_t seed = 1;

@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <tuple>
+#include <vector>
+
 #include "tests/support/agent_process.h"
 #include "tests/unit/analytics/analytics_test_util.h"
 
@@ -62,6 +65,30 @@ TEST_F(ArrivalMatcherTest, LastArriverLagAndWait) {
   EXPECT_EQ(Sample("ncclscope_nccl_coll_arrival_lag_seconds_bucket{comm=\"" +
                    registry_.Label(comm_->label) + "\",rank=\"2\",le=\"0.004096\"}"),
             5);
+}
+
+// The agent reads the last arriver's record first as often as not (its process's ring, its lane):
+// its delay is still measured against the second-last arrival, not against itself.
+TEST_F(ArrivalMatcherTest, TheLastArriversRecordReadFirstStillCountsItsDelay) {
+  std::vector<std::tuple<std::uint32_t, std::int32_t, std::uint64_t>> seen;
+  matcher_.SetObserver([&](std::uint32_t label, std::int32_t rank, std::uint64_t delay) {
+    seen.emplace_back(label, rank, delay);
+  });
+  for (std::uint64_t seq = 0; seq < 3; ++seq) {
+    const std::uint64_t t = 1'000'000'000 + seq * 10'000'000;
+    Arrive(2, seq, t + 4'000'000);
+    Arrive(0, seq, t);
+    Arrive(1, seq, t + 1'000'000);
+  }
+  EXPECT_EQ(Sample("ncclscope_nccl_coll_last_arrivals_total" + R(2)), 3);
+  EXPECT_NEAR(Sample("ncclscope_nccl_coll_last_arrival_delay_seconds_total" + R(2)), 3 * 3e-3,
+              1e-12);
+  ASSERT_EQ(seen.size(), 3u);
+  for (const auto& [label, rank, delay] : seen) {
+    EXPECT_EQ(label, comm_->label);
+    EXPECT_EQ(rank, 2);
+    EXPECT_EQ(delay, 3'000'000u);
+  }
 }
 
 TEST_F(ArrivalMatcherTest, WithoutGpuTimingEnqueueTimesDecide) {

@@ -105,6 +105,94 @@ TEST(JobModelTest, EveryNodesModelAgreesOnCommunicatorsAndTimes) {
   EXPECT_EQ(b[0][0].comm_rank, 2);
 }
 
+// One slow link: only the hop node 1 sends on channel 1 is slow. Its sender is on the wire 4x
+// longer per step; the other hops of the ring move at its pace, their senders waiting for the
+// GPU (the ring's data) instead of on the wire; every member's channel 1 ends together.
+TEST(JobModelTest, OneSlowHopSlowsItsRingButOnlyItsSenderWaitsOnTheWire) {
+  const std::vector<std::string> common = {"--nodes",       "3", "--gpus",       "2",
+                                           "--workload",    "AllReduce:dp:32MiB",
+                                           "--slow-channel", "1", "--slow-node", "1"};
+  auto on = [&](int node) {
+    std::vector<std::string> args = common;
+    args.insert(args.end(), {"--node", std::to_string(node)});
+    return JobModel(Parse(args), kT0).NextIteration();
+  };
+  const auto n0 = on(0);
+  const auto n1 = on(1);
+  auto send = [](const RankOp& op, int channel) -> const NetOp& {
+    for (const NetOp& net : op.net) {
+      if (net.send && net.channel == channel) return net;
+    }
+    ADD_FAILURE() << "no send on channel " << channel;
+    return op.net.front();
+  };
+  auto wire = [](const NetOp& net) {
+    std::uint64_t t = 0;
+    for (const StepTimes& s : net.steps) t += s.end - s.t2;
+    return t;
+  };
+  auto gpu_wait = [](const NetOp& net) {
+    std::uint64_t t = 0;
+    for (const StepTimes& s : net.steps) t += s.t1 - s.start;
+    return t;
+  };
+  const RankOp& healthy = n0[0][0];  // dp group 0: ranks 0 (node 0), 2 (node 1), 4 (node 2)
+  const RankOp& culprit = n1[0][0];
+  EXPECT_EQ(culprit.comm->id, healthy.comm->id);
+  EXPECT_NEAR(static_cast<double>(wire(send(culprit, 1))) /
+                  static_cast<double>(wire(send(healthy, 1))),
+              4.0, 0.01);
+  EXPECT_NEAR(static_cast<double>(wire(send(culprit, 0))),
+              static_cast<double>(wire(send(healthy, 0))), 1.0);
+  EXPECT_GT(gpu_wait(send(healthy, 1)), 2 * wire(send(healthy, 1)))
+      << "a healthy hop of the slow ring waits for the ring's data, not on the wire";
+  EXPECT_EQ(healthy.channel_end[1], culprit.channel_end[1]);
+  EXPECT_GT(healthy.channel_end[1] - healthy.channel_start[1],
+            3 * (healthy.channel_end[0] - healthy.channel_start[0]));
+}
+
+TEST(JobModelTest, FaultsHoldOnlyInTheirWindow) {
+  // 10 iterations/s: iteration i starts i x 100 ms after t0; the fault holds from 250 to 550 ms.
+  JobModel model(Parse({"--nodes", "1", "--gpus", "2", "--workload", "AllReduce:tp:1MiB",
+                        "--rate", "10", "--jitter", "0s", "--slow-rank", "1", "--slow-by", "5ms",
+                        "--fault-start", "250ms", "--fault-end", "550ms"}),
+                 kT0);
+  for (int i = 0; i < 8; ++i) {
+    const auto ops = model.NextIteration();
+    const std::int64_t lag = static_cast<std::int64_t>(ops[1][0].arrival_ns) -
+                             static_cast<std::int64_t>(ops[0][0].arrival_ns);
+    const bool on = i >= 3 && i <= 5;
+    EXPECT_EQ(lag, on ? 5'000'000 : 0) << "iteration " << i;
+  }
+}
+
+TEST(JobModelTest, PausesResizesComputeAndHangAtApplyToEveryNodeAlike) {
+  const Options o = Parse({"--nodes", "2", "--gpus", "1", "--rate", "10", "--jitter", "0s",
+                           "--workload", "AllReduce:dp:1MiB:7ms", "--pause-every", "300ms",
+                           "--pause-for", "50ms", "--resize-every", "200ms", "--resize-factor",
+                           "4", "--hang-rank", "1", "--hang-at", "700ms"});
+  JobModel model(o, kT0);
+  std::uint64_t previous_end = 0;
+  for (int i = 0; i < 8; ++i) {
+    const auto ops = model.NextIteration();
+    const std::uint64_t start = kT0 + static_cast<std::uint64_t>(i) * 100'000'000;
+    if (i >= 7) {
+      ASSERT_EQ(ops[0].size(), 1u);
+      EXPECT_FALSE(ops[0][0].finishes()) << "rank 1 hangs from 700 ms on";
+      continue;
+    }
+    ASSERT_EQ(ops[0].size(), 1u) << i;
+    const RankOp& op = ops[0][0];
+    // The item's own 7 ms of compute before the op, after the pause when one is due (at 300 and
+    // 600 ms; the iterations after start on time again).
+    const std::uint64_t paused = i == 3 || i == 6 ? 50'000'000 : 0;
+    EXPECT_EQ(op.arrival_ns, std::max(start, previous_end) + paused + 7'000'000) << i;
+    EXPECT_EQ(op.bytes, ((op.arrival_ns - kT0) / 200'000'000) % 2 == 1 ? 4u << 20 : 1u << 20)
+        << i;
+    previous_end = std::max(previous_end, op.channel_end[0]);
+  }
+}
+
 TEST(SimOptionsTest, BadCommandLinesAreRefusedWithAReason) {
   std::string error;
   std::vector<std::string> args = {"ncclscope-sim", "--workload", "AllReduce:moon:1MiB"};
@@ -117,9 +205,21 @@ TEST(SimOptionsTest, BadCommandLinesAreRefusedWithAReason) {
   argv.clear();
   for (std::string& a : args) argv.push_back(a.data());
   EXPECT_FALSE(ParseOptions(static_cast<int>(argv.size()), argv.data(), &error));
-  const Options o = Parse({"--duration", "1m30s", "--slow-by", "250us"});
+  args = {"ncclscope-sim", "--fault-start", "2m", "--fault-end", "1m"};
+  argv.clear();
+  for (std::string& a : args) argv.push_back(a.data());
+  EXPECT_FALSE(ParseOptions(static_cast<int>(argv.size()), argv.data(), &error));
+  EXPECT_NE(error.find("--fault-end"), std::string::npos) << error;
+  args = {"ncclscope-sim", "--workload", "AllReduce:dp:1MiB:soon"};
+  argv.clear();
+  for (std::string& a : args) argv.push_back(a.data());
+  EXPECT_FALSE(ParseOptions(static_cast<int>(argv.size()), argv.data(), &error));
+  const Options o = Parse({"--duration", "1m30s", "--slow-by", "250us", "--workload",
+                           "AllReduce:dp:1MiB:20ms,AllGather:tp:1MiB"});
   EXPECT_DOUBLE_EQ(o.duration_s, 90);
   EXPECT_EQ(o.slow_by_ns, 250'000u);
+  EXPECT_EQ(o.workload[0].compute_ns, 20'000'000u);
+  EXPECT_FALSE(o.workload[1].compute_ns.has_value());
 }
 
 }  // namespace

@@ -1,0 +1,112 @@
+#include "agent/analytics/detection/gpu_timeline.h"
+
+#include <absl/hash/hash.h>
+
+#include <algorithm>
+
+namespace ncclscope::analytics::detection {
+namespace {
+
+std::uint64_t RankKey(std::uint32_t comm_label, std::int32_t rank) {
+  return KeyPacker().Add(comm_label, 16).Add(static_cast<std::uint32_t>(rank), 32).key();
+}
+
+}  // namespace
+
+// A process instance is its ring file (pids repeat across pods' namespaces); its GPU is the CUDA
+// device the communicator was created on.
+std::uint64_t GpuTimeline::GpuKey(const LocalRank& rank) {
+  return absl::HashOf(rank.ring, rank.pid, rank.cuda_device);
+}
+
+void GpuTimeline::OnOp(const Comm& comm, const LocalRank& rank, const ncclscope_op_record& op) {
+  Pending p;
+  p.timed = (op.flags & NCCLSCOPE_OP_GPU_TIMING) != 0 && op.gpu_end_ns >= op.gpu_start_ns;
+  p.start_ns = op.gpu_start_ns;
+  p.end_ns = op.gpu_end_ns;
+  p.order_ns = p.timed ? op.gpu_start_ns : op.enqueue_ns;
+  p.comm_label = comm.label;
+  p.rank = op.rank;
+  gpus_[GpuKey(rank)].pass.push_back(p);
+}
+
+void GpuTimeline::EndPass(const CommRegistry& registry, Clock::time_point now,
+                          Clock::duration idle) {
+  for (auto it = gpus_.begin(); it != gpus_.end();) {
+    Gpu& gpu = it->second;
+    if (gpu.pass.empty()) {
+      if (now - gpu.last_seen > idle) {
+        gpus_.erase(it++);
+      } else {
+        ++it;
+      }
+      continue;
+    }
+    gpu.last_seen = now;
+    std::sort(gpu.pass.begin(), gpu.pass.end(),
+              [](const Pending& a, const Pending& b) { return a.order_ns < b.order_ns; });
+    for (const Pending& p : gpu.pass) {
+      if (!p.timed) {
+        gpu.last_timed = false;  // its interval is unknown: the next gap is not measurable
+        continue;
+      }
+      Stats& s = table_.Get(RankKey(p.comm_label, p.rank), p.comm_label, [&] {
+        std::string labels;
+        metrics::AppendLabel(labels, "comm", registry.Label(p.comm_label));
+        labels += ',';
+        metrics::AppendLabel(labels, "rank", std::to_string(p.rank));
+        return labels;
+      });
+      if (gpu.busy_until_ns == 0 || p.start_ns >= gpu.busy_until_ns) {
+        const std::uint64_t gap = gpu.busy_until_ns == 0 ? 0 : p.start_ns - gpu.busy_until_ns;
+        if (gpu.busy_until_ns != 0 && gpu.last_timed && gap <= kMaxGapNs) {
+          s.compute_ns += gap;
+          ++s.gaps;
+        }
+        s.communication_ns += p.end_ns - p.start_ns;
+        gpu.busy_until_ns = p.end_ns;
+      } else if (p.end_ns > gpu.busy_until_ns) {
+        // Overlaps the latest operation (another stream): only the part after it is new.
+        s.communication_ns += p.end_ns - gpu.busy_until_ns;
+        gpu.busy_until_ns = p.end_ns;
+      }
+      gpu.last_timed = true;
+    }
+    gpu.pass.clear();
+    ++it;
+  }
+}
+
+const GpuTimeline::Stats* GpuTimeline::Find(std::uint32_t comm_label, std::int32_t rank) const {
+  return table_.Find(RankKey(comm_label, rank));
+}
+
+void GpuTimeline::Render(metrics::TextWriter& out) const {
+  const auto& rows = table_.rows();
+  out.Header("ncclscope_nccl_rank_compute_seconds_total",
+             "Time the rank's GPU was outside NCCL (computing, or idle) right before this "
+             "communicator's operations: each gap since the end of its previous NCCL operation "
+             "(of any communicator), counted for the operation that ends it. Only gaps between "
+             "two operations with GPU timing, each under a minute.",
+             "counter");
+  for (const auto& row : rows) {
+    out.Sample("ncclscope_nccl_rank_compute_seconds_total", row.labels,
+               static_cast<double>(row.stats.compute_ns) * 1e-9);
+  }
+  out.Header("ncclscope_nccl_rank_compute_gaps_total",
+             "Gaps counted in ncclscope_nccl_rank_compute_seconds_total.", "counter");
+  for (const auto& row : rows) {
+    out.Sample("ncclscope_nccl_rank_compute_gaps_total", row.labels, row.stats.gaps);
+  }
+  out.Header("ncclscope_nccl_rank_communication_seconds_total",
+             "Time the rank's GPU was inside this communicator's operations with GPU timing, "
+             "overlaps with the GPU's other NCCL operations counted once: with "
+             "ncclscope_nccl_rank_compute_seconds_total, the communication share of its time.",
+             "counter");
+  for (const auto& row : rows) {
+    out.Sample("ncclscope_nccl_rank_communication_seconds_total", row.labels,
+               static_cast<double>(row.stats.communication_ns) * 1e-9);
+  }
+}
+
+}  // namespace ncclscope::analytics::detection

@@ -1,0 +1,93 @@
+#include "agent/analytics/detection/straggler_detector.h"
+
+#include <algorithm>
+
+namespace ncclscope::analytics::detection {
+namespace {
+
+std::uint64_t RankKey(std::uint32_t comm_label, std::int32_t rank) {
+  return KeyPacker().Add(comm_label, 16).Add(static_cast<std::uint32_t>(rank), 32).key();
+}
+
+}  // namespace
+
+void StragglerDetector::SetLimits(double min_cost, double threshold_s) {
+  allowance_ = min_cost / 2;
+  threshold_s_ = threshold_s;
+}
+
+void StragglerDetector::OnMatched(const CommRegistry& registry, std::uint32_t comm_label,
+                                  std::int32_t last_rank, std::uint64_t delay_ns) {
+  RankState& s = ranks_.Get(RankKey(comm_label, last_rank), comm_label, [&] {
+    std::string labels;
+    metrics::AppendLabel(labels, "comm", registry.Label(comm_label));
+    labels += ',';
+    metrics::AppendLabel(labels, "rank", std::to_string(last_rank));
+    return labels;
+  });
+  s.window_delay_s += static_cast<double>(delay_ns) * 1e-9;
+  ++matched_in_window_[comm_label];
+}
+
+void StragglerDetector::EndPass(Clock::time_point now) {
+  if (window_start_ == Clock::time_point{}) window_start_ = now;
+  const Clock::duration elapsed = now - window_start_;
+  if (elapsed < kWindow) return;
+  const double seconds = std::chrono::duration<double>(elapsed).count();
+  const double cap = 2 * threshold_s_;
+  for (const auto& row : ranks_.rows()) {
+    RankState& s = *ranks_.FindMutable(row.key);
+    auto matched = matched_in_window_.find(row.comm_label);
+    if (matched == matched_in_window_.end() || matched->second == 0) continue;  // frozen
+    const double cost = s.window_delay_s / seconds;
+    s.cusum_s = std::clamp(s.cusum_s + cost - allowance_, 0.0, cap);
+    s.window_delay_s = 0;
+    if (!s.finding && s.cusum_s >= threshold_s_) {
+      s.finding = true;
+      ++s.alarms;
+    } else if (s.finding && s.cusum_s < threshold_s_ / 2) {
+      s.finding = false;
+    }
+  }
+  matched_in_window_.clear();
+  window_start_ = now;
+}
+
+void StragglerDetector::DropLabels(const absl::flat_hash_set<std::uint32_t>& labels) {
+  ranks_.DropLabels(labels);
+  for (const std::uint32_t label : labels) matched_in_window_.erase(label);
+}
+
+const StragglerDetector::RankState* StragglerDetector::Find(std::uint32_t comm_label,
+                                                            std::int32_t rank) const {
+  return ranks_.Find(RankKey(comm_label, rank));
+}
+
+void StragglerDetector::Render(metrics::TextWriter& out) const {
+  const auto& rows = ranks_.rows();
+  out.Header("ncclscope_nccl_straggler_cusum_seconds",
+             "The node's straggler CUSUM of the communicator rank: excess seconds the node's "
+             "other ranks waited for it beyond detection.straggler_min_cost / 2 of the wall "
+             "time, accumulated per second (capped at twice detection.straggler_threshold).",
+             "gauge");
+  for (const auto& row : rows) {
+    out.Sample("ncclscope_nccl_straggler_cusum_seconds", row.labels, row.stats.cusum_s);
+  }
+  out.Header("ncclscope_nccl_rank_finding",
+             "1 while the detector holds a finding on the communicator rank: straggler = the "
+             "node's other ranks keep waiting for it (its CUSUM reached "
+             "detection.straggler_threshold, until it falls under half of it).",
+             "gauge");
+  for (const auto& row : rows) {
+    out.Sample("ncclscope_nccl_rank_finding", row.labels,
+               R"(finding="straggler",severity="warning")",
+               static_cast<double>(row.stats.finding ? 1 : 0));
+  }
+  out.Header("ncclscope_nccl_straggler_alarms_total",
+             "Times the straggler finding of the communicator rank turned on.", "counter");
+  for (const auto& row : rows) {
+    out.Sample("ncclscope_nccl_straggler_alarms_total", row.labels, row.stats.alarms);
+  }
+}
+
+}  // namespace ncclscope::analytics::detection

@@ -1,0 +1,99 @@
+// Compute vs communication per rank: gaps between a GPU's NCCL operations of every communicator,
+// the union of their GPU intervals, and what is left out (untimed neighbours, overlaps, long
+// idles).
+
+#include "agent/analytics/detection/gpu_timeline.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/support/agent_process.h"
+#include "tests/unit/analytics/analytics_test_util.h"
+
+namespace ncclscope::analytics::detection {
+namespace {
+
+using testutil::Coll;
+using testutil::Live;
+using testutil::Text;
+
+class GpuTimelineTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // Communicators 7 (the world) and 8 (a DP group): rank 0 of both is one process and GPU
+    // (the same pid, as Live gives rank r pid 100 + r); rank 1 of 7 is another GPU.
+    registry_.OnPass({Live(7, 0, 2, 1), Live(7, 1, 2, 1), Live(8, 0, 2, 2)}, now_);
+  }
+  void Op(std::uint64_t comm, int rank, std::uint64_t start, std::uint64_t duration) {
+    Comm& c = registry_.Get(comm);
+    const profiler::OpView v = Coll(comm, rank, NCCLSCOPE_FUNC_ALL_REDUCE, 1 << 20, 0, start, duration);
+    timeline_.OnOp(c, registry_.RankOf(c, rank), v.op);
+  }
+  void EndPass() { timeline_.EndPass(registry_, now_, std::chrono::minutes(10)); }
+  const GpuTimeline::Stats& Of(std::uint64_t comm, int rank) {
+    const GpuTimeline::Stats* s = timeline_.Find(registry_.Get(comm).label, rank);
+    static const GpuTimeline::Stats kNone;
+    return s != nullptr ? *s : kNone;
+  }
+
+  CommRegistry registry_{8, 4};
+  GpuTimeline timeline_;
+  Clock::time_point now_ = Clock::now();
+};
+
+TEST_F(GpuTimelineTest, GapsGoToTheOperationThatEndsThemWhateverItsCommunicator) {
+  // GPU of rank 0: world [1000, 2000], DP [3000, 3500], world [4500, 5000] (read out of order).
+  Op(7, 0, 4500, 500);
+  Op(8, 0, 3000, 500);
+  Op(7, 0, 1000, 1000);
+  EndPass();
+  EXPECT_EQ(Of(8, 0).compute_ns, 1000u);  // 2000 -> 3000
+  EXPECT_EQ(Of(8, 0).gaps, 1u);
+  EXPECT_EQ(Of(7, 0).compute_ns, 1000u);  // 3500 -> 4500 (nothing before the first op)
+  EXPECT_EQ(Of(7, 0).gaps, 1u);
+  EXPECT_EQ(Of(7, 0).communication_ns, 1500u);
+  EXPECT_EQ(Of(8, 0).communication_ns, 500u);
+  // The next pass continues the same GPU's timeline.
+  Op(8, 0, 7000, 100);
+  EndPass();
+  EXPECT_EQ(Of(8, 0).compute_ns, 3000u);  // + 5000 -> 7000
+  // Rank 1 of the world is another GPU, untouched by rank 0's gaps.
+  Op(7, 1, 1000, 4000);
+  Op(7, 1, 5500, 100);
+  EndPass();
+  EXPECT_EQ(Of(7, 1).compute_ns, 500u);
+  const std::string text = Text(timeline_);
+  const std::string world = "{comm=\"" + registry_.Label(registry_.Get(7).label) + "\",rank=\"0\"}";
+  EXPECT_DOUBLE_EQ(testing::SampleValue(text, "ncclscope_nccl_rank_compute_seconds_total" + world), 1e-6);
+  EXPECT_DOUBLE_EQ(
+      testing::SampleValue(text, "ncclscope_nccl_rank_communication_seconds_total" + world), 1.5e-6);
+  EXPECT_EQ(testing::SampleValue(text, "ncclscope_nccl_rank_compute_gaps_total" + world), 1);
+}
+
+TEST_F(GpuTimelineTest, UntimedNeighboursOverlapsAndLongIdlesAreLeftOut) {
+  Op(7, 0, 1000, 1000);
+  Op(8, 0, 1500, 1000);  // overlaps the world op (another stream): only 2000 -> 2500 is new
+  EndPass();
+  EXPECT_EQ(Of(8, 0).communication_ns, 500u);
+  EXPECT_EQ(Of(8, 0).gaps, 0u);
+  Op(7, 0, 3000, 0);  // no GPU timing: the gap before the next op is not measurable
+  Op(7, 0, 5000, 100);
+  EndPass();
+  EXPECT_EQ(Of(7, 0).compute_ns, 0u);
+  EXPECT_EQ(Of(7, 0).gaps, 0u);
+  Op(7, 0, 5200, 100);  // 5100 -> 5200 counts again
+  Op(7, 0, 5300 + GpuTimeline::kMaxGapNs + 1, 100);  // a job between phases: not compute
+  EndPass();
+  EXPECT_EQ(Of(7, 0).compute_ns, 100u);
+  EXPECT_EQ(Of(7, 0).gaps, 1u);
+}
+
+TEST_F(GpuTimelineTest, IdleGpusAreForgotten) {
+  Op(7, 0, 1000, 1000);
+  EndPass();
+  EXPECT_EQ(timeline_.gpus(), 1u);
+  timeline_.EndPass(registry_, now_ + std::chrono::minutes(11), std::chrono::minutes(10));
+  EXPECT_EQ(timeline_.gpus(), 0u);
+}
+
+}  // namespace
+}  // namespace ncclscope::analytics::detection
