@@ -49,8 +49,8 @@ class ArrivalMatcher {
   void SetLimits(const Limits& limits) { limits_ = limits; }
   // Called for every matched collective with its last arriver and its lead over the second-last
   // (the detectors' input, agent/analytics/detection).
-  using Observer = std::function<void(std::uint32_t comm_label, std::int32_t last_rank,
-                                      std::uint64_t delay_ns)>;
+  using Observer =
+      std::function<void(std::uint32_t comm_label, std::int32_t last_rank, std::uint64_t delay_ns)>;
   void SetObserver(Observer observer) { observer_ = std::move(observer); }
   // A completed collective of a local rank (kind COLL).
   void OnOp(const CommRegistry& registry, const Comm& comm, const ncclscope_op_record& op,

@@ -118,7 +118,8 @@ int main() {
       std::getline(in >> std::ws, rest);
       const std::size_t bar = rest.find('|');
       tree.SetPortAttribute(dev, port, "state", rest.substr(0, bar));
-      if (bar != std::string::npos) tree.SetPortAttribute(dev, port, "phys_state", rest.substr(bar + 1));
+      if (bar != std::string::npos)
+        tree.SetPortAttribute(dev, port, "phys_state", rest.substr(bar + 1));
     } else if (!verb.empty()) {
       std::fprintf(stderr, "ncclscope-fake-fabric: unknown command '%s'\n", line.c_str());
     }

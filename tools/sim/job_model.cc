@@ -272,9 +272,9 @@ void JobModel::Collective(const WorkItem& item, std::uint64_t bytes,
           // This hop's own wire time per step: the ring's pace on the slow hop, the healthy
           // rate on the others.
           auto wire = [&](int sender_node) {
-            const bool hop_slow =
-                slow_hop[static_cast<std::size_t>(sender_node) * static_cast<std::size_t>(channels) +
-                         static_cast<std::size_t>(c)];
+            const bool hop_slow = slow_hop[static_cast<std::size_t>(sender_node) *
+                                               static_cast<std::size_t>(channels) +
+                                           static_cast<std::size_t>(c)];
             return hop_slow ? d : per_channel / steps / fast;
           };
           const auto step_bytes = static_cast<std::uint64_t>(per_channel / steps);
@@ -424,10 +424,9 @@ std::vector<std::vector<RankOp>> JobModel::NextIteration() {
   }
   bool hang_now = false;
   if (options_.hang_rank >= 0) {
-    hang_now = options_.hang_at_ns > 0
-                   ? ready_[static_cast<std::size_t>(options_.hang_rank)] >=
-                         Add(t0_ns_, options_.hang_at_ns)
-                   : iteration_ >= options_.hang_iteration;
+    hang_now = options_.hang_at_ns > 0 ? ready_[static_cast<std::size_t>(options_.hang_rank)] >=
+                                             Add(t0_ns_, options_.hang_at_ns)
+                                       : iteration_ >= options_.hang_iteration;
   }
   for (const WorkItem& item : options_.workload) {
     std::vector<std::uint64_t> arrival(ranks);

@@ -4,15 +4,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
-#include <algorithm>
 #include <cstring>
 #include <string_view>
 #include <vector>
 
 #include "agent/analytics/size_bucket.h"
+#include "agent/ebpf/proc/errno_text.h"
 #include "plugin/ring/ncclscope_ring.h"
 
 namespace ncclscope::analytics::detection {
@@ -159,7 +160,7 @@ BaselineStore::LoadStatus BaselineStore::Load(const std::string& path, std::int6
   const std::size_t limit = max_keys_ * kMaxLineBytes + 4096;
   if (!ReadBounded(path, limit, &text, &err)) {
     if (err == ENOENT) return LoadStatus::kMissing;
-    *error = path + ": " + std::strerror(err);
+    *error = path + ": " + ebpf::ErrnoText(err);
     return LoadStatus::kUnreadable;
   }
   if (text.size() > limit) {
@@ -214,7 +215,8 @@ BaselineStore::LoadStatus BaselineStore::Load(const std::string& path, std::int6
         !ParseName(f[5], NCCLSCOPE_ALGO_COUNT, ncclscope_algo_name, &n.key.algo) ||
         !ParseName(f[6], NCCLSCOPE_PROTO_COUNT, ncclscope_proto_name, &n.key.proto) ||
         !ParseName(
-            f[7], kSizeBuckets, [](unsigned i) { return SizeBucketLabel(static_cast<std::uint8_t>(i)); },
+            f[7], kSizeBuckets,
+            [](unsigned i) { return SizeBucketLabel(static_cast<std::uint8_t>(i)); },
             &n.key.size)) {
       return fail("unknown function, algorithm, protocol or size");
     }
@@ -247,9 +249,9 @@ bool BaselineStore::Save(const std::string& path, std::string* error) const {
   char number[64];
   for (const Node& n : lru_) {
     text += EncodeName(n.key.comm_name);
-    for (const std::int64_t v : {static_cast<std::int64_t>(n.key.nranks),
-                                 static_cast<std::int64_t>(n.key.nnodes),
-                                 static_cast<std::int64_t>(n.key.rank)}) {
+    for (const std::int64_t v :
+         {static_cast<std::int64_t>(n.key.nranks), static_cast<std::int64_t>(n.key.nnodes),
+          static_cast<std::int64_t>(n.key.rank)}) {
       text += ' ';
       text += std::to_string(v);
     }
@@ -271,7 +273,7 @@ bool BaselineStore::Save(const std::string& path, std::string* error) const {
   const std::string tmp = path + ".tmp";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (fd < 0) {
-    *error = tmp + ": " + std::strerror(errno);
+    *error = tmp + ": " + ebpf::ErrnoText(errno);
     return false;
   }
   std::size_t written = 0;
@@ -279,7 +281,7 @@ bool BaselineStore::Save(const std::string& path, std::string* error) const {
     const ssize_t n = ::write(fd, text.data() + written, text.size() - written);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      *error = tmp + ": " + std::strerror(errno);
+      *error = tmp + ": " + ebpf::ErrnoText(errno);
       ::close(fd);
       ::unlink(tmp.c_str());
       return false;
@@ -287,12 +289,12 @@ bool BaselineStore::Save(const std::string& path, std::string* error) const {
     written += static_cast<std::size_t>(n);
   }
   if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    *error = tmp + ": " + std::strerror(errno);
+    *error = tmp + ": " + ebpf::ErrnoText(errno);
     ::unlink(tmp.c_str());
     return false;
   }
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    *error = path + ": " + std::strerror(errno);
+    *error = path + ": " + ebpf::ErrnoText(errno);
     ::unlink(tmp.c_str());
     return false;
   }

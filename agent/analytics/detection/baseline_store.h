@@ -7,7 +7,8 @@
 // seen key goes when full) and kept as a small text file in detection.state_dir:
 //
 //   # ncclscope latency baselines v1
-//   <comm name %-escaped> <nranks> <nnodes> <rank> <func> <algo> <proto> <size> <p99 s> <windows> <anomalous> <last seen, unix s>
+//   <comm name %-escaped> <nranks> <nnodes> <rank> <func> <algo> <proto> <size> <p99 s> <windows>
+//   <anomalous> <last seen, unix s>
 //   ...
 //   # end <entries>
 //
@@ -35,9 +36,8 @@ struct BaselineKey {
   std::uint8_t size = 0;
 
   bool operator==(const BaselineKey& o) const {
-    return comm_name == o.comm_name && nranks == o.nranks && nnodes == o.nnodes &&
-           rank == o.rank && func == o.func && algo == o.algo && proto == o.proto &&
-           size == o.size;
+    return comm_name == o.comm_name && nranks == o.nranks && nnodes == o.nnodes && rank == o.rank &&
+           func == o.func && algo == o.algo && proto == o.proto && size == o.size;
   }
   template <typename H>
   friend H AbslHashValue(H h, const BaselineKey& k) {
@@ -47,9 +47,9 @@ struct BaselineKey {
 };
 
 struct BaselineEntry {
-  double p99_s = 0;           // the key's usual P99 latency
-  std::uint32_t windows = 0;  // learning windows folded in
-  std::uint32_t anomalous = 0;  // consecutive windows far from it (a sustained change)
+  double p99_s = 0;              // the key's usual P99 latency
+  std::uint32_t windows = 0;     // learning windows folded in
+  std::uint32_t anomalous = 0;   // consecutive windows far from it (a sustained change)
   std::int64_t last_seen_s = 0;  // unix time
 };
 

@@ -9,6 +9,7 @@
 
 #include "agent/analytics/size_bucket.h"
 #include "agent/core/log.h"
+#include "agent/ebpf/proc/errno_text.h"
 
 namespace ncclscope::analytics::detection {
 namespace {
@@ -26,7 +27,11 @@ std::uint64_t LearnerKey(std::uint32_t comm_label, std::int32_t rank, std::uint8
 }
 
 std::uint64_t RatioKey(std::uint32_t comm_label, std::int32_t rank, std::uint8_t func) {
-  return KeyPacker().Add(comm_label, 16).Add(static_cast<std::uint32_t>(rank), 32).Add(func, 8).key();
+  return KeyPacker()
+      .Add(comm_label, 16)
+      .Add(static_cast<std::uint32_t>(rank), 32)
+      .Add(func, 8)
+      .key();
 }
 
 std::uint64_t Next(std::uint64_t& state) {  // xorshift64*: reservoir sampling needs no quality
@@ -63,7 +68,7 @@ void LatencyBaselines::Configure(const std::string& state_dir, std::size_t max_k
   if (::mkdir(state_dir_.c_str(), 0755) != 0 && errno != EEXIST) {
     ++load_errors_[kUnreadable];
     NCCLSCOPE_LOG(kWarn, "detection")
-        << "cannot create detection.state_dir " << state_dir_ << ": " << std::strerror(errno)
+        << "cannot create detection.state_dir " << state_dir_ << ": " << ebpf::ErrnoText(errno)
         << "; latency baselines are kept in memory only";
     return;
   }
@@ -99,9 +104,8 @@ void LatencyBaselines::Configure(const std::string& state_dir, std::size_t max_k
   }
 }
 
-void LatencyBaselines::OnOp(const CommRegistry& registry, const Comm& comm,
-                            const LocalRank& local, const ncclscope_op_record& op,
-                            Clock::time_point now) {
+void LatencyBaselines::OnOp(const CommRegistry& registry, const Comm& comm, const LocalRank& local,
+                            const ncclscope_op_record& op, Clock::time_point now) {
   if ((op.flags & NCCLSCOPE_OP_GPU_TIMING) == 0 || op.gpu_end_ns < op.gpu_start_ns) return;
   if (comm.nranks <= 0 || comm.nnodes <= 0 || op.rank < 0 || op.rank >= comm.nranks) return;
   const std::uint8_t size = SizeBucketIndex(op.bytes);
@@ -110,7 +114,7 @@ void LatencyBaselines::OnOp(const CommRegistry& registry, const Comm& comm,
                              comm.label, [] { return std::string(); });
   if (l.window_start == Clock::time_point{}) {
     // The stable key: the framework's name for the group, else the job's, never the commHash.
-    l.key.comm_name = !comm.name.empty()       ? comm.name
+    l.key.comm_name = !comm.name.empty()      ? comm.name
                       : !local.job_id.empty() ? "job:" + local.job_id
                                               : std::string();
     if (l.key.comm_name.size() > BaselineStore::kMaxCommNameBytes) {
@@ -224,8 +228,8 @@ void LatencyBaselines::DropLabels(const absl::flat_hash_set<std::uint32_t>& labe
   ratios_.DropLabels(labels);
 }
 
-double LatencyBaselines::BaselineOf(std::uint32_t comm_label, std::int32_t rank,
-                                    std::uint8_t func, std::uint8_t algo, std::uint8_t proto,
+double LatencyBaselines::BaselineOf(std::uint32_t comm_label, std::int32_t rank, std::uint8_t func,
+                                    std::uint8_t algo, std::uint8_t proto,
                                     std::uint8_t size) const {
   const Learner* l = learners_.Find(LearnerKey(comm_label, rank, func, algo, proto, size));
   return l != nullptr ? l->p99_s : 0;
@@ -247,8 +251,10 @@ void LatencyBaselines::Render(metrics::TextWriter& out) const {
              "first learning window), so not in ncclscope_nccl_op_latency_baseline_ratio.",
              "counter");
   out.Sample("ncclscope_nccl_op_latency_unbaselined_total", "", unbaselined_);
-  out.Header("ncclscope_nccl_baselines", "Latency baselines held (at most "
-             "detection.baseline_max_keys).", "gauge");
+  out.Header("ncclscope_nccl_baselines",
+             "Latency baselines held (at most "
+             "detection.baseline_max_keys).",
+             "gauge");
   out.Sample("ncclscope_nccl_baselines", "", static_cast<std::uint64_t>(store_.size()));
   out.Header("ncclscope_nccl_baselines_loaded",
              "Latency baselines read from detection.state_dir when the agent started.", "gauge");

@@ -109,9 +109,9 @@ TEST(JobModelTest, EveryNodesModelAgreesOnCommunicatorsAndTimes) {
 // longer per step; the other hops of the ring move at its pace, their senders waiting for the
 // GPU (the ring's data) instead of on the wire; every member's channel 1 ends together.
 TEST(JobModelTest, OneSlowHopSlowsItsRingButOnlyItsSenderWaitsOnTheWire) {
-  const std::vector<std::string> common = {"--nodes",       "3", "--gpus",       "2",
-                                           "--workload",    "AllReduce:dp:32MiB",
-                                           "--slow-channel", "1", "--slow-node", "1"};
+  const std::vector<std::string> common = {
+      "--nodes",        "3", "--gpus",      "2", "--workload", "AllReduce:dp:32MiB",
+      "--slow-channel", "1", "--slow-node", "1"};
   auto on = [&](int node) {
     std::vector<std::string> args = common;
     args.insert(args.end(), {"--node", std::to_string(node)});
@@ -139,9 +139,9 @@ TEST(JobModelTest, OneSlowHopSlowsItsRingButOnlyItsSenderWaitsOnTheWire) {
   const RankOp& healthy = n0[0][0];  // dp group 0: ranks 0 (node 0), 2 (node 1), 4 (node 2)
   const RankOp& culprit = n1[0][0];
   EXPECT_EQ(culprit.comm->id, healthy.comm->id);
-  EXPECT_NEAR(static_cast<double>(wire(send(culprit, 1))) /
-                  static_cast<double>(wire(send(healthy, 1))),
-              4.0, 0.01);
+  EXPECT_NEAR(
+      static_cast<double>(wire(send(culprit, 1))) / static_cast<double>(wire(send(healthy, 1))),
+      4.0, 0.01);
   EXPECT_NEAR(static_cast<double>(wire(send(culprit, 0))),
               static_cast<double>(wire(send(healthy, 0))), 1.0);
   EXPECT_GT(gpu_wait(send(healthy, 1)), 2 * wire(send(healthy, 1)))
@@ -153,8 +153,8 @@ TEST(JobModelTest, OneSlowHopSlowsItsRingButOnlyItsSenderWaitsOnTheWire) {
 
 TEST(JobModelTest, FaultsHoldOnlyInTheirWindow) {
   // 10 iterations/s: iteration i starts i x 100 ms after t0; the fault holds from 250 to 550 ms.
-  JobModel model(Parse({"--nodes", "1", "--gpus", "2", "--workload", "AllReduce:tp:1MiB",
-                        "--rate", "10", "--jitter", "0s", "--slow-rank", "1", "--slow-by", "5ms",
+  JobModel model(Parse({"--nodes", "1", "--gpus", "2", "--workload", "AllReduce:tp:1MiB", "--rate",
+                        "10", "--jitter", "0s", "--slow-rank", "1", "--slow-by", "5ms",
                         "--fault-start", "250ms", "--fault-end", "550ms"}),
                  kT0);
   for (int i = 0; i < 8; ++i) {
@@ -167,10 +167,17 @@ TEST(JobModelTest, FaultsHoldOnlyInTheirWindow) {
 }
 
 TEST(JobModelTest, PausesResizesComputeAndHangAtApplyToEveryNodeAlike) {
-  const Options o = Parse({"--nodes", "2", "--gpus", "1", "--rate", "10", "--jitter", "0s",
-                           "--workload", "AllReduce:dp:1MiB:7ms", "--pause-every", "300ms",
-                           "--pause-for", "50ms", "--resize-every", "200ms", "--resize-factor",
-                           "4", "--hang-rank", "1", "--hang-at", "700ms"});
+  const Options o = Parse({"--nodes",         "2",
+                           "--gpus",          "1",
+                           "--rate",          "10",
+                           "--jitter",        "0s",
+                           "--workload",      "AllReduce:dp:1MiB:7ms",
+                           "--pause-every",   "300ms",
+                           "--pause-for",     "50ms",
+                           "--resize-every",  "200ms",
+                           "--resize-factor", "4",
+                           "--hang-rank",     "1",
+                           "--hang-at",       "700ms"});
   JobModel model(o, kT0);
   std::uint64_t previous_end = 0;
   for (int i = 0; i < 8; ++i) {
@@ -187,8 +194,7 @@ TEST(JobModelTest, PausesResizesComputeAndHangAtApplyToEveryNodeAlike) {
     // 600 ms; the iterations after start on time again).
     const std::uint64_t paused = i == 3 || i == 6 ? 50'000'000 : 0;
     EXPECT_EQ(op.arrival_ns, std::max(start, previous_end) + paused + 7'000'000) << i;
-    EXPECT_EQ(op.bytes, ((op.arrival_ns - kT0) / 200'000'000) % 2 == 1 ? 4u << 20 : 1u << 20)
-        << i;
+    EXPECT_EQ(op.bytes, ((op.arrival_ns - kT0) / 200'000'000) % 2 == 1 ? 4u << 20 : 1u << 20) << i;
     previous_end = std::max(previous_end, op.channel_end[0]);
   }
 }

@@ -25,7 +25,8 @@ class GpuTimelineTest : public ::testing::Test {
   }
   void Op(std::uint64_t comm, int rank, std::uint64_t start, std::uint64_t duration) {
     Comm& c = registry_.Get(comm);
-    const profiler::OpView v = Coll(comm, rank, NCCLSCOPE_FUNC_ALL_REDUCE, 1 << 20, 0, start, duration);
+    const profiler::OpView v =
+        Coll(comm, rank, NCCLSCOPE_FUNC_ALL_REDUCE, 1 << 20, 0, start, duration);
     timeline_.OnOp(c, registry_.RankOf(c, rank), v.op);
   }
   void EndPass() { timeline_.EndPass(registry_, now_, std::chrono::minutes(10)); }
@@ -63,9 +64,11 @@ TEST_F(GpuTimelineTest, GapsGoToTheOperationThatEndsThemWhateverItsCommunicator)
   EXPECT_EQ(Of(7, 1).compute_ns, 500u);
   const std::string text = Text(timeline_);
   const std::string world = "{comm=\"" + registry_.Label(registry_.Get(7).label) + "\",rank=\"0\"}";
-  EXPECT_DOUBLE_EQ(testing::SampleValue(text, "ncclscope_nccl_rank_compute_seconds_total" + world), 1e-6);
+  EXPECT_DOUBLE_EQ(testing::SampleValue(text, "ncclscope_nccl_rank_compute_seconds_total" + world),
+                   1e-6);
   EXPECT_DOUBLE_EQ(
-      testing::SampleValue(text, "ncclscope_nccl_rank_communication_seconds_total" + world), 1.5e-6);
+      testing::SampleValue(text, "ncclscope_nccl_rank_communication_seconds_total" + world),
+      1.5e-6);
   EXPECT_EQ(testing::SampleValue(text, "ncclscope_nccl_rank_compute_gaps_total" + world), 1);
 }
 
@@ -80,7 +83,7 @@ TEST_F(GpuTimelineTest, UntimedNeighboursOverlapsAndLongIdlesAreLeftOut) {
   EndPass();
   EXPECT_EQ(Of(7, 0).compute_ns, 0u);
   EXPECT_EQ(Of(7, 0).gaps, 0u);
-  Op(7, 0, 5200, 100);  // 5100 -> 5200 counts again
+  Op(7, 0, 5200, 100);                               // 5100 -> 5200 counts again
   Op(7, 0, 5300 + GpuTimeline::kMaxGapNs + 1, 100);  // a job between phases: not compute
   EndPass();
   EXPECT_EQ(Of(7, 0).compute_ns, 100u);

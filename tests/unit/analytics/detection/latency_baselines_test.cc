@@ -120,7 +120,8 @@ TEST_F(LatencyBaselinesTest, BaselinesOutliveTheJobAndTheAgent) {
   Comm& third = Launch(0x23);
   Ops(restarted, third, 5, 1'000'000);
   EXPECT_EQ(Sample(restarted, third, "1"), 5);
-  EXPECT_EQ(testing::SampleValue(Text(restarted), "ncclscope_nccl_op_latency_unbaselined_total"), 0);
+  EXPECT_EQ(testing::SampleValue(Text(restarted), "ncclscope_nccl_op_latency_unbaselined_total"),
+            0);
 }
 
 TEST_F(LatencyBaselinesTest, ACorruptFileIsCountedAndReplaced) {

@@ -48,18 +48,23 @@ class StragglerDetectorTest : public ::testing::Test {
 
 TEST_F(StragglerDetectorTest, AStragglerCosting15PercentIsFoundInTwoSecondsAndClearsAfter) {
   // 50 matched collectives a second, rank 1 last at each by 3.2 ms: 16 % of the time.
-  Second(50, [](int) { return 1; }, [](int) { return 3'200'000; });
+  Second(
+      50, [](int) { return 1; }, [](int) { return 3'200'000; });
   EXPECT_FALSE(Finding(1));
   EXPECT_NEAR(Cusum(1), 0.135, 1e-9);
-  Second(50, [](int) { return 1; }, [](int) { return 3'200'000; });
+  Second(
+      50, [](int) { return 1; }, [](int) { return 3'200'000; });
   EXPECT_TRUE(Finding(1));
-  for (int s = 0; s < 30; ++s) Second(50, [](int) { return 1; }, [](int) { return 3'200'000; });
+  for (int s = 0; s < 30; ++s)
+    Second(
+        50, [](int) { return 1; }, [](int) { return 3'200'000; });
   EXPECT_NEAR(Cusum(1), 0.5, 1e-9) << "capped at twice the threshold";
   // Fixed: rank 0 and 1 now take turns, 0.1 ms apart (rank 1: 2.5 ms/s). Under h/2 after
   // (0.5 - 0.125) / (0.025 - 0.0025) = 16.7 s.
   int seconds = 0;
   while (Finding(1) && seconds < 60) {
-    Second(50, [](int i) { return i % 2; }, [](int) { return 100'000; });
+    Second(
+        50, [](int i) { return i % 2; }, [](int) { return 100'000; });
     ++seconds;
   }
   EXPECT_GE(seconds, 16);
@@ -86,23 +91,29 @@ TEST_F(StragglerDetectorTest, HealthyJitterNeverRaisesAFinding) {
       last[static_cast<std::size_t>(i)] = who(random);
       delay[static_cast<std::size_t>(i)] = lead(random) * lead(random) / 1'000'000;
     }
-    Second(100, [&](int i) { return last[static_cast<std::size_t>(i)]; },
-           [&](int i) { return delay[static_cast<std::size_t>(i)]; });
+    Second(
+        100, [&](int i) { return last[static_cast<std::size_t>(i)]; },
+        [&](int i) { return delay[static_cast<std::size_t>(i)]; });
     ASSERT_FALSE(Finding(0) || Finding(1)) << "second " << s;
   }
 }
 
 TEST_F(StragglerDetectorTest, PausesFreezeItAndAShortStallComesAndGoes) {
-  Second(50, [](int) { return 1; }, [](int) { return 4'000'000; });  // 0.2 - 0.025
+  Second(
+      50, [](int) { return 1; }, [](int) { return 4'000'000; });  // 0.2 - 0.025
   const double before = Cusum(1);
-  for (int s = 0; s < 20; ++s) Second(0, [](int) { return 0; }, [](int) { return 0; });
+  for (int s = 0; s < 20; ++s)
+    Second(
+        0, [](int) { return 0; }, [](int) { return 0; });
   EXPECT_DOUBLE_EQ(Cusum(1), before) << "no collective: every rank paused, nothing to judge";
   // One 500 ms stall of rank 0 (a GC pause, say): a finding for a few seconds, then gone.
-  Second(1, [](int) { return 0; }, [](int) { return 500'000'000; });
+  Second(
+      1, [](int) { return 0; }, [](int) { return 500'000'000; });
   EXPECT_TRUE(Finding(0));
   int seconds = 0;
   while (Finding(0) && seconds < 60) {
-    Second(50, [](int i) { return i % 2; }, [](int) { return 50'000; });
+    Second(
+        50, [](int i) { return i % 2; }, [](int) { return 50'000; });
     ++seconds;
   }
   EXPECT_LE(seconds, 16);
