@@ -157,15 +157,18 @@ MHD_Result Handle(void* cls, MHD_Connection* connection, const char* url, const 
                    Text(MHD_HTTP_FORBIDDEN, "client certificate required\n"));
   }
   if (std::strcmp(url, "/healthz") == 0) {
-    std::string body = "ok\n";
+    HealthReport report;
     if (handlers->health) {
       try {
-        body += handlers->health();
+        report = handlers->health();
       } catch (const std::exception&) {
-        body += "health details unavailable\n";
+        report = {true, "health details unavailable\n"};
       }
     }
-    return Respond(connection, *handlers, Text(MHD_HTTP_OK, std::move(body)));
+    return Respond(connection, *handlers,
+                   report.healthy
+                       ? Text(MHD_HTTP_OK, "ok\n" + report.text)
+                       : Text(MHD_HTTP_SERVICE_UNAVAILABLE, "unhealthy\n" + report.text));
   }
   if (!Authorized(connection, *handlers)) {
     Reply r = Text(MHD_HTTP_UNAUTHORIZED, "unauthorized\n");
@@ -350,14 +353,14 @@ std::optional<std::string> Gzip(const std::string& text) {
 
 std::unique_ptr<HttpServer> HttpServer::Start(const std::string& listen_address,
                                               const std::string& metrics_path, MetricsText metrics,
-                                              HealthText health, std::string* error) {
+                                              HealthCheck health, std::string* error) {
   return Start(listen_address, metrics_path, std::move(metrics), std::move(health), Limits{},
                error);
 }
 
 std::unique_ptr<HttpServer> HttpServer::Start(const std::string& listen_address,
                                               const std::string& metrics_path, MetricsText metrics,
-                                              HealthText health, const Limits& limits,
+                                              HealthCheck health, const Limits& limits,
                                               std::string* error) {
   return Start(listen_address, metrics_path, std::move(metrics), std::move(health), limits,
                WebConfig{}, error);
@@ -365,7 +368,7 @@ std::unique_ptr<HttpServer> HttpServer::Start(const std::string& listen_address,
 
 std::unique_ptr<HttpServer> HttpServer::Start(const std::string& listen_address,
                                               const std::string& metrics_path, MetricsText metrics,
-                                              HealthText health, const Limits& limits,
+                                              HealthCheck health, const Limits& limits,
                                               const WebConfig& web, std::string* error) {
   const auto address = ParseListenAddress(listen_address);
   if (!address) {

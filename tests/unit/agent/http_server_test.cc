@@ -27,7 +27,10 @@ TEST(HttpServerTest, ServesMetricsHealthzAndLandingPage) {
   std::string error;
   auto server = HttpServer::Start(
       "127.0.0.1:0", "/metrics", [collector] { return collector->RenderText(); },
-      [] { return std::string("source fake: up\n"); }, &error);
+      [] {
+        return HealthReport{true, "source fake: up\n"};
+      },
+      &error);
   ASSERT_TRUE(server) << error;
   const std::string base = "http://" + server->bound_address();
   ASSERT_NE(server->bound_address(), "127.0.0.1:0");
@@ -46,6 +49,25 @@ TEST(HttpServerTest, ServesMetricsHealthzAndLandingPage) {
   EXPECT_NE(landing.body.find("href=\"/metrics\""), std::string::npos);
 
   EXPECT_EQ(testing::HttpGet(base + "/nope").status, 404);
+}
+
+// An unhealthy report is a 503 whose body says why, still without credentials (kubelet probes
+// carry none).
+TEST(HttpServerTest, UnhealthyIsServiceUnavailableWithTheReason) {
+  WebConfig web;
+  web.basic_auth_users["prometheus"] = "$2b$04$unused";
+  std::string error;
+  auto server = HttpServer::Start(
+      "127.0.0.1:0", "/metrics", [] { return std::string("m 1\n"); },
+      [] {
+        return HealthReport{false, "required source rdma is down: no devices\n"};
+      },
+      HttpServer::Limits{}, web, &error);
+  ASSERT_TRUE(server) << error;
+  const auto health = testing::HttpGet("http://" + server->bound_address() + "/healthz");
+  EXPECT_EQ(health.status, 503);
+  EXPECT_EQ(health.body, "unhealthy\nrequired source rdma is down: no devices\n");
+  EXPECT_EQ(health.content_type, "text/plain; charset=utf-8");
 }
 
 TEST(HttpServerTest, BindFailureIsAnErrorNotACrash) {
@@ -252,7 +274,7 @@ TEST(HttpServerTest, BasicAuthGuardsEverythingButHealthz) {
   web.headers["X-Frame-Options"] = "deny";
   std::string error;
   auto server = HttpServer::Start(
-      "127.0.0.1:0", "/metrics", [] { return std::string("m 1\n"); }, [] { return std::string(); },
+      "127.0.0.1:0", "/metrics", [] { return std::string("m 1\n"); }, [] { return HealthReport{}; },
       HttpServer::Limits{}, web, &error);
   ASSERT_TRUE(server) << error;
   HttpRequest request;
