@@ -8,6 +8,7 @@
 #include <set>
 #include <string>
 
+#include "agent/exporter/node_page.h"
 #include "agent/exporter/web_config.h"
 
 struct MHD_Daemon;
@@ -23,7 +24,8 @@ struct HealthReport {
 // The agent's HTTP endpoint (GNU libmicrohttpd): `metrics_path` serves the Prometheus text the
 // agent renders itself (ScrapeCollector::RenderText, agent/core/text_exposition.h), /healthz is
 // liveness (200 "ok" while the agent runs, with one line per source; 503 "unhealthy" while a
-// source the config requires is down), / a small landing page.
+// source the config requires is down), / the node page (node_page.h: a static page whose script
+// renders `metrics_path` in the browser, so that it costs the server nothing per view).
 //
 // Any pod on the node can connect, so no client can hold the server (docs/trust-model.md):
 // connections are multiplexed with epoll on a small thread pool, an idle or slow connection costs
@@ -83,6 +85,7 @@ class HttpServer {
     MetricsText metrics;
     HealthCheck health;
     WebConfig web;
+    NodePage node_page;  // built once at start
     // Credentials that matched, so that bcrypt (tens of ms by design) runs once per password and
     // not per scrape: SHA-256 of user, hash and password, as exporter-toolkit caches them.
     std::mutex auth_mutex;
