@@ -3,6 +3,7 @@
 #include <chrono>
 #include <csignal>
 
+#include "agent/app/health.h"
 #include "agent/core/log.h"
 #include "agent/core/signals.h"
 #include "agent/exporter/http_server.h"
@@ -68,6 +69,7 @@ int Agent::Run(SignalWaiter& signals) {
   NCCLSCOPE_LOG(kInfo, "agent") << "starting ncclscope-agent, config "
                                 << options_.config_file.value_or("(built-in defaults)");
 
+  SetHealthRequires(config_.server.healthz_requires);
   sources_.Apply(config_);
   collector_ = std::make_shared<ScrapeCollector>(&sources_, &reload_);
   std::string error;
@@ -83,7 +85,7 @@ int Agent::Run(SignalWaiter& signals) {
   }
   server_ = HttpServer::Start(
       config_.server.listen_address, config_.server.metrics_path,
-      [collector = collector_] { return collector->RenderText(); }, [this] { return HealthText(); },
+      [collector = collector_] { return collector->RenderText(); }, [this] { return Health(); },
       HttpServer::Limits{}, web, &error);
   if (!server_) {
     NCCLSCOPE_LOG(kError, "exporter") << error;
@@ -137,25 +139,24 @@ void Agent::Reload() {
   }
   config_ = next;
   log::SetLevel(*log::ParseLevel(config_.log.level));
+  SetHealthRequires(config_.server.healthz_requires);
   sources_.Apply(config_);
   reload_.RecordSuccess(NowSeconds());
   NCCLSCOPE_LOG(kInfo, "config") << "reload succeeded";
 }
 
-std::string Agent::HealthText() const {
-  std::string text;
-  for (const auto& entry : sources_.entries()) {
-    const SourceStatus status = sources_.StatusOf(*entry);
-    text += "source " + entry->source->name() + ": ";
-    if (!entry->enabled.load()) {
-      text += "disabled\n";
-    } else if (status.up) {
-      text += "up\n";
-    } else {
-      text += "down (" + status.reason + ")\n";
-    }
+HealthReport Agent::Health() const {
+  std::vector<std::string> required;
+  {
+    std::lock_guard<std::mutex> lock(health_mutex_);
+    required = healthz_requires_;
   }
-  return text;
+  return SourcesHealth(sources_, required);
+}
+
+void Agent::SetHealthRequires(const std::vector<std::string>& names) {
+  std::lock_guard<std::mutex> lock(health_mutex_);
+  healthz_requires_ = names;
 }
 
 }  // namespace ncclscope

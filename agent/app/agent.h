@@ -1,6 +1,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -8,10 +9,10 @@
 #include "agent/config/config.h"
 #include "agent/core/source_set.h"
 #include "agent/exporter/agent_state.h"
+#include "agent/exporter/http_server.h"
 
 namespace ncclscope {
 
-class HttpServer;
 class ScrapeCollector;
 class SignalWaiter;
 
@@ -32,7 +33,8 @@ class Agent {
   // The config from --config (or defaults) with command-line overrides applied.
   config::LoadResult LoadConfig() const;
   void Reload();
-  std::string HealthText() const;
+  HealthReport Health() const;
+  void SetHealthRequires(const std::vector<std::string>& names);
 
   Options options_;
   config::Config config_;
@@ -40,6 +42,10 @@ class Agent {
   ReloadStats reload_;
   std::shared_ptr<ScrapeCollector> collector_;
   std::unique_ptr<HttpServer> server_;
+  // server.healthz_requires, copied: /healthz runs on the server's threads while SIGHUP replaces
+  // config_.
+  mutable std::mutex health_mutex_;
+  std::vector<std::string> healthz_requires_;
 };
 
 // Applies --web.listen-address and --log.level to a loaded config, validating them like file keys.

@@ -25,7 +25,13 @@ std::optional<std::string> SubsetOf::operator()(const std::vector<std::string>& 
   for (const std::string& item : value) {
     bool known = false;
     for (const std::string& word : allowed) known |= word == item;
-    if (!known) return "\"" + item + "\" is not one of the known names (see the defaults)";
+    if (known) continue;
+    std::string message = "\"" + item + "\" is not one of the known names (";
+    for (std::size_t i = 0; i < allowed.size(); ++i) {
+      if (i > 0) message += ", ";
+      message += allowed[i];
+    }
+    return message + ")";
   }
   return std::nullopt;
 }

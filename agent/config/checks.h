@@ -81,8 +81,10 @@ struct UrlPath {
 // Every list item is one of a fixed set of words (no duplicates needed, none checked).
 struct SubsetOf {
   std::vector<std::string> allowed;
+  // For the reference's Allowed column; lists whose default is not every word name them.
+  std::string description = "any of the defaults";
   std::optional<std::string> operator()(const std::vector<std::string>& value) const;
-  std::string Describe() const { return "any of the defaults"; }
+  std::string Describe() const { return description; }
 };
 
 // Each list item is a valid ECMAScript regular expression.

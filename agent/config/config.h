@@ -16,10 +16,19 @@ namespace ncclscope::config {
 // Documented in the README; not in the Prometheus default-port registry's taken range.
 inline constexpr int kDefaultPort = 9824;
 
+// The `source` names of the agent's sources (agent/app/sources.cc; a test keeps the two in step).
+inline const std::vector<std::string>& SourceNames() {
+  static const std::vector<std::string> kNames = {"profiler", "ebpf", "rdma", "nvlink"};
+  return kNames;
+}
+
 struct ServerConfig {
   std::string listen_address = ":9824";
   std::string metrics_path = "/metrics";
   std::string web_config_file;
+  // Empty by default: a source down is a normal state of many nodes (no HCA, no NVML, no BPF
+  // privilege), and kubelet restarting the agent for it would fix nothing.
+  std::vector<std::string> healthz_requires;
 
   template <typename V>
   void Visit(V& v) {
@@ -34,6 +43,12 @@ struct ServerConfig {
             "--web.config.file; see deploy/README.md). Empty: plain HTTP, no auth. Read at "
             "start: changing it or its certificates needs a restart.",
             checks::OneOfOrAbsolutePath({""}));
+    v.Field("healthz_requires", healthz_requires,
+            "Sources (profiler, ebpf, rdma, nvlink) this node must have: while one of them is "
+            "enabled and down, /healthz answers 503 and names it (the DaemonSet's liveness and "
+            "readiness probes then restart the agent and take it out of the Service). A disabled "
+            "source is not required. Empty: /healthz is 200 while the agent runs.",
+            checks::SubsetOf{SourceNames(), "any of profiler, ebpf, rdma, nvlink"});
   }
 };
 

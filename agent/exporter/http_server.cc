@@ -30,13 +30,6 @@ namespace {
 constexpr const char* kMetricsType = "text/plain; version=0.0.4; charset=utf-8";
 constexpr const char* kTextType = "text/plain; charset=utf-8";
 
-std::string LandingPage(const std::string& metrics_path) {
-  return "<html><head><title>ncclscope</title></head><body><h1>ncclscope agent</h1>"
-         "<p>NCCL, eBPF and fabric telemetry for this node.</p><ul><li><a href=\"" +
-         metrics_path +
-         "\">metrics</a></li><li><a href=\"/healthz\">healthz</a></li></ul></body></html>\n";
-}
-
 void FreeBody(void* body) { delete static_cast<std::string*>(body); }
 
 struct Reply {
@@ -44,9 +37,10 @@ struct Reply {
   const char* type = kTextType;
   std::string body;
   const char* allow = nullptr;
-  bool gzip = false;       // body is compressed
-  bool vary = false;       // the body depends on Accept-Encoding
-  bool challenge = false;  // 401 with a Basic challenge
+  bool gzip = false;          // body is compressed
+  bool vary = false;          // the body depends on Accept-Encoding
+  bool challenge = false;     // 401 with a Basic challenge
+  const char* csp = nullptr;  // Content-Security-Policy of an HTML page
 };
 
 MHD_Result Respond(MHD_Connection* connection, const HttpServer::Handlers& handlers, Reply reply) {
@@ -62,6 +56,11 @@ MHD_Result Respond(MHD_Connection* connection, const HttpServer::Handlers& handl
   if (reply.allow != nullptr) MHD_add_response_header(response, MHD_HTTP_HEADER_ALLOW, reply.allow);
   if (reply.gzip) MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_ENCODING, "gzip");
   if (reply.vary) MHD_add_response_header(response, MHD_HTTP_HEADER_VARY, "Accept-Encoding");
+  if (reply.csp != nullptr) {
+    MHD_add_response_header(response, "Content-Security-Policy", reply.csp);
+    MHD_add_response_header(response, "X-Content-Type-Options", "nosniff");
+    MHD_add_response_header(response, "Referrer-Policy", "no-referrer");
+  }
   for (const auto& [name, value] : handlers.web.headers) {
     MHD_add_response_header(response, name.c_str(), value.c_str());
   }
@@ -157,15 +156,18 @@ MHD_Result Handle(void* cls, MHD_Connection* connection, const char* url, const 
                    Text(MHD_HTTP_FORBIDDEN, "client certificate required\n"));
   }
   if (std::strcmp(url, "/healthz") == 0) {
-    std::string body = "ok\n";
+    HealthReport report;
     if (handlers->health) {
       try {
-        body += handlers->health();
+        report = handlers->health();
       } catch (const std::exception&) {
-        body += "health details unavailable\n";
+        report = {true, "health details unavailable\n"};
       }
     }
-    return Respond(connection, *handlers, Text(MHD_HTTP_OK, std::move(body)));
+    return Respond(connection, *handlers,
+                   report.healthy
+                       ? Text(MHD_HTTP_OK, "ok\n" + report.text)
+                       : Text(MHD_HTTP_SERVICE_UNAVAILABLE, "unhealthy\n" + report.text));
   }
   if (!Authorized(connection, *handlers)) {
     Reply r = Text(MHD_HTTP_UNAUTHORIZED, "unauthorized\n");
@@ -193,8 +195,9 @@ MHD_Result Handle(void* cls, MHD_Connection* connection, const char* url, const 
     return Respond(connection, *handlers, std::move(r));
   }
   if (std::strcmp(url, "/") == 0) {
-    Reply r = Text(MHD_HTTP_OK, LandingPage(handlers->metrics_path));
+    Reply r = Text(MHD_HTTP_OK, handlers->node_page.html);
     r.type = "text/html; charset=utf-8";
+    r.csp = handlers->node_page.content_security_policy.c_str();
     return Respond(connection, *handlers, std::move(r));
   }
   return Respond(connection, *handlers, Text(MHD_HTTP_NOT_FOUND, "not found\n"));
@@ -350,14 +353,14 @@ std::optional<std::string> Gzip(const std::string& text) {
 
 std::unique_ptr<HttpServer> HttpServer::Start(const std::string& listen_address,
                                               const std::string& metrics_path, MetricsText metrics,
-                                              HealthText health, std::string* error) {
+                                              HealthCheck health, std::string* error) {
   return Start(listen_address, metrics_path, std::move(metrics), std::move(health), Limits{},
                error);
 }
 
 std::unique_ptr<HttpServer> HttpServer::Start(const std::string& listen_address,
                                               const std::string& metrics_path, MetricsText metrics,
-                                              HealthText health, const Limits& limits,
+                                              HealthCheck health, const Limits& limits,
                                               std::string* error) {
   return Start(listen_address, metrics_path, std::move(metrics), std::move(health), limits,
                WebConfig{}, error);
@@ -365,7 +368,7 @@ std::unique_ptr<HttpServer> HttpServer::Start(const std::string& listen_address,
 
 std::unique_ptr<HttpServer> HttpServer::Start(const std::string& listen_address,
                                               const std::string& metrics_path, MetricsText metrics,
-                                              HealthText health, const Limits& limits,
+                                              HealthCheck health, const Limits& limits,
                                               const WebConfig& web, std::string* error) {
   const auto address = ParseListenAddress(listen_address);
   if (!address) {
@@ -378,6 +381,7 @@ std::unique_ptr<HttpServer> HttpServer::Start(const std::string& listen_address,
   server->handlers_->metrics = std::move(metrics);
   server->handlers_->health = std::move(health);
   server->handlers_->web = web;
+  server->handlers_->node_page = MakeNodePage(metrics_path);
   std::string why;
   bool dual_stack = false;
   server->listen_fd_ = Listen(*address, &dual_stack, &why);

@@ -8,15 +8,24 @@
 #include <set>
 #include <string>
 
+#include "agent/exporter/node_page.h"
 #include "agent/exporter/web_config.h"
 
 struct MHD_Daemon;
 
 namespace ncclscope {
 
+// What /healthz answers: 200 "ok" or 503 "unhealthy", then `text`.
+struct HealthReport {
+  bool healthy = true;
+  std::string text;
+};
+
 // The agent's HTTP endpoint (GNU libmicrohttpd): `metrics_path` serves the Prometheus text the
 // agent renders itself (ScrapeCollector::RenderText, agent/core/text_exposition.h), /healthz is
-// liveness (200 "ok" while the agent runs, with one line per source), / a small landing page.
+// liveness (200 "ok" while the agent runs, with one line per source; 503 "unhealthy" while a
+// source the config requires is down), / the node page (node_page.h: a static page whose script
+// renders `metrics_path` in the browser, so that it costs the server nothing per view).
 //
 // Any pod on the node can connect, so no client can hold the server (docs/trust-model.md):
 // connections are multiplexed with epoll on a small thread pool, an idle or slow connection costs
@@ -36,8 +45,8 @@ namespace ncclscope {
 // every scrape timed out.)
 class HttpServer {
  public:
-  // Text of /healthz after its first line; called per request.
-  using HealthText = std::function<std::string()>;
+  // The state /healthz reports; called per request.
+  using HealthCheck = std::function<HealthReport()>;
   // The metrics page, in the Prometheus text format; called per scrape, possibly concurrently.
   using MetricsText = std::function<std::string()>;
 
@@ -55,14 +64,14 @@ class HttpServer {
   // null and sets *error when the address cannot be bound.
   static std::unique_ptr<HttpServer> Start(const std::string& listen_address,
                                            const std::string& metrics_path, MetricsText metrics,
-                                           HealthText health, std::string* error);
+                                           HealthCheck health, std::string* error);
   static std::unique_ptr<HttpServer> Start(const std::string& listen_address,
                                            const std::string& metrics_path, MetricsText metrics,
-                                           HealthText health, const Limits& limits,
+                                           HealthCheck health, const Limits& limits,
                                            std::string* error);
   static std::unique_ptr<HttpServer> Start(const std::string& listen_address,
                                            const std::string& metrics_path, MetricsText metrics,
-                                           HealthText health, const Limits& limits,
+                                           HealthCheck health, const Limits& limits,
                                            const WebConfig& web, std::string* error);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
@@ -74,8 +83,9 @@ class HttpServer {
   struct Handlers {
     std::string metrics_path;
     MetricsText metrics;
-    HealthText health;
+    HealthCheck health;
     WebConfig web;
+    NodePage node_page;  // built once at start
     // Credentials that matched, so that bcrypt (tens of ms by design) runs once per password and
     // not per scrape: SHA-256 of user, hash and password, as exporter-toolkit caches them.
     std::mutex auth_mutex;

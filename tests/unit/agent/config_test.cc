@@ -76,6 +76,17 @@ TEST(ConfigTest, ValidatorsRejectBadStrings) {
             std::string::npos);
 }
 
+// server.healthz_requires takes source names only; a typo names file, line, key and the names.
+TEST(ConfigTest, HealthzRequiresTakesSourceNames) {
+  LoadResult result = LoadString("server:\n  healthz_requires: [ebpf, rdma]\n", "test.yaml");
+  ASSERT_TRUE(result.ok()) << result.errors.front().ToString();
+  EXPECT_EQ(result.config.server.healthz_requires, (std::vector<std::string>{"ebpf", "rdma"}));
+  EXPECT_TRUE(Config{}.server.healthz_requires.empty());
+  EXPECT_EQ(OnlyError("server:\n  healthz_requires: [plugin]\n"),
+            "test.yaml:2:21: server.healthz_requires: \"plugin\" is not one of the known names "
+            "(profiler, ebpf, rdma, nvlink)");
+}
+
 TEST(ConfigTest, DuplicateKeysAreErrors) {
   EXPECT_EQ(OnlyError("log:\n  level: info\n  level: debug\n"),
             "test.yaml:3:3: log.level: duplicate key");

@@ -27,7 +27,10 @@ TEST(HttpServerTest, ServesMetricsHealthzAndLandingPage) {
   std::string error;
   auto server = HttpServer::Start(
       "127.0.0.1:0", "/metrics", [collector] { return collector->RenderText(); },
-      [] { return std::string("source fake: up\n"); }, &error);
+      [] {
+        return HealthReport{true, "source fake: up\n"};
+      },
+      &error);
   ASSERT_TRUE(server) << error;
   const std::string base = "http://" + server->bound_address();
   ASSERT_NE(server->bound_address(), "127.0.0.1:0");
@@ -43,9 +46,28 @@ TEST(HttpServerTest, ServesMetricsHealthzAndLandingPage) {
 
   const auto landing = testing::HttpGet(base + "/");
   EXPECT_EQ(landing.status, 200);
-  EXPECT_NE(landing.body.find("href=\"/metrics\""), std::string::npos);
+  EXPECT_NE(landing.body.find("content=\"/metrics\""), std::string::npos);
 
   EXPECT_EQ(testing::HttpGet(base + "/nope").status, 404);
+}
+
+// An unhealthy report is a 503 whose body says why, still without credentials (kubelet probes
+// carry none).
+TEST(HttpServerTest, UnhealthyIsServiceUnavailableWithTheReason) {
+  WebConfig web;
+  web.basic_auth_users["prometheus"] = "$2b$04$unused";
+  std::string error;
+  auto server = HttpServer::Start(
+      "127.0.0.1:0", "/metrics", [] { return std::string("m 1\n"); },
+      [] {
+        return HealthReport{false, "required source rdma is down: no devices\n"};
+      },
+      HttpServer::Limits{}, web, &error);
+  ASSERT_TRUE(server) << error;
+  const auto health = testing::HttpGet("http://" + server->bound_address() + "/healthz");
+  EXPECT_EQ(health.status, 503);
+  EXPECT_EQ(health.body, "unhealthy\nrequired source rdma is down: no devices\n");
+  EXPECT_EQ(health.content_type, "text/plain; charset=utf-8");
 }
 
 TEST(HttpServerTest, BindFailureIsAnErrorNotACrash) {
@@ -123,6 +145,60 @@ Served Serve(const std::string& body) {
     s.port = std::stoi(a.substr(a.rfind(':') + 1));
   }
   return s;
+}
+
+// / is the node page: HTML, not cached, with a policy that lets only its own script and style run
+// and lets it fetch only from its origin; the metrics path it fetches is escaped into it.
+TEST(HttpServerTest, NodePageIsHtmlWithAStrictPolicy) {
+  std::string error;
+  auto server = HttpServer::Start(
+      "127.0.0.1:0", "/m\"<x>", [] { return std::string("m 1\n"); }, nullptr, &error);
+  ASSERT_TRUE(server) << error;
+  const std::string& a = server->bound_address();
+  const int port = std::stoi(a.substr(a.rfind(':') + 1));
+  const std::string raw = Exchange(port, "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  EXPECT_EQ(raw.rfind("HTTP/1.1 200", 0), 0u) << raw.substr(0, 200);
+  EXPECT_NE(raw.find("Content-Type: text/html; charset=utf-8\r\n"), std::string::npos);
+  EXPECT_NE(raw.find("Cache-Control: no-store\r\n"), std::string::npos);
+  EXPECT_NE(raw.find("X-Content-Type-Options: nosniff\r\n"), std::string::npos);
+  EXPECT_NE(raw.find("Referrer-Policy: no-referrer\r\n"), std::string::npos);
+  EXPECT_NE(raw.find("Content-Security-Policy: default-src 'none'; script-src 'sha256-"),
+            std::string::npos);
+  EXPECT_NE(raw.find("; connect-src 'self'; img-src 'none';"), std::string::npos);
+  EXPECT_NE(raw.find("<meta name=\"ncclscope-metrics-path\" content=\"/m&quot;&lt;x&gt;\">"),
+            std::string::npos);
+  EXPECT_EQ(raw.find("/m\"<x>"), std::string::npos);
+  // HEAD: the same headers, no body.
+  const std::string head =
+      Exchange(port, "HEAD / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  EXPECT_NE(head.find("Content-Security-Policy: "), std::string::npos);
+  EXPECT_EQ(head.substr(head.find("\r\n\r\n") + 4), "");
+  // The metrics path itself has no such policy: it is not a page.
+  const std::string metrics =
+      Exchange(port, "GET /m%22%3Cx%3E HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  EXPECT_EQ(metrics.find("Content-Security-Policy"), std::string::npos);
+}
+
+// What the page's script may do, checked on its source: it builds the DOM from text nodes, so
+// nothing that parses markup appears in it; the policy hashes exactly its script and style.
+TEST(NodePageTest, ScriptNeverParsesMarkupAndThePolicyHashesIt) {
+  const NodePage page = MakeNodePage("/metrics");
+  for (const char* sink : {"innerHTML", "outerHTML", "insertAdjacentHTML", "document.write",
+                           "eval(", "new Function", "srcdoc", "createContextualFragment"}) {
+    EXPECT_EQ(page.html.find(sink), std::string::npos) << sink;
+  }
+  EXPECT_EQ(page.html.find("@METRICS_PATH@"), std::string::npos);
+  EXPECT_EQ(page.html.find("http://"), std::string::npos) << "no external asset";
+  EXPECT_EQ(page.html.find("https://"), std::string::npos) << "no external asset";
+  // One script and one style element, each hashed (two hashes, none 'unsafe-inline').
+  EXPECT_EQ(page.html.find("<script>", page.html.find("<script>") + 1), std::string::npos);
+  EXPECT_EQ(page.html.find("<script "), std::string::npos);
+  const std::string& csp = page.content_security_policy;
+  EXPECT_EQ(csp.find("unsafe"), std::string::npos) << csp;
+  const std::size_t first = csp.find("'sha256-");
+  ASSERT_NE(first, std::string::npos) << csp;
+  EXPECT_NE(csp.find("'sha256-", first + 1), std::string::npos) << csp;
+  EXPECT_EQ(csp.find("'sha256-", first + 1), csp.find("style-src 'sha256-") + 10) << csp;
 }
 
 TEST(HttpServerTest, OnlyGetAndHeadServeMetricsAndHeadHasNoBody) {
@@ -252,7 +328,7 @@ TEST(HttpServerTest, BasicAuthGuardsEverythingButHealthz) {
   web.headers["X-Frame-Options"] = "deny";
   std::string error;
   auto server = HttpServer::Start(
-      "127.0.0.1:0", "/metrics", [] { return std::string("m 1\n"); }, [] { return std::string(); },
+      "127.0.0.1:0", "/metrics", [] { return std::string("m 1\n"); }, [] { return HealthReport{}; },
       HttpServer::Limits{}, web, &error);
   ASSERT_TRUE(server) << error;
   HttpRequest request;

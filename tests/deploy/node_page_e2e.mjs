@@ -1,0 +1,205 @@
+// The node page (GET /) in a real headless Chromium, fed by the real agent: a simulated job with a
+// slow rank and a hostile job id (ncclscope-sim driving the real profiler plugin), a simulated job
+// that hangs, a fake NVML with an erroring NVLink and a fake sysfs tree whose InfiniBand port
+// counts link_downed. The page must highlight the slow rank, the hang, the port's and the link's
+// findings, show the hostile job id as text without it becoming an element or running anything,
+// run under its Content-Security-Policy without a violation, and read only documented metrics.
+// Writes node-page.png into <output dir>.
+// Usage: node node_page_e2e.mjs <repo root> <ncclscope-agent> <ncclscope-sim> <plugin .so>
+//                               <fake libnvidia-ml.so.1> <output dir>
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { chromium } from "playwright-core";
+import { stringify } from "yaml";
+import { freePort, sleep, startProcess } from "./prometheus.mjs";
+
+const [root, agentBin, simBin, pluginPath, fakeNvml, outDir] = process.argv.slice(2);
+const CHROMIUM = "/usr/bin/chromium";
+const tmp = mkdtempSync(join(tmpdir(), "ncclscope-node-page-"));
+const ringDir = join(tmp, "rings");
+const sys = join(tmp, "sys");
+const nvmlState = join(tmp, "nvml.state");
+// Markup, quotes and a backslash: it must survive the Prometheus text escaping and stay text.
+const HOSTILE = "<img src=x onerror=alert(1)>\"\\";
+const SLOW_RANK = "2";
+const HUNG_RANK = "1";
+
+// --- a sysfs tree with one HCA port (the shape of tests/support/sysfs_tree.h) -----------------
+const port = "devices/pci0000:50/0000:50:01.0/0000:53:00.0/infiniband/mlx5_0/ports/1";
+const write = (rel, text) => { mkdirSync(dirname(join(sys, rel)), { recursive: true }); writeFileSync(join(sys, rel), `${text}\n`); };
+function buildSysfs() {
+  const fn = "devices/pci0000:50/0000:50:01.0/0000:53:00.0";
+  write(`${fn}/vendor`, "0x15b3");
+  write(`${fn}/class`, "0x020700");
+  write(`${fn}/numa_node`, "0");
+  const dev = `${fn}/infiniband/mlx5_0`;
+  write(`${dev}/fw_ver`, "28.39.1002");
+  write(`${dev}/board_id`, "MT_0000000838");
+  write(`${dev}/hca_type`, "MT4129");
+  write(`${dev}/node_guid`, "a088:c203:0012:3450");
+  mkdirSync(join(sys, "class/infiniband"), { recursive: true });
+  mkdirSync(join(sys, "bus/pci/devices"), { recursive: true });
+  symlinkSync("../../../0000:53:00.0", join(sys, `${dev}/device`));
+  symlinkSync(`../../${dev}`, join(sys, "class/infiniband/mlx5_0"));
+  symlinkSync(`../../../${fn}`, join(sys, "bus/pci/devices/0000:53:00.0"));
+  write(`${port}/state`, "4: ACTIVE");
+  write(`${port}/phys_state`, "5: LinkUp");
+  write(`${port}/rate`, "400 Gb/sec (4X NDR)");
+  write(`${port}/link_layer`, "InfiniBand");
+  write(`${port}/lid`, "0x1a");
+  for (const c of ["port_xmit_data", "port_rcv_data", "symbol_error", "link_downed", "port_rcv_errors"]) {
+    write(`${port}/counters/${c}`, "0");
+  }
+}
+
+// --- the fake NVML: 2 GPUs x 4 links; link 2 of GPU 1 counts CRC flit errors ------------------
+let tick = 0;
+function writeNvmlState() {
+  tick++;
+  const lines = ["gpu 0 GPU-e2e00000 00000000:18:00.0 NVIDIA_H100 4", "gpu 1 GPU-e2e11111 00000000:2A:00.0 NVIDIA_H100 4"];
+  for (const g of [0, 1]) {
+    for (const l of [0, 1, 2, 3]) for (const field of [138, 139, 140, 141]) lines.push(`field ${g} ${l} ${field} ${1000000 * tick}`);
+  }
+  lines.push(`error 1 2 2 ${3 * tick}`); // DL_CRC_FLIT
+  writeFileSync(`${nvmlState}.tmp`, `${lines.join("\n")}\n`);
+  renameSync(`${nvmlState}.tmp`, nvmlState);
+}
+
+// What the page shows, read from its DOM.
+function readPage() {
+  const rows = (id) => [...document.querySelectorAll(`#${id} tbody tr`)].map((tr) => ({
+    className: tr.className, cells: [...tr.children].map((td) => td.textContent),
+  }));
+  return {
+    refreshes: Number(document.body.dataset.refreshes || 0),
+    status: document.getElementById("status").textContent,
+    ranks: rows("ranks"), ports: rows("ports"), nvlink: rows("nvlink"), sources: rows("sources"),
+    images: document.querySelectorAll("img").length,
+    handlers: [...document.querySelectorAll("*")].filter((e) => [...e.attributes].some((a) => a.name.startsWith("on"))).length,
+    alerted: window.__alerted === true,
+  };
+}
+
+const procs = [];
+let browser;
+let failed = 0;
+let nvmlTimer;
+const check = (desc, ok, seen) => {
+  if (ok) console.log(`ok   ${desc}`);
+  else { failed++; console.error(`FAIL ${desc}: ${typeof seen === "string" ? seen : JSON.stringify(seen)}`); }
+};
+try {
+  if (!existsSync(CHROMIUM)) throw new Error(`no ${CHROMIUM}: scripts/install-deps installs Debian's chromium`);
+  mkdirSync(outDir, { recursive: true });
+  buildSysfs();
+  writeNvmlState();
+  nvmlTimer = setInterval(writeNvmlState, 500);
+  const agentPort = await freePort();
+  const config = join(tmp, "agent.yaml");
+  writeFileSync(config, stringify({
+    server: { listen_address: `127.0.0.1:${agentPort}` },
+    plugin: { ring_dir: ringDir, poll_interval: "50ms", kernel_duty_cycle: 1, proxy_duty_cycle: 1 },
+    ebpf: { enabled: false },
+    rdma: { sysfs_root: sys, interval: "1s", verbs: false },
+    nvlink: { library: fakeNvml, interval: "1s", expected_links: 4 },
+    detection: { hang_timeout: "1s", match_timeout: "1s" },
+  }));
+  mkdirSync(ringDir);
+  const agent = startProcess(agentBin, ["--config", config], { env: { ...process.env, FAKE_NVML_STATE: nvmlState } });
+  procs.push(agent);
+  const base = `http://127.0.0.1:${agentPort}`;
+  for (let i = 0; ; i++) {
+    try { if ((await fetch(`${base}/metrics`)).ok) break; } catch { /* starting */ }
+    if (agent.exited() || i > 200) throw new Error(`agent did not serve /metrics:\n${agent.log()}`);
+    await sleep(100);
+  }
+  const sim = (args, env = {}) => startProcess(simBin, ["--plugin", pluginPath, "--duration", "60s", "--quiet", ...args],
+    { env: { ...process.env, NCCLSCOPE_RING_DIR: ringDir, ...env } });
+  // The job id comes from the job's environment, as a real job sets it.
+  procs.push(sim(["--nodes", "1", "--gpus", "4", "--rate", "20", "--workload", "AllReduce:world:8MiB",
+    "--slow-rank", SLOW_RANK, "--slow-by", "3ms"],
+    { NCCLSCOPE_JOB_ID: HOSTILE }));
+  procs.push(sim(["--nodes", "1", "--gpus", "4", "--rate", "20", "--job-id", "e2e-hang", "--seed", "7",
+    "--workload", "AllReduce:world:8MiB", "--hang-rank", HUNG_RANK, "--hang-iteration", "20"]));
+  // The port goes down and up once: link_downed grows (in place, as sysfs does; the agent keeps
+  // the file open), a critical finding.
+  setTimeout(() => writeFileSync(join(sys, `${port}/counters/link_downed`), "1\n"), 2500);
+
+  // Every metric the page reads is one docs/metrics.md documents.
+  const html = await (await fetch(`${base}/`)).text();
+  const docs = readFileSync(join(root, "docs/metrics.md"), "utf8");
+  const read = [...new Set(html.match(/"ncclscope_[a-z0-9_]+"/g).map((s) => s.slice(1, -1)))];
+  const undocumented = read.filter((m) => !docs.includes(`\`${m.replace(/_(sum|count|bucket)$/, "")}\``));
+  check("the page reads only documented metrics", read.length > 10 && undocumented.length === 0, undocumented);
+
+  const userDataDir = mkdtempSync(join(tmp, "chromium-"));
+  browser = await chromium.launchPersistentContext(userDataDir, {
+    executablePath: CHROMIUM, headless: true, chromiumSandbox: false, viewport: { width: 1400, height: 900 },
+    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+      "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+  });
+  const page = browser.pages()[0] ?? await browser.newPage();
+  const console_ = [];
+  page.on("console", (m) => console_.push(`${m.type()}: ${m.text()}`));
+  page.on("pageerror", (e) => console_.push(`pageerror: ${e.message}`));
+  let dialogs = 0;
+  page.on("dialog", (d) => { dialogs++; d.dismiss(); });
+  await page.addInitScript(() => { window.alert = () => { window.__alerted = true; }; });
+  const response = await page.goto(`${base}/`);
+  check("GET / is HTML", response.headers()["content-type"] === "text/html; charset=utf-8", response.headers());
+
+  // The page refreshes itself every 5 s; wait for its second refresh (rates over the interval)
+  // that shows everything, at most 40 s.
+  const ready = (s) => s.refreshes >= 2
+    && s.ranks.some((r) => r.cells[0] === HOSTILE && r.cells[3].startsWith(`${SLOW_RANK}/`) && r.className === "slow")
+    && s.ranks.some((r) => r.cells[0] === "e2e-hang" && r.className === "hung")
+    && s.ports.some((r) => r.cells.at(-1).includes("link_downed"))
+    && s.nvlink.some((r) => r.cells.at(-1).includes("link_errors"));
+  let seen;
+  for (const deadline = Date.now() + 40000; Date.now() < deadline;) {
+    seen = await page.evaluate(readPage);
+    if (ready(seen)) break;
+    for (const p of procs) if (p.exited()) throw new Error(`a process exited early:\n${p.log()}`);
+    await sleep(1000);
+  }
+  await page.screenshot({ path: join(outDir, "node-page.png"), fullPage: true });
+
+  const slowJob = seen.ranks.filter((r) => r.cells[0] === HOSTILE);
+  check("the slow job's ranks are listed under the hostile job id, as text", slowJob.length === 4, seen.ranks);
+  const slowRow = slowJob.find((r) => r.cells[3].startsWith(`${SLOW_RANK}/`));
+  check("the slow rank is highlighted and says so", slowRow && slowRow.className === "slow"
+    && slowRow.cells.at(-1).includes("slow rank"), slowRow);
+  check("no other rank of the slow job is highlighted",
+    slowJob.filter((r) => r !== slowRow).every((r) => r.className === "" && !r.cells.at(-1).includes("slow")), slowJob);
+  check("the slow rank's bus bandwidth and time inside are shown",
+    slowRow && /B\/s$/.test(slowRow.cells[5]) && /× median/.test(slowRow.cells[6]), slowRow);
+  const hung = seen.ranks.filter((r) => r.cells[0] === "e2e-hang");
+  check("the hung job's ranks are highlighted", hung.length === 4 && hung.every((r) => r.className === "hung"), hung);
+  const behind = hung.find((r) => r.cells[3].startsWith(`${HUNG_RANK}/`));
+  check("the rank the hang waits for is named as behind", behind && behind.cells.at(-1).includes("behind by"), behind);
+  const portRow = seen.ports.find((r) => r.cells[0] === "mlx5_0");
+  check("the port with errors shows its finding, highlighted", portRow && portRow.className === "critical"
+    && portRow.cells.at(-1).includes("link_downed (critical)") && portRow.cells[4] === "ACTIVE", seen.ports);
+  const gpu1 = seen.nvlink.find((r) => r.cells[0] === "1");
+  check("the erroring NVLink shows its finding", gpu1 && gpu1.cells.at(-1).includes("link 2: link_errors"), seen.nvlink);
+  const sources = Object.fromEntries(seen.sources.map((r) => [r.cells[0], r.cells[2]]));
+  check("the sources' states are shown", sources.profiler === "up" && sources.rdma === "up"
+    && sources.nvlink === "up" && sources.ebpf === "–", sources);
+  check("the hostile job id created no element and ran nothing",
+    seen.images === 0 && seen.handlers === 0 && !seen.alerted && dialogs === 0,
+    { images: seen.images, handlers: seen.handlers, alerted: seen.alerted, dialogs });
+  const errors = console_.filter((m) => /error|Refused|violates/i.test(m));
+  check("no script error and no policy violation", errors.length === 0, errors.slice(0, 5));
+  if (failed) console.error(`page status: ${seen.status}\n${console_.slice(0, 20).join("\n")}`);
+} catch (e) {
+  failed++;
+  console.error(`FAIL ${e.stack || e.message}`);
+} finally {
+  clearInterval(nvmlTimer);
+  if (browser) await browser.close();
+  for (const p of procs.reverse()) await p.stop();
+  if (failed) console.error(`agent log:\n${procs.at(-1)?.log().slice(-3000)}`);
+  rmSync(tmp, { recursive: true, force: true });
+}
+process.exit(failed ? 1 : 0);
