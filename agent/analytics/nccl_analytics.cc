@@ -61,6 +61,7 @@ void NcclAnalytics::Op(const From& from, const profiler::OpView& view) {
   if (admitted == nullptr) return;  // counted by the registry
   const BandwidthModel model = ModelFor(op.func, op.bytes, comm.nranks);
   ops_.Observe(registry_, comm.label, op, model);
+  timeline_.Observe(registry_, comm.label, op);
   if (op.kind == NCCLSCOPE_KIND_P2P) p2p_.Observe(registry_, comm, op);
   if (settings_.channel_metrics) channels_.OnOp(registry_, comm, view, model, pass_);
   if (op.kind == NCCLSCOPE_KIND_COLL && IsCollectiveFunc(op.func)) {
@@ -133,6 +134,7 @@ void NcclAnalytics::EndPass(const std::vector<profiler::LiveComm>& comms, Clock:
       const absl::flat_hash_set<std::uint32_t> labels(freed.begin(), freed.end());
       ops_.DropLabels(labels);
       p2p_.DropLabels(labels);
+      timeline_.DropLabels(labels);
       network_.DropLabels(labels);
       channels_.DropLabels(labels);
       arrivals_.DropLabels(labels);
@@ -216,6 +218,7 @@ void NcclAnalytics::RenderLimits(metrics::TextWriter& out) const {
   }
   limit("series_op", ops_.refused());
   limit("series_p2p", p2p_.refused());
+  limit("series_timeline", timeline_.refused());
   limit("series_network", network_.refused());
   limit("series_channel", channels_.refused());
   limit("series_arrival", arrivals_.refused());
@@ -228,6 +231,7 @@ void NcclAnalytics::RenderLimits(metrics::TextWriter& out) const {
 
 void NcclAnalytics::Render(metrics::TextWriter& out, std::uint64_t now_ns) const {
   ops_.Render(out);
+  timeline_.Render(out);
   p2p_.Render(out);
   network_.Render(out, settings_.channel_metrics);
   if (settings_.channel_metrics) channels_.Render(out);
@@ -264,6 +268,8 @@ void NcclAnalytics::Render(metrics::TextWriter& out, std::uint64_t now_ns) const
              static_cast<std::uint64_t>(ops_.series()));
   out.Sample("ncclscope_nccl_analytics_series", "group=\"p2p\"",
              static_cast<std::uint64_t>(p2p_.series()));
+  out.Sample("ncclscope_nccl_analytics_series", "group=\"timeline\"",
+             static_cast<std::uint64_t>(timeline_.series()));
   out.Sample("ncclscope_nccl_analytics_series", "group=\"network\"",
              static_cast<std::uint64_t>(network_.series()));
   out.Sample("ncclscope_nccl_analytics_series", "group=\"channel\"",

@@ -6,6 +6,7 @@
 //   comm_registry      communicators, their local ranks, processes and GPUs; the `comm` label cap
 //   op_series          ops, bytes, GPU-duration histogram, algorithm and bus bytes per op kind
 //   p2p_series         Send/Recv by peer class (same node / other node)
+//   rank_timeline      time inside the communicator's ops vs between them, per rank
 //   network_waits      network bytes, busy time and step-state wait decomposition
 //   channel_transport  per-channel bytes and busy time, network vs NVLink
 //   arrival_matcher    last arriver and arrival lag across the node's ranks (slow ranks)
@@ -28,6 +29,7 @@
 #include "agent/analytics/network_waits.h"
 #include "agent/analytics/op_series.h"
 #include "agent/analytics/p2p_series.h"
+#include "agent/analytics/rank_timeline.h"
 #include "agent/core/text_exposition.h"
 #include "agent/profiler/record_sink.h"
 #include "agent/profiler/ring_directory.h"
@@ -81,6 +83,7 @@ class NcclAnalytics : public profiler::RecordSink {
 
   const CommRegistry& registry() const { return registry_; }
   const OpSeries& ops() const { return ops_; }
+  const RankTimeline& timeline() const { return timeline_; }
   const NetworkWaits& network() const { return network_; }
   const ChannelTransport& channels() const { return channels_; }
   const ArrivalMatcher& arrivals() const { return arrivals_; }
@@ -114,6 +117,7 @@ class NcclAnalytics : public profiler::RecordSink {
   CommRegistry registry_;
   OpSeries ops_;
   P2pSeries p2p_;
+  RankTimeline timeline_;
   NetworkWaits network_;
   ChannelTransport channels_;
   ArrivalMatcher arrivals_;
