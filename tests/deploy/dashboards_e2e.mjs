@@ -50,14 +50,16 @@ const DCGM_FIELDS = [
   ["DCGM_FI_PROF_SM_ACTIVE", "Ratio of cycles an SM has at least 1 warp assigned (in %).", (g) => (String(g.index) === SLOW_RANK ? 0.97 : 0.62)],
   ["DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", () => 99],
   ["DCGM_FI_DEV_SM_CLOCK", "SM clock frequency (in MHz).", (g) => g.smClock],
-  ["DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "Current clock throttle reasons.", (g) => g.throttle],
+  // Releases before and after the rename: GPU 6's exporter writes the newer name (SW power cap).
+  ["DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "Current clock throttle reasons.", (g) => g.throttle, (g) => g.index !== 6],
+  ["DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "Current clock event reasons.", () => 0x4, (g) => g.index === 6],
   ["DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).", (g) => g.temp],
   ["DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", () => 612.5],
   ["DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", () => 61234],
   ["DCGM_FI_DEV_XID_ERRORS", "Value of the last XID error encountered.", (g) => g.xid],
 ];
-const dcgmText = () => `${DCGM_FIELDS.flatMap(([name, help, value]) => [`# HELP ${name} ${help}`, `# TYPE ${name} gauge`,
-  ...DCGM_GPUS.map((g) => `${name}{gpu="${g.index}",UUID="${g.uuid}",pci_bus_id="${g.nvml}",device="nvidia${g.index}",modelName="NVIDIA H100 80GB HBM3",Hostname="${NODE}",DCGM_FI_DRIVER_VERSION="570.124.06",container="trainer",namespace="ml",pod="e2e-worker-0"} ${value(g)}`)]).join("\n")}\n`;
+const dcgmText = () => `${DCGM_FIELDS.flatMap(([name, help, value, has = () => true]) => [`# HELP ${name} ${help}`, `# TYPE ${name} gauge`,
+  ...DCGM_GPUS.filter(has).map((g) => `${name}{gpu="${g.index}",UUID="${g.uuid}",pci_bus_id="${g.nvml}",device="nvidia${g.index}",modelName="NVIDIA H100 80GB HBM3",Hostname="${NODE}",DCGM_FI_DRIVER_VERSION="570.124.06",container="trainer",namespace="ml",pod="e2e-worker-0"} ${value(g)}`)]).join("\n")}\n`;
 
 // The fake NVML: 2 GPUs x 4 links; link 2 of GPU 1 carries a fifth of the others' traffic and
 // counts CRC flit errors. Rewritten (atomically) as time goes on so counters grow.
@@ -171,6 +173,11 @@ function checks(prometheus) {
     }],
     expect("the lowest SM clock is the slow rank's GPU", "ncclscope-glance", "SM clock of the selected ranks' GPUs (lowest 10)", world, lowest, { rank: SLOW_RANK }),
     expect("throttle reasons show the slow rank's GPU", "ncclscope-glance", "Clock throttle reasons of the selected ranks' GPUs (other than idle)", world, highest, { rank: SLOW_RANK }),
+    ["throttle reasons read both dcgm-exporter names", async () => {
+      const r = await run("ncclscope-glance", "Clock throttle reasons of the selected ranks' GPUs (other than idle)", world);
+      const v = Object.fromEntries(r.map((x) => [x.metric.rank, valueOf(x)]));
+      return r.length === 2 && v[SLOW_RANK] === 0x40 && v["6"] === 0x4 ? null : JSON.stringify(v);
+    }],
     ["dcgm-exporter coverage: 'no dcgm-exporter' (0) for the GPU it does not serve, 1 for one it does", async () => {
       const title = "dcgm-exporter coverage of the selected ranks' GPUs";
       const none = await run("ncclscope-glance", title, { ...world, rank: "7" });
