@@ -70,7 +70,7 @@ function checkPromql(where, expr, { rangeQuery, valuesLabel }, catalog) {
   for (const s of a.selectors) {
     if (!s.metric) { fail(where, `selector without a metric name in ${expr}`); continue; }
     const { known, labels } = catalog.lookup(s.metric);
-    check(known, where, `${s.metric} is neither documented in docs/metrics.md nor a recording rule in deploy/prometheus/rules`);
+    check(known, where, `${s.metric} is neither documented in docs/metrics.md (ours) or docs/joins.md (dcgm-exporter's) nor a recording rule in deploy/prometheus/rules`);
     if (!labels) continue;
     for (const l of s.labels) check(labels.has(l), where, `${s.metric} has no label ${l} (docs/metrics.md: ${[...labels].join(", ")})`);
     if (valuesLabel) check(labels.has(valuesLabel), where, `label_values: ${s.metric} has no label ${valuesLabel}`);

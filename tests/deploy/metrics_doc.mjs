@@ -1,6 +1,7 @@
 // What PromQL in deploy/ may reference: the metric families docs/metrics.md documents (with their
-// labels where the table has a Labels column), the recording rules of deploy/prometheus/rules, and
-// the series Prometheus itself adds to every scrape.
+// labels where the table has a Labels column), the other exporters' series docs/joins.md lists in
+// its tables (dcgm-exporter's fields the dashboards read), the recording rules of
+// deploy/prometheus/rules, and the series Prometheus itself adds to every scrape.
 import { readFileSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { parse } from "yaml";
@@ -74,6 +75,8 @@ export function recordingRules(root) {
 // { known, labels: Set | null } (labels null where nothing says which labels the series carries).
 export function metricCatalog(root) {
   const documented = documentedMetrics(readFileSync(join(root, "docs/metrics.md"), "utf8"));
+  const external = documentedMetrics(readFileSync(join(root, "docs/joins.md"), "utf8"));
+  for (const [name, doc] of external) if (!documented.has(name)) documented.set(name, doc);
   const rules = recordingRules(root);
   return {
     documentedCount: documented.size,
