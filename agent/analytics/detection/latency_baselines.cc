@@ -7,24 +7,13 @@
 #include <cmath>
 #include <cstring>
 
+#include "agent/analytics/op_series.h"
 #include "agent/analytics/size_bucket.h"
 #include "agent/core/log.h"
 #include "agent/ebpf/proc/errno_text.h"
 
 namespace ncclscope::analytics::detection {
 namespace {
-
-std::uint64_t LearnerKey(std::uint32_t comm_label, std::int32_t rank, std::uint8_t func,
-                         std::uint8_t algo, std::uint8_t proto, std::uint8_t size) {
-  return KeyPacker()
-      .Add(comm_label, 16)
-      .Add(static_cast<std::uint32_t>(rank), 24)
-      .Add(func, 5)
-      .Add(algo, 4)
-      .Add(proto, 3)
-      .Add(size, 4)
-      .key();
-}
 
 std::uint64_t RatioKey(std::uint32_t comm_label, std::int32_t rank, std::uint8_t func) {
   return KeyPacker()
@@ -110,8 +99,9 @@ void LatencyBaselines::OnOp(const CommRegistry& registry, const Comm& comm, cons
   if (comm.nranks <= 0 || comm.nnodes <= 0 || op.rank < 0 || op.rank >= comm.nranks) return;
   const std::uint8_t size = SizeBucketIndex(op.bytes);
   const auto func = static_cast<std::uint8_t>(op.func);
-  Learner& l = learners_.Get(LearnerKey(comm.label, op.rank, func, op.algo, op.proto, size),
-                             comm.label, [] { return std::string(); });
+  // Learners are keyed like the op series: one per (comm, rank, func, algo, proto, size).
+  const std::uint64_t key = OpSeries::Key(comm.label, op.rank, func, op.algo, op.proto, size);
+  Learner& l = learners_.Get(key, comm.label, [] { return std::string(); });
   if (l.window_start == Clock::time_point{}) {
     // The stable key: the framework's name for the group, else the job's, never the commHash.
     l.key.comm_name = !comm.name.empty()      ? comm.name
@@ -128,7 +118,7 @@ void LatencyBaselines::OnOp(const CommRegistry& registry, const Comm& comm, cons
     l.key.proto = op.proto;
     l.key.size = size;
     l.window_start = now;
-    l.random ^= LearnerKey(comm.label, op.rank, func, op.algo, op.proto, size) | 1;
+    l.random ^= key | 1;
     const BaselineEntry* e = store_.Find(l.key);
     l.p99_s = e != nullptr ? e->p99_s : 0;
     l.reservoir.reserve(kReservoir);
@@ -231,7 +221,7 @@ void LatencyBaselines::DropLabels(const absl::flat_hash_set<std::uint32_t>& labe
 double LatencyBaselines::BaselineOf(std::uint32_t comm_label, std::int32_t rank, std::uint8_t func,
                                     std::uint8_t algo, std::uint8_t proto,
                                     std::uint8_t size) const {
-  const Learner* l = learners_.Find(LearnerKey(comm_label, rank, func, algo, proto, size));
+  const Learner* l = learners_.Find(OpSeries::Key(comm_label, rank, func, algo, proto, size));
   return l != nullptr ? l->p99_s : 0;
 }
 
