@@ -112,13 +112,16 @@ TEST(JobModelTest, OneSlowHopSlowsItsRingButOnlyItsSenderWaitsOnTheWire) {
   const std::vector<std::string> common = {
       "--nodes",        "3", "--gpus",      "2", "--workload", "AllReduce:dp:32MiB",
       "--slow-channel", "1", "--slow-node", "1"};
-  auto on = [&](int node) {
+  auto model = [&](int node) {
     std::vector<std::string> args = common;
     args.insert(args.end(), {"--node", std::to_string(node)});
-    return JobModel(Parse(args), kT0).NextIteration();
+    return JobModel(Parse(args), kT0);
   };
-  const auto n0 = on(0);
-  const auto n1 = on(1);
+  // The models outlive their iterations: a RankOp points at its model's communicator.
+  JobModel node0 = model(0);
+  JobModel node1 = model(1);
+  const auto n0 = node0.NextIteration();
+  const auto n1 = node1.NextIteration();
   auto send = [](const RankOp& op, int channel) -> const NetOp& {
     for (const NetOp& net : op.net) {
       if (net.send && net.channel == channel) return net;
