@@ -47,8 +47,13 @@ TempDir& RingDir() {
 // Runs before main, with no other thread yet.
 const bool kEnvironment = [] {                                // NOLINT(cert-err58-cpp)
   setenv("NCCLSCOPE_RING_DIR", RingDir().path().c_str(), 1);  // NOLINT(concurrency-mt-unsafe)
-  setenv("NCCLSCOPE_RING_SIZE", "64MiB", 1);                  // NOLINT(concurrency-mt-unsafe)
-  setenv("NCCLSCOPE_RING_LANES", "8", 1);                     // NOLINT(concurrency-mt-unsafe)
+  // More lanes than threads that write records (4 ranks x user, proxy and host-callback threads,
+  // and the plugin's maintenance thread): with fewer, every lane can be held at once by threads
+  // descheduled mid-write (TSan on 2 cores did it), and the plugin then drops the record rather
+  // than wait (lane_busy, by design), which this exact count cannot allow. Per-lane room stays
+  // as before (8 MiB).
+  setenv("NCCLSCOPE_RING_SIZE", "128MiB", 1);  // NOLINT(concurrency-mt-unsafe)
+  setenv("NCCLSCOPE_RING_LANES", "16", 1);     // NOLINT(concurrency-mt-unsafe)
   // Four ranks drive 100-200 k ops/s here, tens of times a real process: room for the ops that
   // legitimately wait a few maintenance passes (2.27's uncertain mask copies, CollNet).
   setenv("NCCLSCOPE_MAX_OPS", "1048576", 1);  // NOLINT(concurrency-mt-unsafe)
