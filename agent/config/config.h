@@ -438,6 +438,7 @@ struct NvlinkConfig {
   std::string library = "libnvidia-ml.so.1";
   Duration interval = Seconds(10);
   unsigned expected_links = 0;
+  bool per_link_metrics = false;
   Duration down_after = Seconds(120);
   CounterThreshold errors{0, Seconds(600), "warning"};
 
@@ -452,6 +453,10 @@ struct NvlinkConfig {
             "links_below_expected finding when a GPU has fewer active links (18 on H100 SXM); "
             "0 = no check.",
             checks::InRange{0u, 64u});
+    v.Field("per_link_metrics", per_link_metrics,
+            "One series per NVLink for link state, throughput and error counters (18 links x "
+            "~10 series per GPU); off: one per GPU (counters summed over its links, BER the "
+            "worst link's), findings still name the link.");
     v.Field("down_after", down_after,
             "link_inactive finding: a link that was active is inactive for this long.",
             checks::InRange{Seconds(0), Seconds(86400)});

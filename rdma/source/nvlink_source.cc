@@ -1,6 +1,8 @@
 #include "rdma/source/nvlink_source.h"
 
+#include <algorithm>
 #include <chrono>
+#include <optional>
 
 #include "agent/core/log.h"
 #include "rdma/source/family_set.h"
@@ -105,8 +107,8 @@ std::string GpuKey(const nvml::GpuReading& gpu) {
 }
 
 constexpr const char* kFindingHelp =
-    "1 while a health finding holds for the NVLink (or GPU), 0 otherwise; severity critical, "
-    "warning or info.";
+    "1 while a health finding holds for the NVLink (or GPU); the series exists only then. "
+    "Severity critical, warning or info.";
 
 }  // namespace
 
@@ -196,14 +198,18 @@ std::vector<prometheus::MetricFamily> NvlinkSource::Render(const nvml::NvlinkSna
          {"model_name", gpu.name},
          {"gpu_bus_id", gpu.bus_id}},
         1);
-    out.AddGauge("ncclscope_nvlink_finding", kFindingHelp,
-                 {{"gpu", index},
-                  {"UUID", gpu.uuid},
-                  {"nvlink", ""},
-                  {"finding", "gpu_lost"},
-                  {"severity", "critical"}},
-                 gpu.lost ? 1 : 0);
-    if (gpu.lost) continue;
+    // Findings are series only while they hold (the rules test == 1; a finding at 0 would be a
+    // series per GPU and link and finding kind for nothing: 296 on an 8 x 18-link node).
+    if (gpu.lost) {
+      out.AddGauge("ncclscope_nvlink_finding", kFindingHelp,
+                   {{"gpu", index},
+                    {"UUID", gpu.uuid},
+                    {"nvlink", ""},
+                    {"finding", "gpu_lost"},
+                    {"severity", "critical"}},
+                   1);
+      continue;
+    }
 
     GpuState& gpu_state = gpus_[key];
     for (std::size_t i = 0; i < nvml::kGpuFields.size(); ++i) {
@@ -213,6 +219,14 @@ std::vector<prometheus::MetricFamily> NvlinkSource::Render(const nvml::NvlinkSna
                      gpu_state.totals[i].extended() * 1024);
     }
 
+    // Without nvlink.per_link_metrics each per-link family is one series per GPU: counters summed
+    // over its links, BER gauges the worst link's. Findings still name the link.
+    const bool per_link = config_.per_link_metrics;
+    std::array<std::optional<double>, nvml::kErrorCounters> error_sums;
+    std::array<std::optional<double>, nvml::kLinkFields.size()> field_sums;
+    const auto accumulate = [](std::optional<double>& slot, double value, bool gauge) {
+      slot = !slot ? value : gauge ? std::max(*slot, value) : *slot + value;
+    };
     unsigned active = 0;
     for (const nvml::LinkReading& link : gpu.links) {
       const std::string link_label = std::to_string(link.link);
@@ -221,16 +235,22 @@ std::vector<prometheus::MetricFamily> NvlinkSource::Render(const nvml::NvlinkSna
       LinkState& state = it->second;
       if (link.active) {
         if (*link.active) ++active;
-        out.AddGauge("ncclscope_nvlink_link_state", "1 when the NVLink is active, 0 when not.",
-                     labels, *link.active ? 1 : 0);
+        if (per_link) {
+          out.AddGauge("ncclscope_nvlink_link_state", "1 when the NVLink is active, 0 when not.",
+                       labels, *link.active ? 1 : 0);
+        }
       }
       double error_total = 0;
       bool any_error_counter = false;
       for (std::size_t c = 0; c < nvml::kErrorCounters; ++c) {
         if (!link.errors[c]) continue;
         state.errors[c].Update(*link.errors[c], counters::Behavior::kPlain64, 64);
-        out.AddCounter(kErrorNames[c].metric, kErrorNames[c].help, labels,
-                       state.errors[c].extended());
+        const double value = static_cast<double>(state.errors[c].extended());
+        if (per_link) {
+          out.AddCounter(kErrorNames[c].metric, kErrorNames[c].help, labels, value);
+        } else {
+          accumulate(error_sums[c], value, false);
+        }
       }
       for (std::size_t c : kErrorTotalDl) {
         if (!state.errors[c].seen()) continue;
@@ -241,11 +261,21 @@ std::vector<prometheus::MetricFamily> NvlinkSource::Render(const nvml::NvlinkSna
         if (!link.fields[f]) continue;
         const FieldName& name = kFieldNames[f];
         if (name.gauge) {
-          out.AddGauge(name.metric, name.help, labels, nvml::DecodeBer(*link.fields[f]));
+          const double ber = nvml::DecodeBer(*link.fields[f]);
+          if (per_link) {
+            out.AddGauge(name.metric, name.help, labels, ber);
+          } else {
+            accumulate(field_sums[f], ber, true);
+          }
           continue;
         }
         state.fields[f].Update(*link.fields[f], counters::Behavior::kPlain64, 64);
-        out.AddCounter(name.metric, name.help, labels, state.fields[f].extended() * name.scale);
+        const double value = static_cast<double>(state.fields[f].extended()) * name.scale;
+        if (per_link) {
+          out.AddCounter(name.metric, name.help, labels, value);
+        } else {
+          accumulate(field_sums[f], value, false);
+        }
       }
       for (unsigned id : kErrorTotalFields) {
         const int slot = FieldSlot(id);
@@ -255,34 +285,52 @@ std::vector<prometheus::MetricFamily> NvlinkSource::Render(const nvml::NvlinkSna
       }
       state.health.Observe(now, link.active ? (*link.active ? 1 : 0) : -1,
                            any_error_counter ? error_total : -1);
-      out.AddGauge("ncclscope_nvlink_finding", kFindingHelp,
-                   {{"gpu", index},
-                    {"UUID", gpu.uuid},
-                    {"nvlink", link_label},
-                    {"finding", "link_inactive"},
-                    {"severity", "critical"}},
-                   state.health.Inactive(now) ? 1 : 0);
-      if (state.health.error_severity() != "none") {
+      if (state.health.Inactive(now)) {
+        out.AddGauge("ncclscope_nvlink_finding", kFindingHelp,
+                     {{"gpu", index},
+                      {"UUID", gpu.uuid},
+                      {"nvlink", link_label},
+                      {"finding", "link_inactive"},
+                      {"severity", "critical"}},
+                     1);
+      }
+      if (state.health.error_severity() != "none" && state.health.Errors()) {
         out.AddGauge("ncclscope_nvlink_finding", kFindingHelp,
                      {{"gpu", index},
                       {"UUID", gpu.uuid},
                       {"nvlink", link_label},
                       {"finding", "link_errors"},
                       {"severity", state.health.error_severity()}},
-                     state.health.Errors() ? 1 : 0);
+                     1);
+      }
+    }
+    for (std::size_t c = 0; c < nvml::kErrorCounters; ++c) {
+      if (error_sums[c]) {
+        out.AddCounter(kErrorNames[c].metric, kErrorNames[c].help, gpu_labels, *error_sums[c]);
+      }
+    }
+    for (std::size_t f = 0; f < nvml::kLinkFields.size(); ++f) {
+      if (!field_sums[f]) continue;
+      const FieldName& name = kFieldNames[f];
+      if (name.gauge) {
+        out.AddGauge(name.metric, name.help, gpu_labels, *field_sums[f]);
+      } else {
+        out.AddCounter(name.metric, name.help, gpu_labels, *field_sums[f]);
       }
     }
     out.AddGauge("ncclscope_nvlink_active_links", "Active NVLinks of the GPU.", gpu_labels, active);
     if (config_.expected_links > 0) {
       out.AddGauge("ncclscope_nvlink_expected_links", "nvlink.expected_links.", gpu_labels,
                    config_.expected_links);
-      out.AddGauge("ncclscope_nvlink_finding", kFindingHelp,
-                   {{"gpu", index},
-                    {"UUID", gpu.uuid},
-                    {"nvlink", ""},
-                    {"finding", "links_below_expected"},
-                    {"severity", "critical"}},
-                   active < config_.expected_links ? 1 : 0);
+      if (active < config_.expected_links) {
+        out.AddGauge("ncclscope_nvlink_finding", kFindingHelp,
+                     {{"gpu", index},
+                      {"UUID", gpu.uuid},
+                      {"nvlink", ""},
+                      {"finding", "links_below_expected"},
+                      {"severity", "critical"}},
+                     1);
+      }
     }
   }
   out.AddCounter("ncclscope_nvlink_polls_total", "Polls of NVML.", {}, static_cast<double>(polls_));

@@ -13,6 +13,12 @@
 namespace ncclscope::rdma {
 namespace {
 
+// Findings are series only while they hold: the rules test == 1, and a finding at 0 would be a
+// series per port and finding kind for nothing (12 a port).
+constexpr const char* kFindingHelp =
+    "1 while a health finding holds for the port (or node); the series exists only then. "
+    "Severity critical, warning or info.";
+
 using counters::Behavior;
 using counters::CounterInfo;
 
@@ -387,14 +393,14 @@ std::vector<prometheus::MetricFamily> RdmaSource::RenderLocked(const sysfs::Snap
                               j.attrs.gbps < expected.rate_gbps});
     }
     for (const health::Finding& finding : findings) {
+      if (!finding.active) continue;
       out.AddGauge(ib + "finding",
-                   "1 while a health finding holds for the port (or node), 0 otherwise; severity "
-                   "critical, warning or info.",
+                   kFindingHelp,
                    {{"device", d.name},
                     {"port", port_label},
                     {"finding", finding.name},
                     {"severity", finding.severity}},
-                   finding.active ? 1 : 0);
+                   1);
     }
   }
 
@@ -404,15 +410,16 @@ std::vector<prometheus::MetricFamily> RdmaSource::RenderLocked(const sysfs::Snap
     findings.clear();
     port.health.Findings(now, false, &findings);
     for (const health::Finding& finding : findings) {
-      if (finding.name != "link_down" && finding.name != "link_flapping") continue;
+      if (!finding.active || (finding.name != "link_down" && finding.name != "link_flapping")) {
+        continue;
+      }
       out.AddGauge(ib + "finding",
-                   "1 while a health finding holds for the port (or node), 0 otherwise; severity "
-                   "critical, warning or info.",
+                   kFindingHelp,
                    {{"device", key.first},
                     {"port", PortLabel(key.second)},
                     {"finding", finding.name},
                     {"severity", finding.severity}},
-                   finding.active ? 1 : 0);
+                   1);
     }
   }
 
@@ -424,11 +431,10 @@ std::vector<prometheus::MetricFamily> RdmaSource::RenderLocked(const sysfs::Snap
   if (expected.ports > 0) {
     out.AddGauge(ib + "expected_active_ports", "rdma.expected.ports: ports the node should have.",
                  {}, expected.ports);
-    out.AddGauge(ib + "finding",
-                 "1 while a health finding holds for the port (or node), 0 otherwise; severity "
-                 "critical, warning or info.",
-                 {{"finding", "ports_below_expected"}, {"severity", "critical"}},
-                 below_expected ? 1 : 0);
+    if (below_expected) {
+      out.AddGauge(ib + "finding", kFindingHelp,
+                   {{"finding", "ports_below_expected"}, {"severity", "critical"}}, 1);
+    }
   }
   if (expected.rate_gbps > 0) {
     out.AddGauge(ib + "expected_rate_bytes_per_second",

@@ -258,7 +258,7 @@ try {
     plugin: { ring_dir: ringDir, poll_interval: "50ms", kernel_duty_cycle: 1, proxy_duty_cycle: 1 },
     ebpf: { enabled: false },
     rdma: existsSync(ibFixture) ? { sysfs_root: ibFixture, interval: "1s" } : { enabled: false },
-    nvlink: { library: fakeNvml, interval: "1s", expected_links: 4 },
+    nvlink: { library: fakeNvml, interval: "1s", expected_links: 4, per_link_metrics: true },
     detection: { hang_timeout: "1s", match_timeout: "1s" },
   }));
   mkdirSync(ringDir);

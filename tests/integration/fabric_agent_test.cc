@@ -103,7 +103,7 @@ struct Node {
            "    rate_gbps: 400\n  link:\n    down_after: 1s\n    flap_min_down: 0s\n"
            "    flap_episodes: 2\n    flap_window: 5m\n" +
            extra_rdma + "nvlink:\n  library: " + NCCLSCOPE_FAKE_NVML +
-           "\n  interval: 100ms\n  down_after: 0s\n  expected_links: 4\n"
+           "\n  interval: 100ms\n  down_after: 0s\n  expected_links: 4\n  per_link_metrics: true\n"
            // Not under test here, and a reload restarts it: detaching the uprobes it attached to
            // every NCCL and verbs process on the machine (other tests' too) can take seconds.
            "ebpf:\n  enabled: false\n";

@@ -1,7 +1,9 @@
 // ncclscope-fake-fabric: a fake sysfs tree of one node's HCAs (tests/support/sysfs_tree.h, the
 // same shape the fabric tests read) whose counters move over time, for end-to-end runs of the
-// rdma source without an HCA (bench/detection). Two InfiniBand HCAs (mlx5_0, mlx5_1, one NDR port
-// each) and a RoCE one (mlx5_2, netdev eth2) with mlx5's counter files; every 200 ms each counter
+// rdma source without an HCA (bench/detection, tests/deploy/series_budget.mjs). By default two
+// InfiniBand HCAs (mlx5_0, mlx5_1, one NDR port each) and a RoCE one (mlx5_2, netdev eth2);
+// `--ib N --roce M` makes N InfiniBand HCAs then M RoCE ones (an 8-rail node: --ib 8 --roce 0).
+// Each has mlx5's counter files; every 200 ms each counter
 // grows by its rate (healthy background traffic and transmit wait, with +-20 % noise, plus what
 // the commands add). Prints "root <path>" once the tree exists, then reads commands, one a line:
 //   rate  DEV PORT GROUP COUNTER PER_SECOND   extra growth of a counter (0 ends it)
@@ -13,6 +15,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <map>
 #include <mutex>
@@ -21,6 +24,7 @@
 #include <string>
 #include <thread>
 #include <tuple>
+#include <vector>
 
 #include "tests/support/sysfs_tree.h"
 
@@ -36,7 +40,21 @@ struct Counter {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  int ib_hcas = 2;
+  int roce_hcas = 1;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i];
+    const int n = std::atoi(argv[i + 1]);
+    if (flag == "--ib" && n >= 0 && n <= 32) {
+      ib_hcas = n;
+    } else if (flag == "--roce" && n >= 0 && n <= 32) {
+      roce_hcas = n;
+    } else {
+      std::fprintf(stderr, "usage: ncclscope-fake-fabric [--ib N] [--roce M] (0..32 each)\n");
+      return 2;
+    }
+  }
   ncclscope::testing::SysfsTree tree;
   ncclscope::testing::SysfsTree::Hca hca;
   std::mutex mutex;
@@ -49,30 +67,36 @@ int main() {
       counters[{dev, 1, group, name}] = c;
     }
   };
-  for (int i = 0; i < 2; ++i) {
+  std::vector<std::string> names;
+  for (int i = 0; i < ib_hcas + roce_hcas; ++i) {
+    char pci[32];
+    std::snprintf(pci, sizeof pci, "0000:%02x:00.0", (5 + i) & 0xff);
+    char guid[32];
+    std::snprintf(guid, sizeof guid, "a088:c203:0012:34%02x", (0x50 + i) & 0xff);
     hca.name = "mlx5_" + std::to_string(i);
-    hca.pci_address = "0000:0" + std::to_string(5 + i) + ":00.0";
-    hca.node_guid = "a088:c203:0012:345" + std::to_string(i);
-    tree.AddMlx5Ib(hca, 1);
+    hca.pci_address = pci;
+    hca.node_guid = guid;
+    names.push_back(hca.name);
+    if (i < ib_hcas) {
+      tree.AddMlx5Ib(hca, 1);
+      seed(hca.name, "counters", ncclscope::testing::SysfsTree::Mlx5PmaCounters());
+      continue;
+    }
+    tree.AddMlx5Roce(hca, "eth" + std::to_string(i));
     seed(hca.name, "counters", ncclscope::testing::SysfsTree::Mlx5PmaCounters());
+    seed(hca.name, "hw_counters", ncclscope::testing::SysfsTree::Mlx5HwCounters());
+    // On a RoCE port, a trickle of ECN marks and CNPs.
+    counters[{hca.name, 1, "hw_counters", "np_ecn_marked_roce_packets"}].base_rate = 10;
+    counters[{hca.name, 1, "hw_counters", "rp_cnp_handled"}].base_rate = 10;
   }
-  hca.name = "mlx5_2";
-  hca.pci_address = "0000:07:00.0";
-  hca.node_guid = "a088:c203:0012:3452";
-  tree.AddMlx5Roce(hca, "eth2");
-  seed(hca.name, "counters", ncclscope::testing::SysfsTree::Mlx5PmaCounters());
-  seed(hca.name, "hw_counters", ncclscope::testing::SysfsTree::Mlx5HwCounters());
-  // Healthy background: traffic (in 4-byte words, as PMA counts data), a little credit wait, and
-  // on the RoCE port a trickle of ECN marks and CNPs.
-  for (const std::string dev : {"mlx5_0", "mlx5_1", "mlx5_2"}) {
+  // Healthy background: traffic (in 4-byte words, as PMA counts data) and a little credit wait.
+  for (const std::string& dev : names) {
     counters[{dev, 1, "counters", "port_xmit_data"}].base_rate = 2.5e9;
     counters[{dev, 1, "counters", "port_rcv_data"}].base_rate = 2.5e9;
     counters[{dev, 1, "counters", "port_xmit_packets"}].base_rate = 2.4e6;
     counters[{dev, 1, "counters", "port_rcv_packets"}].base_rate = 2.4e6;
     counters[{dev, 1, "counters", "port_xmit_wait"}].base_rate = 2e5;
   }
-  counters[{"mlx5_2", 1, "hw_counters", "np_ecn_marked_roce_packets"}].base_rate = 10;
-  counters[{"mlx5_2", 1, "hw_counters", "rp_cnp_handled"}].base_rate = 10;
   std::printf("root %s\n", tree.root().c_str());
   std::fflush(stdout);
 

@@ -76,12 +76,13 @@ void StragglerDetector::Render(metrics::TextWriter& out) const {
   out.Header("ncclscope_nccl_rank_finding",
              "1 while the detector holds a finding on the communicator rank: straggler = the "
              "node's other ranks keep waiting for it (its CUSUM reached "
-             "detection.straggler_threshold, until it falls under half of it).",
+             "detection.straggler_threshold, until it falls under half of it). The series "
+             "exists only while the finding holds.",
              "gauge");
   for (const auto& row : rows) {
+    if (!row.stats.finding) continue;
     out.Sample("ncclscope_nccl_rank_finding", row.labels,
-               R"(finding="straggler",severity="warning")",
-               static_cast<double>(row.stats.finding ? 1 : 0));
+               R"(finding="straggler",severity="warning")", 1.0);
   }
   out.Header("ncclscope_nccl_straggler_alarms_total",
              "Times the straggler finding of the communicator rank turned on.", "counter");

@@ -49,6 +49,7 @@ TEST(NvlinkSourceTest, ExportsLinksThroughputAndErrors) {
   Fixture f;
   f.fake.Write(Hopper(1, 0));
   f.config.expected_links = 4;
+  f.config.per_link_metrics = true;
   f.source.Configure(f.config);
   const std::string text = f.Poll();
   EXPECT_TRUE(f.source.Status().up) << f.source.Status().reason;
@@ -74,23 +75,50 @@ TEST(NvlinkSourceTest, ExportsLinksThroughputAndErrors) {
   EXPECT_EQ(Sample(text, std::string(R"(ncclscope_nvlink_active_links{gpu="0",UUID=")") + kUuid0 +
                              R"("})"),
             4);
+  // A finding is a series only while it holds.
+  EXPECT_TRUE(std::isnan(
+      Sample(text, std::string(R"(ncclscope_nvlink_finding{gpu="0",UUID=")") + kUuid0 +
+                       R"(",nvlink="",finding="links_below_expected",severity="critical"})")));
+  EXPECT_EQ(text.find("ncclscope_nvlink_finding{"), std::string::npos) << text;
+}
+
+// nvlink.per_link_metrics off (the default): each per-link family is one series per GPU, the
+// sum over its links (BER: the worst link), with no link_state; findings still name the link.
+TEST(NvlinkSourceTest, PerGpuSeriesByDefault) {
+  Fixture f;
+  f.fake.Write(Hopper(1, 0) + "error 0 3 0 7\nfield 0 1 138 500\n");
+  f.config.expected_links = 4;
+  f.source.Configure(f.config);
+  std::string text = f.Poll();
+  const std::string gpu0 = std::string(R"({gpu="0",UUID=")") + kUuid0 + R"("})";
+  EXPECT_EQ(Sample(text, "ncclscope_nvlink_replay_errors_total" + gpu0), 5 + 7);
+  EXPECT_EQ(Sample(text, "ncclscope_nvlink_crc_flit_errors_total" + gpu0), 0);
+  EXPECT_EQ(Sample(text, "ncclscope_nvlink_data_transmitted_bytes_total" + gpu0),
+            (1000.0 + 500) * 1024);
+  EXPECT_EQ(Sample(text, "ncclscope_nvlink_active_links" + gpu0), 4);
+  EXPECT_EQ(text.find("ncclscope_nvlink_link_state"), std::string::npos) << text;
+  EXPECT_EQ(text.find("nvlink=\""), std::string::npos) << text;
+  f.fake.Write(Hopper(1, 3) + "error 0 3 0 7\nfield 0 1 138 500\n");
+  text = f.Poll();
+  EXPECT_EQ(Sample(text, "ncclscope_nvlink_crc_flit_errors_total" + gpu0), 3);
   EXPECT_EQ(Sample(text, std::string(R"(ncclscope_nvlink_finding{gpu="0",UUID=")") + kUuid0 +
-                             R"(",nvlink="",finding="links_below_expected",severity="critical"})"),
-            0);
+                             R"(",nvlink="2",finding="link_errors",severity="warning"})"),
+            1);
 }
 
 TEST(NvlinkSourceTest, InactiveLinkAndErrorsOverTime) {
   Fixture f;
   f.fake.Write(Hopper(1, 0));
   f.config.expected_links = 4;
+  f.config.per_link_metrics = true;
   f.source.Configure(f.config);
   f.Poll();
   f.fake.Write(Hopper(0, 3));  // link 2 goes down, with CRC errors
   std::string text = f.Poll();
   const std::string prefix = std::string(R"(ncclscope_nvlink_finding{gpu="0",UUID=")") + kUuid0;
   EXPECT_EQ(Sample(text, prefix + R"(",nvlink="2",finding="link_errors",severity="warning"})"), 1);
-  EXPECT_EQ(Sample(text, prefix + R"(",nvlink="2",finding="link_inactive",severity="critical"})"),
-            0);
+  EXPECT_TRUE(std::isnan(
+      Sample(text, prefix + R"(",nvlink="2",finding="link_inactive",severity="critical"})")));
   EXPECT_EQ(
       Sample(text, prefix + R"(",nvlink="",finding="links_below_expected",severity="critical"})"),
       1);
@@ -103,9 +131,7 @@ TEST(NvlinkSourceTest, InactiveLinkAndErrorsOverTime) {
   // Errors age out of their 10 minute window; the link comes back.
   f.fake.Write(Hopper(1, 3));
   for (int i = 0; i < 61; ++i) text = f.Poll();
-  EXPECT_EQ(Sample(text, prefix + R"(",nvlink="2",finding="link_errors",severity="warning"})"), 0);
-  EXPECT_EQ(Sample(text, prefix + R"(",nvlink="2",finding="link_inactive",severity="critical"})"),
-            0);
+  EXPECT_EQ(text.find("ncclscope_nvlink_finding{"), std::string::npos) << text;
 }
 
 TEST(NvlinkSourceTest, BlackwellFieldsAndLostGpu) {
@@ -113,9 +139,15 @@ TEST(NvlinkSourceTest, BlackwellFieldsAndLostGpu) {
   f.fake.Write(
       "gpu 0 GPU-b 00000000:1B:00.0 NVIDIA_B200 2 blackwell\n"
       "field 0 0 202 500\nfield 0 0 204 600\nfield 0 1 214 0\nfield 0 1 221 9\n"
-      "field 0 1 220 783\n");
+      "field 0 1 220 783\nfield 0 0 220 527\n");
   f.source.Configure(f.config);
   std::string text = f.Poll();
+  // Per GPU (the default): the worst link's BER (link 1: 3e-15, link 0: 2e-15).
+  EXPECT_DOUBLE_EQ(Sample(text, R"(ncclscope_nvlink_effective_ber{gpu="0",UUID="GPU-b"})"), 3e-15);
+  EXPECT_EQ(Sample(text, R"(ncclscope_nvlink_symbol_errors_total{gpu="0",UUID="GPU-b"})"), 9);
+  f.config.per_link_metrics = true;
+  f.source.Configure(f.config);
+  text = f.Poll();
   const std::string link0 = R"({gpu="0",UUID="GPU-b",nvlink="0"})";
   const std::string link1 = R"({gpu="0",UUID="GPU-b",nvlink="1"})";
   EXPECT_EQ(Sample(text, "ncclscope_nvlink_count_transmitted_bytes_total" + link0), 500);
