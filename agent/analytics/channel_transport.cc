@@ -194,7 +194,7 @@ void ChannelTransport::EndPass(const CommRegistry& registry, std::uint64_t pass)
   }
 }
 
-void ChannelTransport::Render(metrics::TextWriter& out) const {
+void ChannelTransport::Render(metrics::TextWriter& out, bool intra_node_channels) const {
   static const std::string kTransport[2] = {"transport=\"nvlink\"", "transport=\"network\""};
   // `comm=..,rank=..,channel="c"` for every channel with a row, built once per scrape.
   struct Row {
@@ -205,6 +205,9 @@ void ChannelTransport::Render(metrics::TextWriter& out) const {
   for (const RankChannels& r : ranks_) {
     for (std::uint64_t m = r.used; m != 0; m &= m - 1) {
       const int c = __builtin_ctzll(m);
+      // Intra-node-only channels (most of a node's: 15 of 18 per rank on the series budget's
+      // node) are rows only on request; per rank their bytes are the op series'.
+      if (!intra_node_channels && !r.channel[static_cast<std::size_t>(c)].networked) continue;
       Row row;
       row.labels = r.labels;
       row.labels += ',';

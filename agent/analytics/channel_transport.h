@@ -53,7 +53,9 @@ class ChannelTransport {
   void EndPass(const CommRegistry& registry, std::uint64_t pass);
 
   void DropLabels(const absl::flat_hash_set<std::uint32_t>& labels);
-  void Render(metrics::TextWriter& out) const;
+  // intra_node_channels: also the channels that never carried network bytes (plugin.
+  // intra_node_channels); otherwise only networked channels have per-channel series.
+  void Render(metrics::TextWriter& out, bool intra_node_channels) const;
   std::size_t series() const;
   std::uint64_t refused() const { return refused_; }
   static constexpr std::size_t kMaxRanks = 4096;  // (comm, rank) rows, 64 channels each

@@ -17,6 +17,7 @@ NcclAnalytics::NcclAnalytics(const AnalyticsSettings& settings)
     detection_.OnMatched(registry_, label, rank, delay_ns);
   });
   nic_.SetEnabled(settings.nic_lookup && settings.channel_metrics);
+  ops_.SetRankHistograms(settings.rank_histograms);
 }
 
 void NcclAnalytics::Configure(const AnalyticsSettings& settings) {
@@ -25,6 +26,7 @@ void NcclAnalytics::Configure(const AnalyticsSettings& settings) {
   arrivals_.SetLimits({settings.match_window, settings.match_timeout});
   gpus_.SetRoot(settings.sysfs_root);
   nic_.SetEnabled(settings.nic_lookup && settings.channel_metrics);
+  ops_.SetRankHistograms(settings.rank_histograms);
   detection_.Configure(settings.detection);
 }
 
@@ -238,7 +240,7 @@ void NcclAnalytics::Render(metrics::TextWriter& out, std::uint64_t now_ns) const
   ops_.Render(out);
   p2p_.Render(out);
   network_.Render(out, settings_.channel_metrics);
-  if (settings_.channel_metrics) channels_.Render(out);
+  if (settings_.channel_metrics) channels_.Render(out, settings_.intra_node_channels);
   nic_.Render(out, settings_.channel_metrics);
   arrivals_.Render(out);
   detection_.Render(out);

@@ -16,32 +16,48 @@ std::uint64_t OpSeries::Key(std::uint32_t comm_label, std::int32_t rank, std::ui
       .key();
 }
 
+void OpSeries::SetRankHistograms(bool rank_histograms) {
+  if (rank_histograms == rank_histograms_) return;
+  rank_histograms_ = rank_histograms;
+  histograms_ = {};
+}
+
 void OpSeries::Observe(const CommRegistry& registry, std::uint32_t comm_label,
                        const ncclscope_op_record& op, const BandwidthModel& model) {
   const std::uint8_t size = SizeBucketIndex(op.bytes);
-  Stats& s =
-      table_.Get(Key(comm_label, op.rank, op.func, op.algo, op.proto, size), comm_label, [&] {
-        std::string labels;
-        metrics::AppendLabel(labels, "comm", registry.Label(comm_label));
-        labels += ',';
-        metrics::AppendLabel(labels, "rank", std::to_string(op.rank));
-        labels += ',';
-        metrics::AppendLabel(labels, "func", ncclscope_func_name(op.func));
-        labels += ',';
-        metrics::AppendLabel(labels, "algo", ncclscope_algo_name(op.algo));
-        labels += ',';
-        metrics::AppendLabel(labels, "proto", ncclscope_proto_name(op.proto));
-        labels += ',';
-        metrics::AppendLabel(labels, "size", SizeBucketLabel(size));
-        return labels;
-      });
+  const auto labels = [&](bool with_rank) {
+    std::string text;
+    metrics::AppendLabel(text, "comm", registry.Label(comm_label));
+    if (with_rank) {
+      text += ',';
+      metrics::AppendLabel(text, "rank", std::to_string(op.rank));
+    }
+    text += ',';
+    metrics::AppendLabel(text, "func", ncclscope_func_name(op.func));
+    text += ',';
+    metrics::AppendLabel(text, "algo", ncclscope_algo_name(op.algo));
+    text += ',';
+    metrics::AppendLabel(text, "proto", ncclscope_proto_name(op.proto));
+    text += ',';
+    metrics::AppendLabel(text, "size", SizeBucketLabel(size));
+    return text;
+  };
+  Stats& s = table_.Get(Key(comm_label, op.rank, op.func, op.algo, op.proto, size), comm_label,
+                        [&] { return labels(true); });
   ++s.ops;
   AddSat(s.bytes, op.bytes);
-  if ((op.flags & NCCLSCOPE_OP_GPU_TIMING) != 0) {
-    s.gpu.Observe(op.gpu_end_ns - op.gpu_start_ns);
-    s.algo_bytes += model.algo_bytes;
-    s.bus_bytes += model.bus_bytes();
-  }
+  if ((op.flags & NCCLSCOPE_OP_GPU_TIMING) == 0) return;
+  const std::uint64_t ns = op.gpu_end_ns - op.gpu_start_ns;
+  ++s.timed;
+  AddSat(s.gpu_ns, ns);
+  s.algo_bytes += model.algo_bytes;
+  s.bus_bytes += model.bus_bytes();
+  // Rank -1 (all ones in its 24 bits) is the node's row of the collective.
+  const std::int32_t rank = rank_histograms_ ? op.rank : -1;
+  histograms_
+      .Get(Key(comm_label, rank, op.func, op.algo, op.proto, size), comm_label,
+           [&] { return labels(rank_histograms_); })
+      .Observe(ns);
 }
 
 void OpSeries::Render(metrics::TextWriter& out) const {
@@ -57,17 +73,32 @@ void OpSeries::Render(metrics::TextWriter& out) const {
   for (const auto& row : rows) {
     out.Sample("ncclscope_nccl_op_bytes_total", row.labels, row.stats.bytes);
   }
-  out.Header("ncclscope_nccl_op_gpu_duration_seconds",
-             "GPU execution time of completed operations (latest channel end minus earliest "
-             "channel start, from KernelCh timestamps); only operations with GPU timing.",
-             "histogram");
+  out.Header("ncclscope_nccl_ops_timed_total",
+             "Completed operations with GPU timing (KernelCh timestamps; see the kernel duty "
+             "cycle).",
+             "counter");
   for (const auto& row : rows) {
+    out.Sample("ncclscope_nccl_ops_timed_total", row.labels, row.stats.timed);
+  }
+  out.Header("ncclscope_nccl_op_gpu_seconds_total",
+             "GPU execution time of the timed operations (latest channel end minus earliest "
+             "channel start): over ncclscope_nccl_ops_timed_total the rank's mean time inside.",
+             "counter");
+  for (const auto& row : rows) {
+    out.Sample("ncclscope_nccl_op_gpu_seconds_total", row.labels,
+               static_cast<double>(row.stats.gpu_ns) * 1e-9);
+  }
+  out.Header("ncclscope_nccl_op_gpu_duration_seconds",
+             "GPU execution time of completed operations with GPU timing, the node's ranks of "
+             "the communicator together (per rank with plugin.rank_histograms).",
+             "histogram");
+  for (const auto& row : histograms_.rows()) {
     out.Histogram("ncclscope_nccl_op_gpu_duration_seconds", row.labels, LatencyBounds(),
-                  row.stats.gpu.counts, static_cast<double>(row.stats.gpu.sum_ns) * 1e-9);
+                  row.stats.counts, static_cast<double>(row.stats.sum_ns) * 1e-9);
   }
   out.Header("ncclscope_nccl_op_algo_bytes_total",
-             "nccl-tests algorithm bytes (S) of the operations with GPU timing: divided by the GPU "
-             "time (the duration histogram's _sum) it is the algorithm bandwidth.",
+             "nccl-tests algorithm bytes (S) of the operations with GPU timing: divided by their "
+             "GPU time (ncclscope_nccl_op_gpu_seconds_total) it is the algorithm bandwidth.",
              "counter");
   for (const auto& row : rows) {
     out.Sample("ncclscope_nccl_op_algo_bytes_total", row.labels, row.stats.algo_bytes);

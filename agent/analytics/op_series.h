@@ -1,11 +1,15 @@
 #pragma once
 
 // Per-operation series, per (comm, rank, func, algo, proto, size bucket): ops and message bytes
-// (every completed op), the GPU-duration histogram, and the nccl-tests algorithm and bus bytes of
-// the ops with GPU timing, so that over any window
+// (every completed op), and of the ops with GPU timing their count, GPU seconds and nccl-tests
+// algorithm and bus bytes, so that over any window
 //     bus bandwidth = rate(ncclscope_nccl_op_bus_bytes_total)
-//                     / rate(ncclscope_nccl_op_gpu_duration_seconds_sum)
+//                     / rate(ncclscope_nccl_op_gpu_seconds_total)
 // is the time-weighted busbw of those ops (nccl-tests' number, averaged correctly).
+// The GPU-duration histogram is per (comm, func, algo, proto, size), the node's ranks together:
+// NCCL picks the same algorithm, protocol and size on every rank of a collective, and 14 buckets
+// per rank were most of a node's series (640 of 4,800 on an 8-GPU node, tests/deploy/
+// series_budget.mjs). Per rank with plugin.rank_histograms.
 
 #include <cstdint>
 
@@ -22,17 +26,24 @@ class OpSeries {
   struct Stats {
     std::uint64_t ops = 0;
     std::uint64_t bytes = 0;
-    LatencyHistogram gpu;  // ops with GPU timing
+    std::uint64_t timed = 0;   // ops with GPU timing
+    std::uint64_t gpu_ns = 0;  // their GPU time (saturating)
     double algo_bytes = 0;
     double bus_bytes = 0;
   };
 
+  // rank_histograms: the histogram rows carry the rank (plugin.rank_histograms). Changing it
+  // starts the histograms over (a row set of one shape only).
+  void SetRankHistograms(bool rank_histograms);
   void Observe(const CommRegistry& registry, std::uint32_t comm_label,
                const ncclscope_op_record& op, const BandwidthModel& model);
-  void DropLabels(const absl::flat_hash_set<std::uint32_t>& labels) { table_.DropLabels(labels); }
+  void DropLabels(const absl::flat_hash_set<std::uint32_t>& labels) {
+    table_.DropLabels(labels);
+    histograms_.DropLabels(labels);
+  }
   void Render(metrics::TextWriter& out) const;
   std::size_t series() const { return table_.size(); }
-  std::uint64_t refused() const { return table_.refused(); }
+  std::uint64_t refused() const { return table_.refused() + histograms_.refused(); }
 
   static std::uint64_t Key(std::uint32_t comm_label, std::int32_t rank, std::uint8_t func,
                            std::uint8_t algo, std::uint8_t proto, std::uint8_t size);
@@ -40,6 +51,8 @@ class OpSeries {
 
  private:
   SeriesTable<Stats> table_;
+  SeriesTable<LatencyHistogram> histograms_;
+  bool rank_histograms_ = false;
 };
 
 }  // namespace ncclscope::analytics

@@ -75,6 +75,8 @@ struct PluginConfig {
   std::uint32_t max_rings = 256;
   std::uint32_t max_tracked_comms = 4096;
   bool channel_metrics = true;
+  bool rank_histograms = false;
+  bool intra_node_channels = false;
   std::string qp_table = "netlink";
   Duration series_retention = Seconds(600);
   std::vector<std::string> events = {"coll",       "p2p",        "kernel_ch", "proxy_op",
@@ -117,6 +119,15 @@ struct PluginConfig {
     v.Field("channel_metrics", channel_metrics,
             "Export per-channel series (bytes and busy time by transport, network wait "
             "decomposition per channel and peer). Off: per-rank totals only.");
+    v.Field("rank_histograms", rank_histograms,
+            "GPU-duration histogram (ncclscope_nccl_op_gpu_duration_seconds) per rank: 16 "
+            "series per rank and op kind. Off: per communicator and op kind, the node's ranks "
+            "together; the per-rank time and count are counters either way.");
+    v.Field("intra_node_channels", intra_node_channels,
+            "Per-channel series also for channels that never carried network bytes (NVLink, "
+            "PCIe or shared memory only; most channels of a node). Off: per-channel series for "
+            "networked channels only, the ones the slow-link rules and the channel -> NIC join "
+            "need.");
     v.Field("qp_table", qp_table,
             "Where the QPs behind NCCL's IB channels are looked up to name each channel's HCA "
             "port (ncclscope_nccl_channel_nic_info; needs channel_metrics): netlink (the "

@@ -144,6 +144,8 @@ analytics::AnalyticsSettings AnalyticsFromConfig(const config::Config& config) {
   s.max_tracked_comms = config.plugin.max_tracked_comms;
   s.retention = config.plugin.series_retention.value();
   s.channel_metrics = config.plugin.channel_metrics;
+  s.rank_histograms = config.plugin.rank_histograms;
+  s.intra_node_channels = config.plugin.intra_node_channels;
   s.match_window = config.detection.match_window;
   s.match_timeout = config.detection.match_timeout.value();
   s.hang_timeout = config.detection.hang_timeout.value();

@@ -86,7 +86,7 @@ async function measureCost(t, job) {
   const during = Math.min(t.endMs, t.onsetMs + 60000) - 2000;
   await sleep(during + 5000 - Date.now());
   const ops = [await q(rate("ncclscope_nccl_ops_total"), before), await q(rate("ncclscope_nccl_ops_total"), during)];
-  const dur = `${inside("ncclscope_nccl_op_gpu_duration_seconds_sum")} / ${inside("ncclscope_nccl_op_gpu_duration_seconds_count")}`;
+  const dur = `${inside("ncclscope_nccl_op_gpu_seconds_total")} / ${inside("ncclscope_nccl_ops_timed_total")}`;
   const d = [await q(dur, before), await q(dur, during)];
   t.jobSlowdown = ops[0] / ops[1] - 1;   // iteration time longer by this fraction
   t.peersInsideRatio = d[1] / d[0];      // the others' time inside a world AllReduce, x

@@ -394,8 +394,7 @@ std::vector<prometheus::MetricFamily> RdmaSource::RenderLocked(const sysfs::Snap
     }
     for (const health::Finding& finding : findings) {
       if (!finding.active) continue;
-      out.AddGauge(ib + "finding",
-                   kFindingHelp,
+      out.AddGauge(ib + "finding", kFindingHelp,
                    {{"device", d.name},
                     {"port", port_label},
                     {"finding", finding.name},
@@ -413,8 +412,7 @@ std::vector<prometheus::MetricFamily> RdmaSource::RenderLocked(const sysfs::Snap
       if (!finding.active || (finding.name != "link_down" && finding.name != "link_flapping")) {
         continue;
       }
-      out.AddGauge(ib + "finding",
-                   kFindingHelp,
+      out.AddGauge(ib + "finding", kFindingHelp,
                    {{"device", key.first},
                     {"port", PortLabel(key.second)},
                     {"finding", finding.name},

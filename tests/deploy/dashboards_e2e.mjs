@@ -255,7 +255,7 @@ try {
   const config = join(tmp, "agent.yaml");
   writeFileSync(config, stringify({
     server: { listen_address: `127.0.0.1:${agentPort}` },
-    plugin: { ring_dir: ringDir, poll_interval: "50ms", kernel_duty_cycle: 1, proxy_duty_cycle: 1 },
+    plugin: { ring_dir: ringDir, poll_interval: "50ms", kernel_duty_cycle: 1, proxy_duty_cycle: 1, intra_node_channels: true },
     ebpf: { enabled: false },
     rdma: existsSync(ibFixture) ? { sysfs_root: ibFixture, interval: "1s" } : { enabled: false },
     nvlink: { library: fakeNvml, interval: "1s", expected_links: 4, per_link_metrics: true },

@@ -237,7 +237,7 @@ YAML
   want_ops=$(awk -v r="$ranks" '/^expect / {for (i=2;i<=NF;i++) if ($i ~ /^ops=/) {split($i,a,"="); s+=a[2]}} END {print s*r}' "$work/job2.out")
   want_timed=$(awk -v r="$ranks" '/^expect / && / timing=gpu / {for (i=2;i<=NF;i++) if ($i ~ /^ops=/) {split($i,a,"="); s+=a[2]}} END {print s*r}' "$work/job2.out")
   ops="$(sum ncclscope_nccl_ops_total)"
-  timed="$(sum ncclscope_nccl_op_gpu_duration_seconds_count)"
+  timed="$(sum ncclscope_nccl_ops_timed_total)"
   say "agent: ncclscope_nccl_ops_total $ops (want $want_ops), with GPU timing $timed (want $want_timed)"
   [ "$ops" -eq "$want_ops" ] || fail "agent: ops (metrics.txt)"
   [ "$timed" -eq "$want_timed" ] || fail "agent: ops with GPU timing (metrics.txt)"

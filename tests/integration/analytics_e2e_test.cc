@@ -34,6 +34,7 @@ constexpr double kNetworkBytesPerSecond = 50e9;  // --network-gbps default of th
 std::string AgentConfig(const std::string& ring_dir) {
   return "plugin:\n  ring_dir: " + ring_dir +
          "\n  poll_interval: 50ms\n  kernel_duty_cycle: 1\n  proxy_duty_cycle: 1\n"
+         "  intra_node_channels: true\n"  // the attribution of every channel is under test
          "ebpf:\n  enabled: false\nrdma:\n  enabled: false\nnvlink:\n  enabled: false\n"
          "detection:\n  hang_timeout: 1s\n  match_timeout: 1s\n";
 }
@@ -127,8 +128,7 @@ TEST(AnalyticsEndToEndTest, SlowRankIsTheLastArriverAndCountsBytesAndBandwidthAr
         << labels;
     EXPECT_EQ(Value(body, "ncclscope_nccl_op_bytes_total" + labels), static_cast<double>(e.bytes))
         << labels;
-    const double seconds_inside =
-        Value(body, "ncclscope_nccl_op_gpu_duration_seconds_sum" + labels);
+    const double seconds_inside = Value(body, "ncclscope_nccl_op_gpu_seconds_total" + labels);
     const double busbw = Value(body, "ncclscope_nccl_op_bus_bytes_total" + labels) / seconds_inside;
     const double model = e.bus_bytes / e.gpu_seconds;
     EXPECT_NEAR(busbw / model, 1.0, 1e-6) << labels << " busbw " << busbw << " model " << model;
@@ -144,7 +144,7 @@ TEST(AnalyticsEndToEndTest, SlowRankIsTheLastArriverAndCountsBytesAndBandwidthAr
   auto all_reduce_busbw = [&](int rank) {
     const std::vector<std::string> parts = {Rank(world, rank), "func=\"AllReduce\""};
     return Sum(body, "ncclscope_nccl_op_bus_bytes_total", parts) /
-           Sum(body, "ncclscope_nccl_op_gpu_duration_seconds_sum", parts);
+           Sum(body, "ncclscope_nccl_op_gpu_seconds_total", parts);
   };
   EXPECT_NEAR(all_reduce_busbw(2) / kNetworkBytesPerSecond, 1.0, 0.05) << all_reduce_busbw(2);
   for (int victim : {0, 1, 3}) {

@@ -171,7 +171,7 @@ TEST(PluginEndToEndTest, CountsAndBytesEqualWhatEachAbiVersionDrove) {
   // Every op had GPU timing (KernelCh always on here) but the AlltoAlls' send and receive to the
   // rank itself, which NCCL gives no KernelCh (src/enqueue.cc:805 at v2.28.9-1):
   // 3 ABI versions x 2 comms x 3 ranks x 2 AlltoAlls x (Send + Recv).
-  EXPECT_EQ(Total(body, "ncclscope_nccl_op_gpu_duration_seconds_count"),
+  EXPECT_EQ(Total(body, "ncclscope_nccl_ops_timed_total"),
             Total(body, "ncclscope_nccl_ops_total") - 3 * 2 * 3 * 2 * 2);
   EXPECT_GT(Total(body, "ncclscope_nccl_network_ops_total"), 0);
   EXPECT_GT(Total(body, "ncclscope_nccl_network_bytes_total"), 0);
@@ -318,7 +318,7 @@ TEST(PluginEndToEndTest, ControlsFromTheConfigReachJobsAtStartAndWhileRunning) {
       << Total(body, "ncclscope_nccl_ops_total") << " != " << big;
   EXPECT_EQ(Value(body, "ncclscope_nccl_plugin_events_total{event=\"filtered\"}"),
             static_cast<double>(small));
-  EXPECT_EQ(Total(body, "ncclscope_nccl_op_gpu_duration_seconds_count"), 0);
+  EXPECT_EQ(Total(body, "ncclscope_nccl_ops_timed_total"), 0);
 
   // While running: GPU timing on, no size filter (SIGHUP; the plugin applies it within ~200 ms).
   agent.dir().WriteFile("ncclscope.yaml", AgentConfig(ring_dir.path()));
@@ -336,12 +336,11 @@ TEST(PluginEndToEndTest, ControlsFromTheConfigReachJobsAtStartAndWhileRunning) {
   EXPECT_TRUE(WaitFor(
       [&] {
         body = agent.Get("/metrics").body;
-        return Total(body, "ncclscope_nccl_op_gpu_duration_seconds_count") ==
+        return Total(body, "ncclscope_nccl_ops_timed_total") ==
                static_cast<double>(phase2_ops - self_p2p);
       },
       seconds(20)))
-      << Total(body, "ncclscope_nccl_op_gpu_duration_seconds_count")
-      << " != " << phase2_ops - self_p2p;
+      << Total(body, "ncclscope_nccl_ops_timed_total") << " != " << phase2_ops - self_p2p;
   EXPECT_EQ(Total(body, "ncclscope_nccl_ops_total"), static_cast<double>(big + phase2_ops));
   EXPECT_EQ(job->Wait(seconds(30)), 0);
 }

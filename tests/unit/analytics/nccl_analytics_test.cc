@@ -44,9 +44,9 @@ TEST(NcclAnalyticsTest, OpSeriesCountBytesDurationsAndBusBytes) {
       "size=\"4KiB-16KiB\"}";
   EXPECT_EQ(testing::SampleValue(text, "ncclscope_nccl_ops_total" + labels), 3);
   EXPECT_EQ(testing::SampleValue(text, "ncclscope_nccl_op_bytes_total" + labels), 4096 + 16000);
-  EXPECT_EQ(testing::SampleValue(text, "ncclscope_nccl_op_gpu_duration_seconds_count" + labels), 2);
-  EXPECT_NEAR(testing::SampleValue(text, "ncclscope_nccl_op_gpu_duration_seconds_sum" + labels),
-              303e-6, 1e-15);
+  EXPECT_EQ(testing::SampleValue(text, "ncclscope_nccl_ops_timed_total" + labels), 2);
+  EXPECT_NEAR(testing::SampleValue(text, "ncclscope_nccl_op_gpu_seconds_total" + labels), 303e-6,
+              1e-15);
   // Timed ops only: (4096 + 8000) bytes x 2(n-1)/n for n = 8.
   EXPECT_DOUBLE_EQ(testing::SampleValue(text, "ncclscope_nccl_op_algo_bytes_total" + labels),
                    12096);
@@ -120,6 +120,7 @@ TEST(NcclAnalyticsTest, ChannelSeriesFollowTheSwitchAndTheExpositionLints) {
   std::string text = Render(a);
   EXPECT_EQ(text.find("ncclscope_nccl_channel_"), std::string::npos);
   settings.channel_metrics = true;
+  settings.intra_node_channels = true;
   a.Configure(settings);
   a.OnOp(kOrigin, Coll(8, 0, NCCLSCOPE_FUNC_ALL_REDUCE, 1 << 20, 1, 1000, 5000));
   a.OnProxyOp(kOrigin, Proxy(8, 0, 1, 1, true, 100, 1, 0, 10));
@@ -134,6 +135,13 @@ TEST(NcclAnalyticsTest, ChannelSeriesFollowTheSwitchAndTheExpositionLints) {
       testing::RunCommand({NCCLSCOPE_PROMTOOL, "check", "metrics"}, text);
   EXPECT_EQ(lint.exit_code, 0) << lint.output;
   EXPECT_EQ(lint.output, "") << lint.output;
+  // By default only channels that carried network bytes have per-channel rows: this
+  // single-node communicator's channels have none.
+  settings.intra_node_channels = false;
+  a.Configure(settings);
+  text = Render(a);
+  EXPECT_EQ(text.find("ncclscope_nccl_channel_gpu_busy_seconds_total{"), std::string::npos) << text;
+  EXPECT_EQ(text.find("ncclscope_nccl_channel_bytes_total{"), std::string::npos) << text;
 }
 
 }  // namespace

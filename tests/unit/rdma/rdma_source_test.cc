@@ -120,11 +120,11 @@ TEST(RdmaSourceTest, ExportsPortsCountersAndInfo) {
   EXPECT_TRUE(f.source.Status().up);
   // Findings are there, all clear.
   EXPECT_TRUE(std::isnan(Sample(
-          text,
-          R"(ncclscope_infiniband_finding{device="mlx5_0",port="1",finding="link_down",severity="critical"})")));
+      text,
+      R"(ncclscope_infiniband_finding{device="mlx5_0",port="1",finding="link_down",severity="critical"})")));
   EXPECT_TRUE(std::isnan(Sample(
-          text,
-          R"(ncclscope_infiniband_finding{device="mlx5_2",port="1",finding="cnp_ignored",severity="warning"})")));
+      text,
+      R"(ncclscope_infiniband_finding{device="mlx5_2",port="1",finding="cnp_ignored",severity="warning"})")));
   // No RoCE findings on a port without hw_counters.
   EXPECT_EQ(text.find(R"(device="mlx5_0",port="1",finding="cnp_ignored")"), std::string::npos);
 }
@@ -189,8 +189,8 @@ TEST(RdmaSourceTest, SaturatedCountersAreFlaggedAndResetsCounted) {
             2);
   // The symbol errors since the reset count towards thresholds, the drop does not count at all.
   EXPECT_TRUE(std::isnan(Sample(
-          text,
-          R"(ncclscope_infiniband_finding{device="mlx5_0",port="1",finding="symbol_error_ber",severity="critical"})")));
+      text,
+      R"(ncclscope_infiniband_finding{device="mlx5_0",port="1",finding="symbol_error_ber",severity="critical"})")));
 }
 
 TEST(RdmaSourceTest, FlappingPortOverAnHour) {
@@ -212,8 +212,8 @@ TEST(RdmaSourceTest, FlappingPortOverAnHour) {
           R"(ncclscope_infiniband_finding{device="mlx5_0",port="2",finding="link_flapping",severity="critical"})"),
       1);
   EXPECT_TRUE(std::isnan(Sample(
-          text,
-          R"(ncclscope_infiniband_finding{device="mlx5_0",port="2",finding="link_down",severity="critical"})")));
+      text,
+      R"(ncclscope_infiniband_finding{device="mlx5_0",port="2",finding="link_down",severity="critical"})")));
   EXPECT_EQ(Sample(text, R"(ncclscope_infiniband_port_flap_episodes{device="mlx5_0",port="2"})"),
             3);
   EXPECT_EQ(
@@ -227,13 +227,13 @@ TEST(RdmaSourceTest, FlappingPortOverAnHour) {
           R"(ncclscope_infiniband_port_state_transitions_total{device="mlx5_0",port="2",from="down",to="active"})"),
       3);
   EXPECT_TRUE(std::isnan(Sample(
-          text,
-          R"(ncclscope_infiniband_finding{device="mlx5_0",port="1",finding="link_flapping",severity="critical"})")));
+      text,
+      R"(ncclscope_infiniband_finding{device="mlx5_0",port="1",finding="link_flapping",severity="critical"})")));
   // An hour later without episodes, it clears by itself.
   for (int i = 0; i < 60; ++i) text = f.Poll(seconds(60));
   EXPECT_TRUE(std::isnan(Sample(
-          text,
-          R"(ncclscope_infiniband_finding{device="mlx5_0",port="2",finding="link_flapping",severity="critical"})")));
+      text,
+      R"(ncclscope_infiniband_finding{device="mlx5_0",port="2",finding="link_flapping",severity="critical"})")));
 }
 
 TEST(RdmaSourceTest, LinkDownAfterFourMinutesAndExpectedPorts) {
@@ -245,8 +245,9 @@ TEST(RdmaSourceTest, LinkDownAfterFourMinutesAndExpectedPorts) {
   EXPECT_EQ(Sample(text, "ncclscope_infiniband_active_ports"), 2);  // the RoCE port is not IB
   EXPECT_EQ(Sample(text, "ncclscope_infiniband_expected_active_ports"), 2);
   EXPECT_EQ(Sample(text, "ncclscope_infiniband_expected_rate_bytes_per_second"), 50e9);
-  EXPECT_TRUE(std::isnan(Sample(text,
-             R"(ncclscope_infiniband_finding{finding="ports_below_expected",severity="critical"})")));
+  EXPECT_TRUE(std::isnan(Sample(
+      text,
+      R"(ncclscope_infiniband_finding{finding="ports_below_expected",severity="critical"})")));
 
   f.tree.SetPortAttribute("mlx5_0", 1, "state", "1: DOWN");
   f.tree.SetPortAttribute("mlx5_0", 1, "phys_state", "3: Disabled");
@@ -265,8 +266,8 @@ TEST(RdmaSourceTest, LinkDownAfterFourMinutesAndExpectedPorts) {
   f.source.Configure(f.config);
   text = f.Poll(seconds(60));
   EXPECT_TRUE(std::isnan(Sample(
-          text,
-          R"(ncclscope_infiniband_finding{device="mlx5_0",port="1",finding="link_down",severity="critical"})")));
+      text,
+      R"(ncclscope_infiniband_finding{device="mlx5_0",port="1",finding="link_down",severity="critical"})")));
   for (int i = 0; i < 3; ++i) text = f.Poll(seconds(60));
   EXPECT_EQ(
       Sample(

@@ -73,8 +73,8 @@ TEST_F(StragglerDetectorTest, AStragglerCosting15PercentIsFoundInTwoSecondsAndCl
   const std::string text = Text(detector_);
   const std::string r1 = "{comm=\"" + registry_.Label(label_) + "\",rank=\"1\"";
   EXPECT_EQ(testing::SampleValue(text, "ncclscope_nccl_straggler_alarms_total" + r1 + "}"), 1);
-  EXPECT_TRUE(std::isnan(testing::SampleValue(text, "ncclscope_nccl_rank_finding" + r1 +
-                                           ",finding=\"straggler\",severity=\"warning\"}")));
+  EXPECT_TRUE(std::isnan(testing::SampleValue(
+      text, "ncclscope_nccl_rank_finding" + r1 + ",finding=\"straggler\",severity=\"warning\"}")));
 }
 
 TEST_F(StragglerDetectorTest, HealthyJitterNeverRaisesAFinding) {
