@@ -64,10 +64,12 @@ export async function startPrometheus(binary, { config = "global:\n  evaluation_
   return {
     dir,
     base,
-    // Instant query (at `time`, default now); returns { ok, error, result } from the HTTP API.
-    async query(expr, time) {
+    // Instant query (at `time`, default now; Prometheus gives up after `timeout`, e.g. "30s");
+    // returns { ok, error, result } from the HTTP API.
+    async query(expr, time, timeout) {
       const params = { query: expr };
       if (time !== undefined) params.time = String(time);
+      if (timeout !== undefined) params.timeout = timeout;
       const res = await fetch(`${base}/api/v1/query`, {
         method: "POST", headers: { "Content-Type": "application/x-www-form-urlencoded" },
         body: new URLSearchParams(params),

@@ -1,0 +1,281 @@
+// The shipped rules at fleet scale (docs/benchmarks.md, "Rules at 1,000 nodes"): one real
+// Prometheus scraping N simulated nodes' worth of real ncclscope output and evaluating the shipped
+// rule files (deploy/prometheus/rules, unchanged), timing each rule group and the dashboards' queries.
+//
+// The node: tests/deploy/simulated_node.mjs (the real agent at its defaults, ncclscope-sim playing
+// node 0 of a 4-node job through the real plugin, 8 fake InfiniBand rails, 8 x 18 fake NVLinks),
+// scraped twice 10 s apart. Every series then gets its value at the second scrape and, for
+// counters and histograms, its rate between the two. A fleet server replays that page for N nodes
+// at /node/NNNN, each value advanced at its rate to the scrape time (gauges held; timestamps
+// move with the clock), relabelled per node as a cluster of 4-node jobs would be: `job_id`, the
+// communicators of multi-node communicators shared by the job's 4 nodes (and their ranks offset by
+// the node's place in the job), single-node communicators, GPU UUIDs and hostnames per node.
+// Prometheus adds `instance` (node-NNNN:9824) and `node` as the shipped ServiceMonitor's relabelling
+// does. Simplified: every node of the fleet replays the same healthy page (values scaled by a
+// per-node factor within 5 %); network peer labels are not renumbered.
+//
+// Reported: head series, samples ingested per second, Prometheus's RSS, and per rule group the
+// evaluation time (median and max of the evaluations after the warm-up, as /api/v1/rules reports
+// it) against its interval; then every dashboard expression (variables = all, $__rate_interval =
+// 1m, $__range = the run) timed as an instant query, slowest first.
+//
+// Usage: node [--max-old-space-size=8192] fleet_rules_bench.mjs --agent BIN --sim BIN --plugin SO
+//          --fabric BIN --nvml SO --prometheus BIN [--nodes 1000] [--minutes 12] [--scrape 30s]
+//          [--evaluation 30s] [--dashboards 0] [--json FILE]
+import { readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { createServer } from "node:http";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { freePort, sleep, startPrometheus } from "../../tests/deploy/prometheus.mjs";
+import { startSimulatedNode } from "../../tests/deploy/simulated_node.mjs";
+
+const here = dirname(fileURLToPath(import.meta.url));
+const root = resolve(here, "../..");
+const args = Object.fromEntries(process.argv.slice(2).reduce((acc, a, i, all) => {
+  if (a.startsWith("--")) acc.push([a.slice(2), all[i + 1]?.startsWith("--") || all[i + 1] === undefined ? "1" : all[i + 1]]);
+  return acc;
+}, []));
+for (const need of ["agent", "sim", "plugin", "fabric", "nvml", "prometheus"]) {
+  if (!args[need]) { console.error(`missing --${need}`); process.exit(2); }
+}
+const NODES = Number(args.nodes ?? 1000);
+const MINUTES = Number(args.minutes ?? 12);
+const SCRAPE = args.scrape ?? "30s";
+const EVALUATION = args.evaluation ?? "30s";
+// Evaluations are taken once the 5m windows are full (half the run for short trial runs).
+const WARMUP_S = Math.min(6 * 60, (MINUTES * 60) / 2);
+const NODES_PER_JOB = 4;
+const t0 = Date.now();
+const log = (...m) => console.log(`[${((Date.now() - t0) / 1000).toFixed(0).padStart(5)} s]`, ...m);
+const seconds = (d) => Number(d.replace(/s$/, "").replace(/m$/, "")) * (d.endsWith("m") ? 60 : 1);
+
+// --- one node's page, as values and rates ----------------------------------------------------------
+function parsePage(text) {
+  const types = new Map();
+  const series = new Map(); // "name{labels}" -> { name, labels: [[k, v]...], value }
+  for (const line of text.split("\n")) {
+    if (line.startsWith("# TYPE ")) { const [, , name, type] = line.split(" "); types.set(name, type); continue; }
+    if (line === "" || line.startsWith("#")) continue;
+    const brace = line.indexOf("{");
+    const space = line.lastIndexOf(" ");
+    const name = brace >= 0 && brace < space ? line.slice(0, brace) : line.slice(0, space);
+    const labelText = brace >= 0 && brace < space ? line.slice(brace + 1, line.lastIndexOf("}")) : "";
+    const labels = [...labelText.matchAll(/([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"/g)].map((m) => [m[1], m[2]]);
+    series.set(line.slice(0, space), { name, labels, value: Number(line.slice(space + 1)) });
+  }
+  const familyType = (name) => {
+    if (types.has(name)) return types.get(name);
+    for (const s of ["_bucket", "_sum", "_count"]) if (name.endsWith(s) && types.get(name.slice(0, -s.length)) === "histogram") return "counter";
+    return "untyped";
+  };
+  return { types, series, familyType };
+}
+
+function template(p0, p1, dtSeconds) {
+  const rows = [];
+  for (const [key, s] of p1.series) {
+    const type = p1.familyType(s.name);
+    const before = p0.series.get(key);
+    const rate = type === "counter" && before ? Math.max(0, (s.value - before.value) / dtSeconds) : 0;
+    rows.push({ name: s.name, labels: s.labels, value: s.value, rate, clock: s.name.endsWith("_timestamp_seconds") && s.value > 1e9 });
+  }
+  // What each communicator is: multi-node ones are shared by the job's nodes.
+  const comms = new Map();
+  for (const s of p1.series.values()) {
+    if (s.name !== "ncclscope_nccl_comm_info") continue;
+    const l = Object.fromEntries(s.labels);
+    comms.set(l.comm, { nnodes: Number(l.nnodes), perNode: Number(l.nranks) / Number(l.nnodes) });
+  }
+  return { rows, comms };
+}
+
+// 64-bit-ish mix of a communicator hash and an index, as hex like NCCL's commHash labels.
+function mixComm(comm, index) {
+  let h = 0x811c9dc5n ^ BigInt(index + 1);
+  for (const c of comm) h = ((h ^ BigInt(c.charCodeAt(0))) * 0x100000001b3n) & 0xffffffffffffffffn;
+  return `0x${h.toString(16).padStart(16, "0")}`;
+}
+
+// Per node: the series' name{labels} text once, relabelled.
+function nodeKeys(tpl, n) {
+  const job = Math.floor(n / NODES_PER_JOB);
+  const k = n % NODES_PER_JOB;
+  const commOf = new Map();
+  for (const [comm, c] of tpl.comms) commOf.set(comm, { id: c.nnodes > 1 ? mixComm(comm, job) : mixComm(comm, 100000 + n), offset: c.nnodes > 1 ? k * c.perNode : 0 });
+  return tpl.rows.map((r) => {
+    const c = commOf.get(r.labels.find(([key]) => key === "comm")?.[1]);
+    const labels = r.labels.map(([key, v]) => {
+      if (key === "comm" && c) return `comm="${c.id}"`;
+      if (key === "rank" && c && /^\d+$/.test(v)) return `rank="${Number(v) + c.offset}"`;
+      if (key === "job_id") return `job_id="job-${job}"`;
+      if (key === "UUID" && v !== "") return `UUID="${v}-n${n}"`;
+      if (key === "process_hostname") return `process_hostname="node-${n}"`;
+      return `${key}="${v}"`;
+    });
+    return labels.length ? `${r.name}{${labels.join(",")}}` : r.name;
+  });
+}
+
+// --- the run -------------------------------------------------------------------------------------
+let prometheus;
+let server;
+try {
+  log(`simulated node: starting`);
+  const node = await startSimulatedNode({ agent: args.agent, sim: args.sim, plugin: args.plugin, fabric: args.fabric, nvml: args.nvml, duration: "300s" });
+  let p0;
+  let p1;
+  let dt;
+  try {
+    p0 = await node.settle();
+    const a = Date.now();
+    await sleep(10000);
+    p1 = await node.scrape();
+    dt = (Date.now() - a) / 1000;
+  } finally {
+    await node.stop();
+  }
+  const tpl = template(parsePage(p0.text), parsePage(p1.text), dt);
+  const captured = Date.now() / 1000;
+  log(`one node: ${tpl.rows.length} series; building ${NODES} nodes`);
+  const keys = [];
+  for (let n = 0; n < NODES; n++) keys.push(nodeKeys(tpl, n));
+
+  const port = await freePort();
+  server = createServer((req, res) => {
+    const m = req.url.match(/^\/node\/(\d+)$/);
+    if (!m || Number(m[1]) >= NODES) { res.writeHead(404).end(); return; }
+    const n = Number(m[1]);
+    const now = Date.now() / 1000;
+    const factor = 1 + 0.05 * ((n * 7919) % 100) / 100;
+    const nk = keys[n];
+    const parts = [];
+    for (let i = 0; i < tpl.rows.length; i++) {
+      const r = tpl.rows[i];
+      const v = r.clock ? r.value + (now - captured) : r.rate > 0 ? (r.value + r.rate * (now - captured)) * factor : r.value;
+      parts.push(`${nk[i]} ${v}`);
+    }
+    res.writeHead(200, { "Content-Type": "text/plain; version=0.0.4" }).end(`${parts.join("\n")}\n`);
+  });
+  await new Promise((r) => server.listen(port, "127.0.0.1", r));
+
+  // Targets as the ServiceMonitor's relabelling leaves them: instance node-NNNN:9824, node NNNN.
+  const targets = [];
+  for (let n = 0; n < NODES; n++) {
+    const name = `node-${String(n).padStart(4, "0")}`;
+    targets.push({ targets: [`127.0.0.1:${port}`], labels: { __metrics_path__: `/node/${n}`, instance: `${name}:9824`, node: name } });
+  }
+  const ruleDir = join(root, "deploy/prometheus/rules");
+  const ruleFiles = readdirSync(ruleDir).filter((f) => f.endsWith(".yaml")).sort();
+  const files = { "targets.json": JSON.stringify(targets) };
+  for (const f of ruleFiles) files[f] = readFileSync(join(ruleDir, f), "utf8");
+  prometheus = await startPrometheus(args.prometheus, {
+    config: `global:\n  scrape_interval: ${SCRAPE}\n  scrape_timeout: ${SCRAPE}\n  evaluation_interval: ${EVALUATION}\n` +
+      `rule_files: [${ruleFiles.map((f) => JSON.stringify(f)).join(", ")}]\n` +
+      "scrape_configs:\n  - job_name: ncclscope\n    file_sd_configs: [{files: [targets.json]}]\n",
+    files,
+  });
+  log(`Prometheus ${prometheus.base}: ${NODES} targets every ${SCRAPE}, rules every ${EVALUATION}, ${MINUTES} min`);
+  const scalar = async (q) => Number((await prometheus.query(q)).result?.[0]?.value?.[1] ?? NaN);
+  // Prometheus's own metrics, from its /metrics (it does not scrape itself here).
+  const own = async (name) => {
+    const text = await (await fetch(`${prometheus.base}/metrics`)).text();
+    const m = text.match(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, "m"));
+    return m ? Number(m[1]) : NaN;
+  };
+
+  const started = Date.now();
+  const evaluations = new Map(); // group -> { interval, times: [] }
+  const seen = new Map(); // group -> last evaluation timestamp taken
+  const ruleTimes = new Map(); // "group / rule" -> { max_s, sum_s, n }
+  const end = Date.now() + MINUTES * 60 * 1000;
+  let heads = 0;
+  while (Date.now() < end) {
+    await sleep(5000);
+    const rules = await (await fetch(`${prometheus.base}/api/v1/rules`)).json();
+    for (const g of rules.data.groups) {
+      if (!evaluations.has(g.name)) evaluations.set(g.name, { interval: g.interval, times: [] });
+      if ((Date.now() - started) / 1000 < WARMUP_S || seen.get(g.name) === g.lastEvaluation) continue;
+      seen.set(g.name, g.lastEvaluation);
+      evaluations.get(g.name).times.push(g.evaluationTime);
+      for (const r of g.rules) {
+        const key = `${g.name} / ${r.name}`;
+        const prev = ruleTimes.get(key) ?? { group: g.name, rule: r.name, max_s: 0, sum_s: 0, n: 0, error: r.lastError };
+        prev.max_s = Math.max(prev.max_s, r.evaluationTime);
+        prev.sum_s += r.evaluationTime;
+        prev.n++;
+        if (r.lastError) prev.error = r.lastError;
+        ruleTimes.set(key, prev);
+      }
+    }
+    if (Date.now() - t0 > heads * 60000) {
+      heads++;
+      log(`head series ${await own("prometheus_tsdb_head_series")}, up ${await scalar("sum(up)")} of ${NODES}, ` +
+        `RSS ${((await own("process_resident_memory_bytes")) / 2 ** 30).toFixed(2)} GiB`);
+    }
+  }
+  const appended0 = await own("prometheus_tsdb_head_samples_appended_total");
+  await sleep(2 * seconds(SCRAPE) * 1000);
+  const appended1 = await own("prometheus_tsdb_head_samples_appended_total");
+  const result = {
+    nodes: NODES, minutes: MINUTES, scrape: SCRAPE, evaluation: EVALUATION, series_per_node: tpl.rows.length,
+    head_series: await own("prometheus_tsdb_head_series"),
+    samples_per_second: (appended1 - appended0) / (2 * seconds(SCRAPE)),
+    rss_bytes: await own("process_resident_memory_bytes"),
+    scrape_seconds_p50: await scalar("quantile(0.5, scrape_duration_seconds)"),
+    up: await scalar("sum(up)"),
+    groups: [],
+    queries: [],
+  };
+  for (const [name, e] of evaluations) {
+    const t = [...e.times].sort((a, b) => a - b);
+    result.groups.push({ name, interval_s: e.interval, evaluations: t.length, p50_s: t[Math.floor(t.length / 2)] ?? NaN, max_s: t.at(-1) ?? NaN });
+  }
+
+  result.rules = [...ruleTimes.values()].map((r) => ({ ...r, mean_s: r.sum_s / r.n })).sort((a, b) => b.mean_s - a.mean_s);
+  // Evaluations Prometheus skipped because the group's previous one was still running.
+  result.missed_iterations = (await (await fetch(`${prometheus.base}/metrics`)).text()).split("\n")
+    .filter((l) => l.startsWith("prometheus_rule_group_iterations_missed_total{"))
+    .reduce((a, l) => a + Number(l.slice(l.lastIndexOf(" ") + 1)), 0);
+
+  console.log(`\n${NODES} nodes x ${result.series_per_node} series: head ${result.head_series} series, ` +
+    `${Math.round(result.samples_per_second)} samples/s, RSS ${(result.rss_bytes / 2 ** 30).toFixed(2)} GiB, ${result.up} of ${NODES} up, ` +
+    `${result.missed_iterations} rule group evaluations missed`);
+  console.log("\n| Rule group | Interval | Evaluations | Median | Max | Max / interval |\n|---|---|---|---|---|---|");
+  for (const g of result.groups) {
+    console.log(`| ${g.name} | ${g.interval_s} s | ${g.evaluations} | ${g.p50_s.toFixed(3)} s | ${g.max_s.toFixed(3)} s | ${(100 * g.max_s / g.interval_s).toFixed(1)} % |`);
+  }
+  console.log("\nMost expensive rules (mean per evaluation):");
+  for (const r of result.rules.slice(0, 12)) console.log(`  ${r.mean_s.toFixed(3)} s (max ${r.max_s.toFixed(3)} s)  ${r.group} / ${r.rule}${r.error ? ` ERROR ${r.error}` : ""}`);
+  if (args.json) writeFileSync(args.json, JSON.stringify(result, null, 1));
+  // The dashboards' expressions, every variable = all (--dashboards 0: skipped).
+  if (args.dashboards !== "0") {
+    const dashDir = join(root, "deploy/grafana/dashboards");
+    const values = { __rate_interval: "1m", __interval: "30s", __range: `${MINUTES}m`, __range_s: String(MINUTES * 60), __range_ms: String(MINUTES * 60000) };
+    for (const file of readdirSync(dashDir).filter((f) => f.endsWith(".json"))) {
+      const d = JSON.parse(readFileSync(join(dashDir, file), "utf8"));
+      const panels = d.panels.flatMap((p) => (p.type === "row" ? [p, ...(p.panels ?? [])] : [p]));
+      for (const p of panels) {
+        for (const t of p.targets ?? []) {
+          if (!t.expr) continue;
+          const expr = t.expr.replace(/\$\{([A-Za-z0-9_]+)[^}]*\}|\$([A-Za-z0-9_]+)/g, (_, a, b) => values[a ?? b] ?? ".*");
+          const a = performance.now();
+          // Grafana's default query timeout is 30 s; a query Prometheus gives up on counts as failed.
+          const r = await prometheus.query(expr, undefined, "30s");
+          result.queries.push({ dashboard: file, panel: p.title, seconds: (performance.now() - a) / 1000, ok: r.ok, error: r.error });
+        }
+      }
+    }
+    result.queries.sort((a, b) => b.seconds - a.seconds);
+  }
+  const total = result.queries.reduce((a, q) => a + q.seconds, 0);
+  console.log(`\n${result.queries.length} dashboard queries, ${total.toFixed(1)} s in all; slowest:`);
+  for (const q of result.queries.slice(0, 12)) console.log(`  ${q.seconds.toFixed(3)} s  ${q.dashboard}: ${q.panel}${q.ok ? "" : ` (${q.error})`}`);
+  const failedQueries = result.queries.filter((q) => !q.ok);
+  if (failedQueries.length) console.log(`${failedQueries.length} queries failed`);
+  if (args.json) writeFileSync(args.json, JSON.stringify(result, null, 1));
+  const over = result.groups.filter((g) => g.max_s > 0.1 * g.interval_s);
+  console.log(over.length ? `\nOVER 10 % of the interval: ${over.map((g) => g.name).join(", ")}` : "\nevery rule group under 10 % of its interval");
+} finally {
+  await prometheus?.stop();
+  server?.close();
+}
