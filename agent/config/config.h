@@ -85,6 +85,7 @@ struct PluginConfig {
   Duration duty_cycle_period = Seconds(10);
   double kernel_duty_cycle = 1.0;
   double proxy_duty_cycle = 0.1;
+  double overhead_budget = 0.01;
   std::uint64_t ring_size = 8u << 20;
 
   template <typename V>
@@ -161,6 +162,13 @@ struct PluginConfig {
     v.Field("proxy_duty_cycle", proxy_duty_cycle,
             "Fraction of each cycle with proxy_op/proxy_step (network steps) on. "
             "NCCLSCOPE_PROXY_DUTY in the job.",
+            checks::InRange{0.0, 1.0});
+    v.Field("overhead_budget", overhead_budget,
+            "Overhead governor: the most time the plugin may spend on NCCL's threads, as a "
+            "share of one core per GPU of the process, measured over each duty cycle. Above "
+            "it the plugin lowers proxy_duty_cycle, then kernel_duty_cycle, and restores them "
+            "once well under (ncclscope_nccl_plugin_governed_processes); 0 turns it off. "
+            "NCCLSCOPE_OVERHEAD_BUDGET in the job.",
             checks::InRange{0.0, 1.0});
     v.Field("ring_size", ring_size,
             "Bytes of record space in each job's ring (256 bytes per record), for rings created "

@@ -104,6 +104,56 @@ const char* RecordTypeName(std::size_t type) {
   }
 }
 
+// The plugins' overhead governors (plugin/src/governor.h), summed over the node's processes.
+void CollectGovernor(const DirectorySnapshot& s, std::vector<prometheus::MetricFamily>& out) {
+  auto seconds = metrics::Counter(
+      "ncclscope_nccl_plugin_overhead_seconds_total",
+      "Estimated time the profiler plugins spent inside NCCL's calls, all processes on the "
+      "node (every call of 1 op in 256, NCCLSCOPE_OVERHEAD_SAMPLE, is timed and scaled up).");
+  metrics::Add(seconds, {},
+               static_cast<double>(s.plugin_counters[NCCLSCOPE_CTR_PLUGIN_TIME_NS]) * 1e-9);
+  out.push_back(std::move(seconds));
+  auto steps = metrics::Counter(
+      "ncclscope_nccl_plugin_governor_steps_total",
+      "Overhead governor steps of the plugins, by direction: down (a duty cycle lowered "
+      "because the plugin's time exceeded plugin.overhead_budget) or up (restored).");
+  metrics::Add(steps, {{"direction", "down"}},
+               static_cast<double>(s.plugin_counters[NCCLSCOPE_CTR_GOVERNOR_DOWN]));
+  metrics::Add(steps, {{"direction", "up"}},
+               static_cast<double>(s.plugin_counters[NCCLSCOPE_CTR_GOVERNOR_UP]));
+  out.push_back(std::move(steps));
+  const DirectorySnapshot::Governor& g = s.governor;
+  auto governed = metrics::Gauge(
+      "ncclscope_nccl_plugin_governed_processes",
+      "Processes whose plugin samples less than its controls ask because it exceeded its "
+      "overhead budget, by level: proxy (network steps sampled less or not at all), kernel "
+      "(also less GPU timing), floor (both off and still over budget).");
+  metrics::Add(governed, {{"level", "proxy"}}, g.by_level[NCCLSCOPE_GOVERNOR_PROXY]);
+  metrics::Add(governed, {{"level", "kernel"}}, g.by_level[NCCLSCOPE_GOVERNOR_KERNEL]);
+  metrics::Add(governed, {{"level", "floor"}}, g.by_level[NCCLSCOPE_GOVERNOR_FLOOR]);
+  out.push_back(std::move(governed));
+  if (g.rings == 0) return;  // no live process: no duty cycle or load to show
+  auto duty = metrics::Gauge(
+      "ncclscope_nccl_plugin_duty_cycle_ratio",
+      "The lowest duty cycle in force among the node's live processes, after their overhead "
+      "governor, by events: kernel_ch (GPU timing) or proxy (network steps).");
+  metrics::Add(duty, {{"events", "kernel_ch"}}, g.min_kernel_duty_pm / 1000.0);
+  metrics::Add(duty, {{"events", "proxy"}}, g.min_proxy_duty_pm / 1000.0);
+  out.push_back(std::move(duty));
+  auto load = metrics::Gauge(
+      "ncclscope_nccl_plugin_overhead_ratio",
+      "The highest plugin time share among the node's live processes in their last governor "
+      "window: plugin time / window / local GPUs (compare with plugin.overhead_budget).");
+  metrics::Add(load, {}, g.max_load_ppm / 1e6);
+  out.push_back(std::move(load));
+  auto per_op = metrics::Gauge(
+      "ncclscope_nccl_plugin_op_overhead_seconds",
+      "The highest mean plugin time per timed operation (its start, stop, kernel channels, "
+      "network ops and steps) among the node's live processes in their last governor window.");
+  metrics::Add(per_op, {}, static_cast<double>(g.max_op_ns) * 1e-9);
+  out.push_back(std::move(per_op));
+}
+
 }  // namespace
 
 ncclscope_controls ControlsFromConfig(const config::PluginConfig& plugin) {
@@ -113,6 +163,9 @@ ncclscope_controls ControlsFromConfig(const config::PluginConfig& plugin) {
   controls.duty_period_ns = Nanos(plugin.duty_cycle_period);
   controls.kernel_duty_pm = PerMille(plugin.kernel_duty_cycle);
   controls.proxy_duty_pm = PerMille(plugin.proxy_duty_cycle);
+  controls.overhead_budget_ppm =
+      static_cast<std::uint32_t>(std::lround(plugin.overhead_budget * 1'000'000.0));
+  controls.flags = NCCLSCOPE_CONTROLS_HAS_BUDGET;
   return controls;
 }
 
@@ -133,6 +186,8 @@ std::string ControlsFileText(const config::PluginConfig& plugin) {
        << "duty_period=" << Nanos(plugin.duty_cycle_period) << "ns\n"
        << "kernel_duty=" << PerMille(plugin.kernel_duty_cycle) / 10.0 << "%\n"
        << "proxy_duty=" << PerMille(plugin.proxy_duty_cycle) / 10.0 << "%\n"
+       << "overhead_budget="
+       << static_cast<double>(std::lround(plugin.overhead_budget * 1'000'000.0)) / 10'000.0 << "%\n"
        << "ring_size=" << plugin.ring_size << "\n";
   return text.str();
 }
@@ -520,6 +575,7 @@ std::vector<prometheus::MetricFamily> ProfilerSource::Collect() const {
     }
   }
   out.push_back(std::move(events));
+  CollectGovernor(s, out);
   return out;
 }
 

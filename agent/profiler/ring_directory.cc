@@ -275,6 +275,25 @@ void RingDirectory::Retire(Tracked& ring) {
   retired_dropped_ = SaturatingAdd(retired_dropped_, ring.last_header.dropped_ring_full);
 }
 
+namespace {
+
+// One live ring's governor state into the node's summary, if it makes sense (the ring is
+// untrusted: a state out of range is ignored).
+void AbsorbGovernor(const ncclscope_governor_state& g, DirectorySnapshot::Governor& out) {
+  if (g.level > NCCLSCOPE_GOVERNOR_FLOOR || g.kernel_duty_pm > 1000 || g.proxy_duty_pm > 1000 ||
+      g.sample_every == 0) {
+    return;  // not written yet (sample_every 0), or nonsense
+  }
+  ++out.rings;
+  ++out.by_level[g.level];
+  out.min_kernel_duty_pm = std::min(out.min_kernel_duty_pm, g.kernel_duty_pm);
+  out.min_proxy_duty_pm = std::min(out.min_proxy_duty_pm, g.proxy_duty_pm);
+  out.max_load_ppm = std::max(out.max_load_ppm, g.load_ppm);
+  out.max_op_ns = std::max(out.max_op_ns, g.op_ns);
+}
+
+}  // namespace
+
 bool RingDirectory::Poll(RecordSink& sink) {
   DirectorySnapshot& s = snapshot_;
   const int dirfd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -288,6 +307,7 @@ bool RingDirectory::Poll(RecordSink& sink) {
   s.comms.clear();
   s.ring_ids.clear();
   s.mapped_bytes = 0;
+  s.governor = {};
   std::array<std::uint64_t, NCCLSCOPE_COUNTER_MAX> live_counters{};
   std::uint64_t live_dropped = 0;
 
@@ -345,6 +365,7 @@ bool RingDirectory::Poll(RecordSink& sink) {
       live_counters[i] = SaturatingAdd(live_counters[i], ring.last_header.counters[i]);
     }
     live_dropped = SaturatingAdd(live_dropped, ring.last_header.dropped_ring_full);
+    AbsorbGovernor(ring.last_header.governor, s.governor);
     if (ring.last_header.state == NCCLSCOPE_RING_CLOSED) {
       ++s.rings_closed;
     } else {

@@ -81,6 +81,15 @@ struct DirectorySnapshot {
   std::uint64_t controls_file_errors = 0;   // ncclscope.controls could not be written
   std::vector<LiveComm> comms;              // LIVE slots of rings whose owner is alive
   std::vector<std::uint32_t> ring_ids;      // RingOrigin::ring_id of the rings held
+  // The plugins' overhead governors (live rings that published a valid state).
+  struct Governor {
+    std::uint32_t rings = 0;                  // live rings with a governor state
+    std::array<std::uint32_t, 5> by_level{};  // ncclscope_governor_level
+    std::uint32_t min_kernel_duty_pm = 1000;  // lowest duty cycles in force
+    std::uint32_t min_proxy_duty_pm = 1000;
+    std::uint32_t max_load_ppm = 0;  // highest share of a core per GPU, last window
+    std::uint64_t max_op_ns = 0;     // highest plugin time per timed op, last window
+  } governor;
 };
 
 class RingDirectory {

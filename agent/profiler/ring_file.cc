@@ -394,6 +394,7 @@ bool RingFile::ReadHeader(RingHeaderSnapshot* out) {
   }
   out->pinned_controls = header.pinned_controls;
   for (std::size_t i = 0; i < out->counters.size(); ++i) out->counters[i] = header.counters[i];
+  out->governor = header.governor;
   out->dropped_ring_full = 0;
   for (std::uint32_t i = 0; i < lanes_; ++i) {
     auto* lane = reinterpret_cast<ncclscope_lane*>(

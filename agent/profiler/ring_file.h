@@ -36,6 +36,7 @@ struct RingHeaderSnapshot {
   std::uint32_t pinned_controls = 0;
   std::array<std::uint64_t, NCCLSCOPE_COUNTER_MAX> counters{};
   std::uint64_t dropped_ring_full = 0;  // sum of the lanes' `dropped`
+  ncclscope_governor_state governor{};  // as the plugin wrote it: untrusted, check before use
 };
 
 // One live or finalized communicator from the comm table (consistent copy).

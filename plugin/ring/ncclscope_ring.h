@@ -102,7 +102,11 @@ enum ncclscope_counter {
   NCCLSCOPE_CTR_OPS_MASK_UNCERTAIN = 13,   /* ops whose mask copy NCCL took may differ from the
                                             plugin's in KernelCh (another thread changed it
                                             around the call): they wait for what comes */
-  NCCLSCOPE_COUNTER_MAX = 16
+  NCCLSCOPE_CTR_GOVERNOR_DOWN = 14,        /* overhead governor steps that lowered sampling */
+  NCCLSCOPE_CTR_GOVERNOR_UP = 15,          /* overhead governor steps that restored sampling */
+  NCCLSCOPE_CTR_PLUGIN_TIME_NS = 16,       /* estimated ns the plugin spent inside NCCL's calls
+                                              (the governor's sampled timing, scaled up) */
+  NCCLSCOPE_COUNTER_MAX = 17               /* counters[] grows into reserved1, up to offset 512 */
 };
 
 /* Control bits that the job's environment pinned (header.pinned_controls): the plugin ignores
@@ -113,6 +117,7 @@ enum ncclscope_control_bit {
   NCCLSCOPE_CONTROL_DUTY_PERIOD = 1u << 2,
   NCCLSCOPE_CONTROL_KERNEL_DUTY = 1u << 3,
   NCCLSCOPE_CONTROL_PROXY_DUTY = 1u << 4,
+  NCCLSCOPE_CONTROL_OVERHEAD_BUDGET = 1u << 5,
 };
 
 /* Agent -> plugin controls, a seqlock: the agent makes `seq` odd, writes the fields, then makes it
@@ -120,15 +125,53 @@ enum ncclscope_control_bit {
  * its read, and different from the last one it applied. Values out of range are ignored. */
 struct ncclscope_controls {
   uint32_t seq;
-  uint32_t event_mask;     /* NCCL profiler event bits (Coll 0x2, P2p 0x4, ProxyOp 0x8,
-                              ProxyStep 0x10, KernelCh 0x40, CeColl 0x1000); others ignored */
-  uint64_t min_bytes;      /* ops with fewer bytes are counted (OPS_FILTERED), not recorded */
-  uint64_t duty_period_ns; /* length of one duty cycle (>= 1 ms) */
-  uint32_t kernel_duty_pm; /* per mille of each period with KernelCh (GPU timing) enabled */
-  uint32_t proxy_duty_pm;  /* per mille of each period with ProxyOp/ProxyStep enabled */
-  uint8_t reserved[32];
+  uint32_t event_mask;          /* NCCL profiler event bits (Coll 0x2, P2p 0x4, ProxyOp 0x8,
+                                   ProxyStep 0x10, KernelCh 0x40, CeColl 0x1000); others ignored */
+  uint64_t min_bytes;           /* ops with fewer bytes are counted (OPS_FILTERED), not recorded */
+  uint64_t duty_period_ns;      /* length of one duty cycle (>= 1 ms) */
+  uint32_t kernel_duty_pm;      /* per mille of each period with KernelCh (GPU timing) enabled */
+  uint32_t proxy_duty_pm;       /* per mille of each period with ProxyOp/ProxyStep enabled */
+  uint32_t overhead_budget_ppm; /* overhead governor budget: the plugin's share of one core per
+                                   local GPU, parts per million (0: governor off); used only when
+                                   `flags` has NCCLSCOPE_CONTROLS_HAS_BUDGET */
+  uint32_t flags;               /* enum ncclscope_controls_flag */
+  uint8_t reserved[24];
 };
 NCCLSCOPE_STATIC_ASSERT(sizeof(struct ncclscope_controls) == 64, "controls size");
+
+/* Which optional controls an agent wrote (an agent that predates a field leaves it and its flag 0,
+ * and the plugin keeps its own value). */
+enum ncclscope_controls_flag {
+  NCCLSCOPE_CONTROLS_HAS_BUDGET = 1u << 0,
+};
+
+/* The overhead governor's state (header.governor, plugin-written, each field on its own). The
+ * plugin times every call of 1 op in `sample_every` (its handles carry a bit) and, once per
+ * evaluation window (at least one duty-cycle period), compares its time share with the budget:
+ * over it, it lowers the proxy duty cycle, then the kernel_ch one, through the same event-mask
+ * mechanism as the duty cycle itself; well under it, it steps them back up towards what the
+ * controls ask for. */
+enum ncclscope_governor_level {
+  NCCLSCOPE_GOVERNOR_OFF = 0,      /* no budget */
+  NCCLSCOPE_GOVERNOR_AS_ASKED = 1, /* sampling as the controls ask */
+  NCCLSCOPE_GOVERNOR_PROXY = 2,    /* the proxy duty cycle is lowered (maybe to 0) */
+  NCCLSCOPE_GOVERNOR_KERNEL = 3,   /* proxy events are off and the kernel_ch duty cycle lowered */
+  NCCLSCOPE_GOVERNOR_FLOOR = 4,    /* both off and still over budget: nothing left to lower */
+};
+struct ncclscope_governor_state {
+  uint32_t level;          /* enum ncclscope_governor_level */
+  uint32_t budget_ppm;     /* budget in force (share of one core per local GPU, ppm) */
+  uint32_t kernel_duty_pm; /* duty cycles in force, after the governor (per mille) */
+  uint32_t proxy_duty_pm;
+  uint32_t load_ppm;     /* the last window: estimated plugin time / window / local GPUs (ppm) */
+  uint32_t local_gpus;   /* the GPUs (CUDA devices of live communicators) it was divided by */
+  uint64_t op_ns;        /* the last window: mean plugin time per timed op (ns) */
+  uint64_t evaluated_ns; /* host time of the last evaluation (0: none yet) */
+  uint32_t sample_every; /* 1 op in this many is timed */
+  uint32_t windows;      /* windows evaluated so far */
+  uint8_t reserved[16];
+};
+NCCLSCOPE_STATIC_ASSERT(sizeof(struct ncclscope_governor_state) == 64, "governor size");
 
 struct ncclscope_ring_header {
   /* Identity: written once, before the file gets its final name. */
@@ -158,7 +201,9 @@ struct ncclscope_ring_header {
   uint32_t pinned_controls;     /* enum ncclscope_control_bit set by the job's environment */
   uint64_t closed_ns;           /* host time the ring was closed, 0 while live */
   uint64_t counters[NCCLSCOPE_COUNTER_MAX]; /* enum ncclscope_counter */
-  uint8_t reserved1[1024 - 256 - 24 - 8 * NCCLSCOPE_COUNTER_MAX];
+  uint8_t reserved1[512 - 256 - 24 - 8 * NCCLSCOPE_COUNTER_MAX];
+  struct ncclscope_governor_state governor; /* offset 512 */
+  uint8_t reserved1b[1024 - 512 - 64];
 
   /* Agent-written, offset 1024. */
   struct ncclscope_controls controls;
@@ -169,6 +214,7 @@ NCCLSCOPE_STATIC_ASSERT(sizeof(struct ncclscope_ring_header) == NCCLSCOPE_RING_H
 NCCLSCOPE_STATIC_ASSERT(offsetof(struct ncclscope_ring_header, hostname) == 80, "hostname");
 NCCLSCOPE_STATIC_ASSERT(offsetof(struct ncclscope_ring_header, state) == 256, "state");
 NCCLSCOPE_STATIC_ASSERT(offsetof(struct ncclscope_ring_header, counters) == 280, "counters");
+NCCLSCOPE_STATIC_ASSERT(offsetof(struct ncclscope_ring_header, governor) == 512, "governor");
 NCCLSCOPE_STATIC_ASSERT(offsetof(struct ncclscope_ring_header, controls) == 1024, "controls");
 
 /* ---- Lanes ------------------------------------------------------------------------------ */

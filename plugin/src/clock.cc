@@ -126,6 +126,24 @@ void Recalibrate() {
 
 bool UsesTsc() { return g_use_tsc.load(std::memory_order_relaxed); }
 
+std::uint64_t Ticks() {
+  if (!g_use_tsc.load(std::memory_order_relaxed)) return RealtimeNow();
+  return ReadTsc();
+}
+
+std::uint64_t TicksToNs(std::uint64_t ticks) {
+  if (!g_use_tsc.load(std::memory_order_relaxed)) return ticks;
+  const std::uint64_t rate = g_anchor.ns_per_tick_q32.load(std::memory_order_acquire);
+  return static_cast<std::uint64_t>((static_cast<U128>(ticks) * rate) >> 32);
+}
+
+std::uint64_t NsToTicks(std::uint64_t ns) {
+  if (!g_use_tsc.load(std::memory_order_relaxed)) return ns;
+  const std::uint64_t rate = g_anchor.ns_per_tick_q32.load(std::memory_order_acquire);
+  if (rate == 0) return ns;
+  return static_cast<std::uint64_t>((static_cast<U128>(ns) << 32) / rate);
+}
+
 std::uint64_t Now() {
   if (!g_use_tsc.load(std::memory_order_relaxed)) return RealtimeNow();
   while (true) {

@@ -30,4 +30,11 @@ void Recalibrate();
 // Whether Now() reads the TSC.
 bool UsesTsc();
 
+// A cheap monotonic-enough tick count for measuring short intervals on one thread (the overhead
+// governor's timing): the raw TSC where Now() uses it, else Now() itself (ns). TicksToNs converts
+// a difference of two Ticks() with the current rate.
+std::uint64_t Ticks();
+std::uint64_t TicksToNs(std::uint64_t ticks);
+std::uint64_t NsToTicks(std::uint64_t ns);
+
 }  // namespace ncclscope::plugin::clock

@@ -368,6 +368,10 @@ void StartOp(void* context, void** handle, const OpArgs& args) {
     Count(NCCLSCOPE_CTR_INVALID_HANDLE);
     return;
   }
+  // 1 op in sample_every is timed whole, this start included (governor.h).
+  const std::uint64_t op_index = Load(comm->ops_enqueued);
+  const bool timed = governor::SampleOp(r.gov, op_index, comm_index);
+  const std::uint64_t timed_from = timed ? governor::Begin(r.gov, governor::kOpCalls) : 0;
   const std::uint64_t now = clock::Now();
   const TaskMask task_mask = MaskOfTask(r, args.parent, now);
   const std::uint8_t func = names::Func(args.func);
@@ -427,7 +431,6 @@ void StartOp(void* context, void** handle, const OpArgs& args) {
     algo = names::Algo(args.algo);
     proto = names::Proto(args.proto);
   }
-  const std::uint64_t op_index = Load(comm->ops_enqueued);
   Store(comm->ops_enqueued, op_index + 1);
 
   // What completes the op. KernelCh come only from profiler proxy ops, which exist only when the
@@ -510,6 +513,11 @@ void StartOp(void* context, void** handle, const OpArgs& args) {
     std::atomic_ref<std::uint8_t>(recent.kind).store(args.kind, std::memory_order_relaxed);
   }
   *handle = EncodeHandle(HandleKind::kOp, generation, index);
+  if (timed) {
+    *handle = governor::MarkTimed(*handle);  // its children inherit the bit (exports.cc)
+    r.gov.timed_ops.fetch_add(1, std::memory_order_relaxed);
+    governor::End(r.gov, governor::kOpCalls, timed_from, clock::Ticks());
+  }
 }
 
 void StartKernelCh(void* /*context*/, void** handle, void* parent, std::uint8_t channel,

@@ -16,6 +16,8 @@
 
 #include "plugin/abi/nccl_profiler_abi.h"
 #include "plugin/src/chain.h"
+#include "plugin/src/clock.h"
+#include "plugin/src/governor.h"
 #include "plugin/src/handle.h"
 #include "plugin/src/runtime.h"
 
@@ -118,6 +120,91 @@ void StartCommon(void* context, void** handle, const Descr* d, std::uint64_t typ
   }
 }
 
+// The overhead governor times every call on a timed op and its children (governor.h): their
+// handles carry governor::kTimedBit, which the child started here inherits. An untimed call pays
+// one bit test. A timed one goes through a cold wrapper that takes the time and calls the entry
+// point again with the bit cleared (in a copy of the descriptor for starts), so each handler keeps
+// its one call site and never sees the bit.
+governor::Class ClassOfEvent(std::uint64_t type) {
+  switch (type) {
+    case abi::kKernelCh:
+      return governor::kKernelCalls;
+    case abi::kProxyOp:
+    case abi::kProxyStep:
+    case abi::kNetPlugin:
+      return governor::kProxyCalls;
+    default:
+      return governor::kOpCalls;
+  }
+}
+
+governor::Class ClassOfHandle(HandleKind kind) {
+  switch (kind) {
+    case HandleKind::kKernelCh:
+      return governor::kKernelCalls;
+    case HandleKind::kProxyOp:
+    case HandleKind::kProxyStep:
+      return governor::kProxyCalls;
+    default:
+      return governor::kOpCalls;
+  }
+}
+
+abi::Result StopV(void* handle);
+abi::Result RecordV(void* handle, int state, abi::StateArgsV4* args);
+
+__attribute__((noinline, cold)) abi::Result TimedStop(void* handle) {
+  void* own = governor::Strip(handle);
+  governor::State& g = R().gov;
+  const governor::Class c = ClassOfHandle(DecodeHandle(own).kind);
+  const std::uint64_t t0 = governor::Begin(g, c);
+  const abi::Result result = StopV(own);
+  governor::End(g, c, t0, clock::Ticks());
+  return result;
+}
+
+__attribute__((noinline, cold)) abi::Result TimedRecord(void* handle, int state,
+                                                        abi::StateArgsV4* args) {
+  void* own = governor::Strip(handle);
+  governor::State& g = R().gov;
+  const governor::Class c = ClassOfHandle(DecodeHandle(own).kind);
+  const std::uint64_t t0 = governor::Begin(g, c);
+  const abi::Result result = RecordV(own, state, args);
+  governor::End(g, c, t0, clock::Ticks());
+  return result;
+}
+
+// Whether a start's parent is a timed op (or a child of one) of this process. PXN ProxyOps carry
+// another process's parent (sub->taskEventHandle with sub->pid, src/plugin/profiler.cc:485-487 at
+// v2.28.9-1: the op's owner enqueued it), which may carry the bit of that process's own timing:
+// it is passed through untouched, never timed here.
+template <typename Descr>
+bool ParentTimed(const Descr* d) {
+  if (__builtin_expect(!governor::IsTimed(d->parentObj), 1)) return false;
+  if (static_cast<std::uint64_t>(d->type) == abi::kProxyOp) return d->proxyOp.pid == R().pid;
+  return true;
+}
+
+// A start whose parent is timed (a child of a timed op; Coll/P2p starts time themselves in
+// StartOp): `own` gets a copy of the descriptor whose parent has the bit cleared, and the child's
+// handle is marked.
+template <typename Descr>
+__attribute__((noinline, cold)) abi::Result TimedStart(abi::Result (*own)(void*, void**, Descr*),
+                                                       void* context, void** handle, Descr* d,
+                                                       std::uint64_t type) {
+  Descr copy = *d;
+  copy.parentObj = governor::Strip(d->parentObj);
+  governor::State& g = R().gov;
+  const governor::Class c = ClassOfEvent(type);
+  const std::uint64_t t0 = governor::Begin(g, c);
+  const abi::Result result = own(context, handle, &copy);
+  if (*handle != nullptr && DecodeHandle(*handle).kind != HandleKind::kIgnored) {
+    *handle = governor::MarkTimed(*handle);
+  }
+  governor::End(g, c, t0, clock::Ticks());
+  return result;
+}
+
 // Stop and record: the chain calls these same functions back with ncclscope's own handle, which
 // is never a chain handle, so the handlers keep one caller and the unchained cost stays one
 // predictable branch (on the handle's kind: a chain handle exists only while chaining).
@@ -125,6 +212,7 @@ abi::Result StopV(void* handle) {
   if (__builtin_expect(DecodeHandle(handle).kind == HandleKind::kChain, 0)) {
     return chain::Stop(StopV, handle);  // a tail call: chain.h throws nothing
   }
+  if (__builtin_expect(governor::IsTimed(handle), 0)) return TimedStop(handle);
   return Guard([&] {
     StopEvent(handle);
     return abi::kSuccess;
@@ -135,6 +223,7 @@ abi::Result RecordV(void* handle, int state, abi::StateArgsV4* args) {
   if (__builtin_expect(DecodeHandle(handle).kind == HandleKind::kChain, 0)) {
     return chain::Record(RecordV, handle, state, args);
   }
+  if (__builtin_expect(governor::IsTimed(handle), 0)) return TimedRecord(handle, state, args);
   return Guard([&] {
     RecordEventState(handle, state, args);
     return abi::kSuccess;
@@ -192,6 +281,9 @@ bool StartApiEvent(void** handle, const Descr* d) {
 
 abi::Result StartV6Own(void* context, void** handle, abi::EventDescrV6* d) {
   *handle = nullptr;
+  if (__builtin_expect(ParentTimed(d), 0)) {
+    return TimedStart(StartV6Own, context, handle, d, static_cast<std::uint64_t>(d->type));
+  }
   return Guard([&] {
     if (d->type == abi::kKernelCh) {  // the most frequent event: straight to it
       StartKernelCh(context, handle, d->parentObj, d->kernelCh.channelId, d->kernelCh.pTimer);
@@ -231,6 +323,9 @@ abi::Result InitV5(void** context, std::uint64_t comm_id, int* mask, const char*
 
 abi::Result StartV5Own(void* context, void** handle, abi::EventDescrV5* d) {
   *handle = nullptr;
+  if (__builtin_expect(ParentTimed(d), 0)) {
+    return TimedStart(StartV5Own, context, handle, d, static_cast<std::uint64_t>(d->type));
+  }
   return Guard([&] {
     if (d->type == abi::kKernelCh) {  // the most frequent event: straight to it
       StartKernelCh(context, handle, d->parentObj, d->kernelCh.channelId, d->kernelCh.pTimer);
@@ -258,6 +353,9 @@ abi::Result InitV4(void** context, int* mask, const char* name, std::uint64_t co
 
 abi::Result StartV4Own(void* context, void** handle, abi::EventDescrV4* d) {
   *handle = nullptr;
+  if (__builtin_expect(ParentTimed(d), 0)) {
+    return TimedStart(StartV4Own, context, handle, d, static_cast<std::uint64_t>(d->type));
+  }
   return Guard([&] {
     StartCommon(context, handle, d, static_cast<std::uint64_t>(d->type));
     return abi::kSuccess;

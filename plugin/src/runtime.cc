@@ -93,6 +93,9 @@ void ApplyAgentControls(Runtime& r) {
       std::atomic_ref<std::uint32_t>(shared.kernel_duty_pm).load(std::memory_order_acquire);
   snapshot.proxy_duty_pm =
       std::atomic_ref<std::uint32_t>(shared.proxy_duty_pm).load(std::memory_order_acquire);
+  snapshot.overhead_budget_ppm =
+      std::atomic_ref<std::uint32_t>(shared.overhead_budget_ppm).load(std::memory_order_acquire);
+  snapshot.flags = std::atomic_ref<std::uint32_t>(shared.flags).load(std::memory_order_acquire);
   if (seq_ref.load(std::memory_order_relaxed) != seq) return;  // being rewritten: next pass
   r.applied_control_seq = seq;
   const std::uint32_t pinned = r.settings.pinned;
@@ -110,6 +113,12 @@ void ApplyAgentControls(Runtime& r) {
   }
   if ((pinned & NCCLSCOPE_CONTROL_PROXY_DUTY) == 0 && snapshot.proxy_duty_pm <= 1000) {
     r.proxy_duty_pm.store(snapshot.proxy_duty_pm, std::memory_order_relaxed);
+  }
+  // An agent that predates the budget leaves the flag clear: the plugin keeps its own.
+  if ((pinned & NCCLSCOPE_CONTROL_OVERHEAD_BUDGET) == 0 &&
+      (snapshot.flags & NCCLSCOPE_CONTROLS_HAS_BUDGET) != 0 &&
+      snapshot.overhead_budget_ppm <= 1'000'000) {
+    r.overhead_budget_ppm.store(snapshot.overhead_budget_ppm, std::memory_order_relaxed);
   }
   std::atomic_ref<std::uint32_t>(header->applied_control_seq).store(seq, std::memory_order_relaxed);
 }
@@ -214,7 +223,7 @@ void MaintenanceLoop() {
     const std::uint64_t period = r.duty_period_ns.load(std::memory_order_relaxed);
     if (period != 0) {
       const std::uint64_t phase = now % period;
-      for (std::uint32_t pm : {r.kernel_duty_pm.load(), r.proxy_duty_pm.load()}) {
+      for (std::uint32_t pm : {governor::KernelDutyPm(r), governor::ProxyDutyPm(r)}) {
         const std::uint64_t edge = period / 1000 * pm;
         const std::uint64_t until = phase < edge ? edge - phase : period - phase;
         if (until > 0 && until < wait) wait = until;
@@ -269,6 +278,7 @@ void InitializeLocked(Runtime& r) {
   r.duty_period_ns.store(s.duty_period_ns);
   r.kernel_duty_pm.store(s.kernel_duty_pm);
   r.proxy_duty_pm.store(s.proxy_duty_pm);
+  r.overhead_budget_ppm.store(s.overhead_budget_ppm);
   if (s.disabled) {
     Log(abi::kLogInfo, "disabled by NCCLSCOPE_DISABLE");
     return;
@@ -296,6 +306,10 @@ void InitializeLocked(Runtime& r) {
       .store(s.pinned, std::memory_order_relaxed);
   Log(abi::kLogInfo, "recording to %s (%u lanes x %u records, %s clock)", r.ring.path().c_str(),
       geometry.lanes, geometry.lane_capacity, clock::UsesTsc() ? "tsc" : "realtime");
+  governor::Setup(r);
+  if (!s.test_spin_file.empty()) {
+    Log(abi::kLogWarn, "NCCLSCOPE_TEST_SPIN_FILE is set: calls are made slower on purpose (tests)");
+  }
   static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
   pthread_once(&atfork_once, [] { pthread_atfork(nullptr, nullptr, AtForkChild); });
   r.stop_maintenance = false;
@@ -354,12 +368,9 @@ std::uint32_t DesiredMask(std::uint64_t now_ns) {
     // Phases are aligned to the realtime epoch, so every process on the node (and every node with
     // a synchronized clock) samples the same windows.
     const std::uint64_t phase = now_ns % period;
-    if (phase >= period / 1000 * r.kernel_duty_pm.load(std::memory_order_relaxed)) {
-      mask &= ~kEventKernelCh;
-    }
-    if (phase >= period / 1000 * r.proxy_duty_pm.load(std::memory_order_relaxed)) {
-      mask &= ~kProxyEvents;
-    }
+    // The duty cycles in force: the controls', capped by the overhead governor (governor.h).
+    if (phase >= period / 1000 * governor::KernelDutyPm(r)) mask &= ~kEventKernelCh;
+    if (phase >= period / 1000 * governor::ProxyDutyPm(r)) mask &= ~kProxyEvents;
   }
   return mask;
 }
@@ -367,6 +378,7 @@ std::uint32_t DesiredMask(std::uint64_t now_ns) {
 void MaintenancePass(std::uint64_t now_ns) {
   Runtime& r = R();
   ApplyAgentControls(r);
+  governor::Evaluate(r, now_ns);
   const std::uint32_t mask = DesiredMask(now_ns);
   r.pending_mask.store(mask, std::memory_order_relaxed);
   // With API events (v5+) the user threads apply the change right after NCCL's read of a call
@@ -414,6 +426,7 @@ abi::Result Init(void** context, std::uint64_t comm_id, int* mask, const char* n
   Store(comm->rank, rank);
   Store(comm->nranks, nranks);
   Store(comm->nnodes, nnodes);
+  Store(comm->cuda_device, gpu.cuda_device);
   Store(comm->context_value, reinterpret_cast<std::uintptr_t>(handle));
   Store(comm->ops_enqueued, 0);
   Store(comm->ops_completed, 0);

@@ -16,6 +16,7 @@
 
 #include "plugin/abi/nccl_profiler_abi.h"
 #include "plugin/ring/ring_writer.h"
+#include "plugin/src/governor.h"
 #include "plugin/src/handle.h"
 #include "plugin/src/pools.h"
 #include "plugin/src/settings.h"
@@ -71,7 +72,11 @@ struct Runtime {
   std::atomic<std::uint64_t> duty_period_ns{0};
   std::atomic<std::uint32_t> kernel_duty_pm{1000};
   std::atomic<std::uint32_t> proxy_duty_pm{1000};
+  std::atomic<std::uint32_t> overhead_budget_ppm{0};
   std::uint32_t applied_control_seq = 0;  // maintenance thread only
+
+  // The overhead governor (governor.h): timing accumulators and the duty-cycle limits it sets.
+  governor::State gov;
 
   // Maintenance thread (controls, duty cycle, clock anchor, stale-op sweep).
   std::thread maintenance;

@@ -104,6 +104,22 @@ constexpr Control kControls[] = {
      [](std::string_view v, Settings& s) { return Assign(v, s.kernel_duty_pm, ParseFractionPm); }},
     {"NCCLSCOPE_PROXY_DUTY", "proxy_duty", NCCLSCOPE_CONTROL_PROXY_DUTY,
      [](std::string_view v, Settings& s) { return Assign(v, s.proxy_duty_pm, ParseFractionPm); }},
+    {"NCCLSCOPE_OVERHEAD_BUDGET", "overhead_budget", NCCLSCOPE_CONTROL_OVERHEAD_BUDGET,
+     [](std::string_view v, Settings& s) {
+       return Assign(v, s.overhead_budget_ppm, ParseFractionPpm);
+     }},
+    {"NCCLSCOPE_OVERHEAD_SAMPLE", nullptr, 0,
+     [](std::string_view v, Settings& s) {
+       const auto n = ParseUint(v);
+       if (!n || !InRange(*n, 1, 65536) || (*n & (*n - 1)) != 0) return false;
+       s.overhead_sample = static_cast<std::uint32_t>(*n);
+       return true;
+     }},
+    {"NCCLSCOPE_TEST_SPIN_FILE", nullptr, 0,
+     [](std::string_view v, Settings& s) {
+       s.test_spin_file = std::string(v);
+       return true;
+     }},
     {"NCCLSCOPE_RING_SIZE", "ring_size", 0,
      [](std::string_view v, Settings& s) {
        const auto bytes = ParseBytes(v);
@@ -230,6 +246,28 @@ std::optional<std::uint32_t> ParseFractionPm(std::string_view text) {
   }
   if (pm > 1000) return std::nullopt;
   return static_cast<std::uint32_t>(pm);
+}
+
+std::optional<std::uint32_t> ParseFractionPpm(std::string_view text) {
+  text = Trim(text);
+  const bool percent = !text.empty() && text.back() == '%';
+  if (percent) text.remove_suffix(1);
+  std::string_view rest;
+  const auto whole = LeadingNumber(text, &rest);
+  if (!whole || *whole > 1'000'000) return std::nullopt;
+  std::uint64_t ppm = *whole * (percent ? 10'000 : 1'000'000);
+  if (!rest.empty()) {
+    if (rest[0] != '.') return std::nullopt;
+    // The first fraction digit is worth this many ppm; digits beyond 1 ppm are ignored.
+    std::uint64_t scale = percent ? 1'000 : 100'000;
+    for (std::size_t i = 1; i < rest.size(); ++i) {
+      if (rest[i] < '0' || rest[i] > '9') return std::nullopt;
+      ppm += static_cast<std::uint64_t>(rest[i] - '0') * scale;
+      scale /= 10;
+    }
+  }
+  if (ppm > 1'000'000) return std::nullopt;
+  return static_cast<std::uint32_t>(ppm);
 }
 
 std::optional<std::uint32_t> ParseEvents(std::string_view text) {

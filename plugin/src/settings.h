@@ -46,7 +46,18 @@ struct Settings {
   std::uint64_t duty_period_ns = 10'000'000'000ull;  // NCCLSCOPE_DUTY_PERIOD
   std::uint32_t kernel_duty_pm = 1000;               // NCCLSCOPE_KERNEL_DUTY (fraction 0..1)
   std::uint32_t proxy_duty_pm = 100;                 // NCCLSCOPE_PROXY_DUTY (fraction 0..1)
-  std::uint32_t pinned = 0;                          // ncclscope_control_bit set by the environment
+  // NCCLSCOPE_OVERHEAD_BUDGET: the overhead governor's budget, the plugin's share of one core per
+  // local GPU in parts per million (governor.h); 0 turns the governor off.
+  std::uint32_t overhead_budget_ppm = 10'000;
+  std::uint32_t pinned = 0;  // ncclscope_control_bit set by the environment
+
+  // The governor times every call of 1 op in this many (a power of two, 1..65536), environment
+  // only (NCCLSCOPE_OVERHEAD_SAMPLE): for tests and diagnosis.
+  std::uint32_t overhead_sample = 256;
+  // TEST ONLY (NCCLSCOPE_TEST_SPIN_FILE): a file the maintenance thread re-reads every pass, with
+  // busy-wait times to add to the calls the governor times ("proxy=20us kernel=0 op=0"), to
+  // make the plugin artificially expensive in tests of the governor. Never set it in a job.
+  std::string test_spin_file;
 
   // Problems found while parsing (bad values keep the previous value); logged at init.
   std::vector<std::string> warnings;
@@ -73,10 +84,11 @@ Settings LoadSettings(const EnvLookup& env);
 std::string ChainPath(const EnvLookup& env);
 
 // Parsers shared with the controls file (exposed for tests). All return nullopt on bad input.
-std::optional<std::uint64_t> ParseBytes(std::string_view text);       // "8MiB", "65536", "64k"
-std::optional<std::uint64_t> ParseDurationNs(std::string_view text);  // "10s", "250ms", "1m"
-std::optional<std::uint32_t> ParseFractionPm(std::string_view text);  // "0.25", "1", "25%"
-std::optional<std::uint32_t> ParseEvents(std::string_view text);      // "coll,p2p,kernel_ch"
+std::optional<std::uint64_t> ParseBytes(std::string_view text);        // "8MiB", "65536", "64k"
+std::optional<std::uint64_t> ParseDurationNs(std::string_view text);   // "10s", "250ms", "1m"
+std::optional<std::uint32_t> ParseFractionPm(std::string_view text);   // "0.25", "1", "25%"
+std::optional<std::uint32_t> ParseFractionPpm(std::string_view text);  // "0.005", "0.5%", "0"
+std::optional<std::uint32_t> ParseEvents(std::string_view text);       // "coll,p2p,kernel_ch"
 
 // Name of the controls file inside the ring directory.
 inline constexpr const char* kControlsFileName = "ncclscope.controls";

@@ -176,6 +176,7 @@ struct alignas(64) CommState {
   std::atomic<std::int32_t> rank{0};
   std::atomic<std::int32_t> nranks{0};
   std::atomic<std::int32_t> nnodes{0};
+  std::atomic<std::int32_t> cuda_device{0};          // -1: unknown (the governor's local GPUs)
   std::atomic<std::uint32_t> comm_slot{UINT32_MAX};  // index in the ring's comm table
   std::atomic<std::uint64_t> context_value{0};       // the encoded handle NCCL holds
   // Per-peer p2p counters: [0, nranks) sends, [nranks, 2 nranks) receives. Allocated at init.

@@ -16,6 +16,9 @@ void SetUpPluginEnvironment() {
     setenv("NCCLSCOPE_RING_DIR", PluginRingDir().path().c_str(), 1);
     setenv("NCCLSCOPE_PROXY_DUTY", "1", 1);     // NOLINT(concurrency-mt-unsafe)
     setenv("NCCLSCOPE_RING_SIZE", "32MiB", 1);  // NOLINT(concurrency-mt-unsafe)
+    // Tests drive the plugin flat out: its overhead governor would sample less (its own tests,
+    // governor_test.cc, turn it on). Not overwritten, so a run can set a budget.
+    setenv("NCCLSCOPE_OVERHEAD_BUDGET", "0", 0);  // NOLINT(concurrency-mt-unsafe)
     return true;
   }();
   (void)done;

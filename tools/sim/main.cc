@@ -76,7 +76,11 @@ int Main(int argc, char** argv) {
                  dlerror());
   }
   // Read by the plugin at its first init (before any thread of ours exists).
-  setenv("NCCLSCOPE_JOB_ID", o.job_id.c_str(), 0);           // NOLINT(concurrency-mt-unsafe)
+  setenv("NCCLSCOPE_JOB_ID", o.job_id.c_str(), 0);  // NOLINT(concurrency-mt-unsafe)
+  // The simulated ranks share this node's cores with each other and the agent, so the plugin's
+  // wall-clock timing of its calls includes the simulator's own crowding and its overhead
+  // governor would react to that. Off unless the environment sets a budget (to try it).
+  setenv("NCCLSCOPE_OVERHEAD_BUDGET", "0", 0);               // NOLINT(concurrency-mt-unsafe)
   const char* ring_dir = std::getenv("NCCLSCOPE_RING_DIR");  // NOLINT(concurrency-mt-unsafe)
 
   struct sigaction action = {};

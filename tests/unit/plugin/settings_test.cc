@@ -35,6 +35,16 @@ TEST(SettingsTest, Parsers) {
   EXPECT_EQ(ParseFractionPm("12.5%"), 125u);
   EXPECT_EQ(ParseFractionPm("1.5"), std::nullopt);
   EXPECT_EQ(ParseFractionPm("-1"), std::nullopt);
+  EXPECT_EQ(ParseFractionPpm("0.01"), 10'000u);
+  EXPECT_EQ(ParseFractionPpm("1%"), 10'000u);
+  EXPECT_EQ(ParseFractionPpm("0.25%"), 2'500u);
+  EXPECT_EQ(ParseFractionPpm("0.000001"), 1u);
+  EXPECT_EQ(ParseFractionPpm("0"), 0u);
+  EXPECT_EQ(ParseFractionPpm("1"), 1'000'000u);
+  EXPECT_EQ(ParseFractionPpm("100%"), 1'000'000u);
+  EXPECT_EQ(ParseFractionPpm("101%"), std::nullopt);
+  EXPECT_EQ(ParseFractionPpm("2"), std::nullopt);
+  EXPECT_EQ(ParseFractionPpm("1e-2"), std::nullopt);
   EXPECT_EQ(ParseEvents("coll,p2p,kernel_ch"), kEventColl | kEventP2p | kEventKernelCh);
   EXPECT_EQ(ParseEvents("proxy_step"), kEventProxyStep | kEventProxyOp);  // needs its parent
   EXPECT_EQ(ParseEvents("0x46"), 0x46u);
@@ -53,8 +63,33 @@ TEST(SettingsTest, DefaultsRecordEverythingWithGpuTimingAndSampleTheNetwork) {
   EXPECT_EQ(s.proxy_duty_pm, 100u);
   EXPECT_EQ(s.min_bytes, 0u);
   EXPECT_EQ(s.ring_bytes, 8u << 20);
+  EXPECT_EQ(s.overhead_budget_ppm, 10'000u);  // the governor keeps the plugin under 1 % of a core
+  EXPECT_EQ(s.overhead_sample, 256u);
+  EXPECT_TRUE(s.test_spin_file.empty());
   EXPECT_EQ(s.pinned, 0u);
   EXPECT_TRUE(s.warnings.empty());
+}
+
+TEST(SettingsTest, OverheadBudgetFromTheControlsFileOrPinnedByTheEnvironment) {
+  Settings s;
+  ApplyControlsFile("overhead_budget=0.5%\n", s);
+  EXPECT_EQ(s.overhead_budget_ppm, 5'000u);
+  ApplyEnvironment(Env({{"NCCLSCOPE_OVERHEAD_BUDGET", "0"},
+                        {"NCCLSCOPE_OVERHEAD_SAMPLE", "64"},
+                        {"NCCLSCOPE_TEST_SPIN_FILE", "/tmp/spin"}}),
+                   s);
+  EXPECT_EQ(s.overhead_budget_ppm, 0u);
+  EXPECT_EQ(s.pinned, NCCLSCOPE_CONTROL_OVERHEAD_BUDGET);
+  EXPECT_EQ(s.overhead_sample, 64u);
+  EXPECT_EQ(s.test_spin_file, "/tmp/spin");
+  ApplyControlsFile("overhead_budget=2%\n", s);  // pinned: the agent's value is ignored
+  EXPECT_EQ(s.overhead_budget_ppm, 0u);
+  Settings bad;
+  ApplyEnvironment(
+      Env({{"NCCLSCOPE_OVERHEAD_SAMPLE", "100"}, {"NCCLSCOPE_OVERHEAD_BUDGET", "lots"}}), bad);
+  EXPECT_EQ(bad.overhead_sample, 256u);  // not a power of two
+  EXPECT_EQ(bad.overhead_budget_ppm, 10'000u);
+  EXPECT_EQ(bad.warnings.size(), 2u);
 }
 
 TEST(SettingsTest, EnvironmentWinsOverTheControlsFileAndPinsThatControl) {

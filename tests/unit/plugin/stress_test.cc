@@ -57,6 +57,8 @@ const bool kEnvironment = [] {                                // NOLINT(cert-err
   // Four ranks drive 100-200 k ops/s here, tens of times a real process: room for the ops that
   // legitimately wait a few maintenance passes (2.27's uncertain mask copies, CollNet).
   setenv("NCCLSCOPE_MAX_OPS", "1048576", 1);  // NOLINT(concurrency-mt-unsafe)
+  // Flat out the overhead governor would sample less; a run may set a budget to stress it too.
+  setenv("NCCLSCOPE_OVERHEAD_BUDGET", "0", 0);  // NOLINT(concurrency-mt-unsafe)
   return true;
 }();
 
