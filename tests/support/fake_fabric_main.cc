@@ -45,10 +45,14 @@ int main(int argc, char** argv) {
   int roce_hcas = 1;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
-    const int n = std::atoi(argv[i + 1]);
-    if (flag == "--ib" && n >= 0 && n <= 32) {
+    char* end = nullptr;
+    const long parsed = std::strtol(argv[i + 1], &end, 10);
+    const int n = end != argv[i + 1] && *end == '\0' && parsed >= 0 && parsed <= 32
+                      ? static_cast<int>(parsed)
+                      : -1;
+    if (flag == "--ib" && n >= 0) {
       ib_hcas = n;
-    } else if (flag == "--roce" && n >= 0 && n <= 32) {
+    } else if (flag == "--roce" && n >= 0) {
       roce_hcas = n;
     } else {
       std::fprintf(stderr, "usage: ncclscope-fake-fabric [--ib N] [--roce M] (0..32 each)\n");
