@@ -152,6 +152,13 @@ class Job {
 constexpr std::uint32_t kProxyBits = abi::kProxyOp | abi::kProxyStep | abi::kNetPlugin;
 
 TEST(GovernorTest, ExpensiveEventsAreGovernedDownProxyFirstThenKernelTimingAndRecover) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  // What the governor measures is the plugin's own CPU time per op, and a sanitizer multiplies it
+  // (CI's ASan run on a loaded 2-core VM: 145 us per op, 3.2 % of a core before the spin knob, so
+  // the 5 % budget's recovery threshold was never reached). The decisions are tested here in the
+  // optimized build (cmake --workflow --preset default); the other governor tests run everywhere.
+  GTEST_SKIP() << "the plugin's cost under a sanitizer is not what the governor budgets for";
+#endif
   if (!SetUpGovernorEnvironment("5%")) GTEST_SKIP() << kOwnProcess;
   Job job;
   ASSERT_TRUE(job.Start());
