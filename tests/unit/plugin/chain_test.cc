@@ -58,7 +58,8 @@ const bool kEnvironment = [] {                                // NOLINT(cert-err
   setenv("NCCLSCOPE_PROXY_DUTY", "1", 1);                     // NOLINT(concurrency-mt-unsafe)
   setenv("NCCLSCOPE_RING_SIZE", "64MiB", 1);                  // NOLINT(concurrency-mt-unsafe)
   setenv("NCCLSCOPE_CHAIN", NCCLSCOPE_CHAINED_PROFILER, 1);   // NOLINT(concurrency-mt-unsafe)
-  setenv("NCCLSCOPE_OVERHEAD_BUDGET", "0", 0);  // flat out, the governor would sample less
+  // Flat out: the governor would sample less.
+  setenv("NCCLSCOPE_OVERHEAD_BUDGET", "0", 0);  // NOLINT(concurrency-mt-unsafe)
   return true;
 }();
 
