@@ -77,14 +77,19 @@ void ScrapeCollector::CollectSource(SourceSet::Entry& entry, std::vector<MetricF
                                     std::string* text) const {
   const auto start = std::chrono::steady_clock::now();
   try {
-    std::vector<MetricFamily> families = entry.source->Collect();
     if (text != nullptr) {
-      metrics::AppendFamilies(*text, families);
-      // A source that fails half-way leaves what it wrote: the format allows any family order,
-      // and each family it completed is whole.
-      metrics::TextWriter writer(*text);
-      entry.source->CollectText(writer);
+      // The text first, the families after: a source's families (its counters) are then never
+      // older than its text (what they count), e.g. the profiler's ops_total never runs ahead
+      // of the plugin events counted before those ops. A source that fails half-way leaves
+      // what it wrote: the format allows any family order, and each family it completed is
+      // whole.
+      {
+        metrics::TextWriter writer(*text);
+        entry.source->CollectText(writer);
+      }
+      metrics::AppendFamilies(*text, entry.source->Collect());
     } else {
+      std::vector<MetricFamily> families = entry.source->Collect();
       for (MetricFamily& family : families) out.push_back(std::move(family));
     }
   } catch (const std::exception& e) {

@@ -383,29 +383,13 @@ void ProfilerSource::Run() {
         more = directory.Poll(*sink_);
         analytics_->SetLiveRings(directory.snapshot().ring_ids);
         analytics_->EndPass(directory.snapshot().comms, std::chrono::steady_clock::now());
+        // The data-path counters for scrapes, published before the pass's records become
+        // visible: a scrape must never see an op counted but not the events (filtered,
+        // dropped) the plugin counted before it. Lock order analytics -> snapshot, as in
+        // CollectText and RenderSnapshot.
+        PublishSnapshot(directory.snapshot());
       }
       RefreshQpTable();
-      // The data-path counters for scrapes; the communicators live in the analytics.
-      const DirectorySnapshot& latest = directory.snapshot();
-      std::lock_guard<std::mutex> snap(snapshot_mutex_);
-      snapshot_.rings_live = latest.rings_live;
-      snapshot_.rings_closed = latest.rings_closed;
-      snapshot_.rings_reclaimed = latest.rings_reclaimed;
-      snapshot_.rings_rejected = latest.rings_rejected;
-      snapshot_.ring_faults = latest.ring_faults;
-      snapshot_.records = latest.records;
-      snapshot_.corrupt = latest.corrupt;
-      snapshot_.lane_resyncs = latest.lane_resyncs;
-      snapshot_.plugin_counters = latest.plugin_counters;
-      snapshot_.dropped_ring_full = latest.dropped_ring_full;
-      snapshot_.limited = latest.limited;
-      snapshot_.mapped_bytes = latest.mapped_bytes;
-      snapshot_.rejected_remembered = latest.rejected_remembered;
-      snapshot_.controls_file_repairs = latest.controls_file_repairs;
-      if (latest.controls_file_errors > snapshot_.controls_file_errors) {
-        errors().Add("controls_file");
-      }
-      snapshot_.controls_file_errors = latest.controls_file_errors;
     } catch (const std::exception& e) {
       errors().Add("poll");
       NCCLSCOPE_LOG(kWarn, "profiler") << "reading rings failed: " << e.what();
@@ -420,6 +404,28 @@ void ProfilerSource::Run() {
   }
   lock.unlock();
   RenderSnapshot();  // what the last pass counted, for the scrapes until the server stops
+}
+
+void ProfilerSource::PublishSnapshot(const DirectorySnapshot& latest) {
+  std::lock_guard<std::mutex> snap(snapshot_mutex_);
+  snapshot_.rings_live = latest.rings_live;
+  snapshot_.rings_closed = latest.rings_closed;
+  snapshot_.rings_reclaimed = latest.rings_reclaimed;
+  snapshot_.rings_rejected = latest.rings_rejected;
+  snapshot_.ring_faults = latest.ring_faults;
+  snapshot_.records = latest.records;
+  snapshot_.corrupt = latest.corrupt;
+  snapshot_.lane_resyncs = latest.lane_resyncs;
+  snapshot_.plugin_counters = latest.plugin_counters;
+  snapshot_.dropped_ring_full = latest.dropped_ring_full;
+  snapshot_.limited = latest.limited;
+  snapshot_.mapped_bytes = latest.mapped_bytes;
+  snapshot_.rejected_remembered = latest.rejected_remembered;
+  snapshot_.controls_file_repairs = latest.controls_file_repairs;
+  if (latest.controls_file_errors > snapshot_.controls_file_errors) {
+    errors().Add("controls_file");
+  }
+  snapshot_.controls_file_errors = latest.controls_file_errors;
 }
 
 void ProfilerSource::RenderSnapshot() {

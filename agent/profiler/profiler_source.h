@@ -53,7 +53,8 @@ class ProfilerSource : public Source {
  private:
   class Fanout;
   void Run();
-  void RenderSnapshot();  // reader thread
+  void PublishSnapshot(const DirectorySnapshot& latest);  // reader thread, analytics lock held
+  void RenderSnapshot();                                  // reader thread
   SourceStatus PrepareDirectory(const config::PluginConfig& plugin);
   // Dumps the QP table when the analytics want it (channel -> NIC), outside the analytics lock.
   void RefreshQpTable();
