@@ -11,7 +11,8 @@
 //    Reconfigure(); it must be cheap (render state, do no I/O that can block for long).
 //  - CollectText() is Collect()'s fast lane for sources with many series: it writes families
 //    straight into the scrape's text (agent/core/text_exposition.h). Same rules; a family comes
-//    from one of the two, never both.
+//    from one of the two, never both. In a text scrape CollectText() runs first, Collect()
+//    after: counters in Collect() are never older than the series they count in CollectText().
 //  - Errors are counted by kind in errors(), rendered as ncclscope_source_errors_total.
 
 #include <prometheus/collectable.h>
