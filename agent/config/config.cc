@@ -6,7 +6,17 @@
 #include <sstream>
 #include <system_error>
 
+#include "plugin/ring/ncclscope_ring.h"
+
 namespace ncclscope::config {
+
+std::vector<std::string> EventGroupNames() {
+  std::vector<std::string> names;
+  for (unsigned group = 0; group < NCCLSCOPE_EVENT_GROUP_COUNT; ++group) {
+    names.emplace_back(ncclscope_event_group_name(group));
+  }
+  return names;
+}
 
 LoadResult LoadString(const std::string& yaml, const std::string& name) {
   LoadResult result;

@@ -62,6 +62,10 @@ struct LogConfig {
   }
 };
 
+// The event groups plugin.events names, in the ring header's order (ncclscope_event_group_name in
+// plugin/ring/ncclscope_ring.h, the vocabulary the plugins parse too).
+std::vector<std::string> EventGroupNames();
+
 // NCCL profiler plugin hand-off (plugin/ writes, agent/profiler reads). The keys from `events`
 // on are controls for the plugins: written into every ring (applied by live jobs within ~200 ms)
 // and into <ring_dir>/ncclscope.controls (read by jobs when they start). A job's own NCCLSCOPE_*
@@ -79,8 +83,7 @@ struct PluginConfig {
   bool intra_node_channels = false;
   std::string qp_table = "netlink";
   Duration series_retention = Seconds(600);
-  std::vector<std::string> events = {"coll",       "p2p",        "kernel_ch", "proxy_op",
-                                     "proxy_step", "net_plugin", "ce_coll"};
+  std::vector<std::string> events = EventGroupNames();
   std::uint64_t min_bytes = 0;
   Duration duty_cycle_period = Seconds(10);
   double kernel_duty_cycle = 1.0;
@@ -145,8 +148,7 @@ struct PluginConfig {
             "timing per channel), proxy_op and proxy_step (network steps), net_plugin (the NIC "
             "and queue pairs of each network op), ce_coll (copy-engine collectives, NCCL 2.29+). "
             "NCCLSCOPE_EVENTS in the job.",
-            checks::SubsetOf{
-                {"coll", "p2p", "kernel_ch", "proxy_op", "proxy_step", "net_plugin", "ce_coll"}});
+            checks::SubsetOf{EventGroupNames()});
     v.Field("min_bytes", min_bytes,
             "Operations with fewer bytes are counted as filtered, not recorded. "
             "NCCLSCOPE_MIN_BYTES in the job.",

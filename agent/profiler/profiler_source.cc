@@ -19,22 +19,12 @@
 namespace ncclscope::profiler {
 namespace {
 
-struct EventName {
-  const char* name;
-  std::uint32_t bits;
-};
-// NCCL profiler event bits (plugin/abi/nccl_profiler_abi.h). proxy_step needs its ProxyOp parent,
-// net_plugin its ProxyStep.
-constexpr EventName kEvents[] = {
-    {"coll", 0x2},        {"p2p", 0x4},         {"kernel_ch", 0x40}, {"proxy_op", 0x8},
-    {"proxy_step", 0x18}, {"net_plugin", 0x98}, {"ce_coll", 0x1000},
-};
-
+// The mask the controls carry: the event groups' bits (the ring header's vocabulary).
 std::uint32_t EventMask(const std::vector<std::string>& events) {
   std::uint32_t mask = 0;
   for (const std::string& event : events) {
-    for (const EventName& e : kEvents) {
-      if (event == e.name) mask |= e.bits;
+    for (unsigned group = 0; group < NCCLSCOPE_EVENT_GROUP_COUNT; ++group) {
+      if (event == ncclscope_event_group_name(group)) mask |= ncclscope_event_group_bits(group);
     }
   }
   return mask;
@@ -54,54 +44,6 @@ std::uint64_t RealtimeNs() {
   clock_gettime(CLOCK_REALTIME, &ts);
   return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull +
          static_cast<std::uint64_t>(ts.tv_nsec);
-}
-
-const char* CounterName(std::size_t counter) {
-  switch (counter) {
-    case NCCLSCOPE_CTR_OPS_FILTERED:
-      return "filtered";
-    case NCCLSCOPE_CTR_HANDLES_EXHAUSTED:
-      return "handles_exhausted";
-    case NCCLSCOPE_CTR_INVALID_HANDLE:
-      return "invalid_handle";
-    case NCCLSCOPE_CTR_LATE_EVENT:
-      return "late_event";
-    case NCCLSCOPE_CTR_OPS_INCOMPLETE:
-      return "incomplete_op";
-    case NCCLSCOPE_CTR_COMMS_WITHOUT_SLOT:
-      return "comm_without_slot";
-    case NCCLSCOPE_CTR_FOREIGN_PROXY_OPS:
-      return "foreign_proxy_op";
-    case NCCLSCOPE_CTR_UNKNOWN_EVENTS:
-      return "unknown_event";
-    case NCCLSCOPE_CTR_OPS_FLUSHED:
-      return "flushed_op";
-    case NCCLSCOPE_CTR_PROXY_OPS_NO_NETWORK:
-      return "proxy_op_without_network";
-    case NCCLSCOPE_CTR_CHAIN_ERRORS:
-      return "chain_error";
-    case NCCLSCOPE_CTR_OPS_MASK_UNCERTAIN:
-      return "mask_uncertain_op";
-    default:
-      return nullptr;
-  }
-}
-
-const char* RecordTypeName(std::size_t type) {
-  switch (type) {
-    case NCCLSCOPE_REC_COMM_INIT:
-      return "comm_init";
-    case NCCLSCOPE_REC_COMM_FINALIZE:
-      return "comm_finalize";
-    case NCCLSCOPE_REC_OP:
-      return "op";
-    case NCCLSCOPE_REC_OP_CHANNELS:
-      return "op_channels";
-    case NCCLSCOPE_REC_PROXY_OP:
-      return "proxy_op";
-    default:
-      return nullptr;
-  }
 }
 
 // The plugins' overhead governors (plugin/src/governor.h), summed over the node's processes.
@@ -526,7 +468,7 @@ std::vector<prometheus::MetricFamily> ProfilerSource::Collect() const {
   auto records = metrics::Counter("ncclscope_nccl_records_total",
                                   "Valid records read from the rings, by type.");
   for (std::size_t type = 1; type < s.records.size(); ++type) {
-    if (const char* name = RecordTypeName(type)) {
+    if (const char* name = ncclscope_record_type_name(static_cast<unsigned>(type))) {
       metrics::Add(records, {{"type", name}}, static_cast<double>(s.records[type]));
     }
   }
@@ -576,7 +518,7 @@ std::vector<prometheus::MetricFamily> ProfilerSource::Collect() const {
       "ncclscope_nccl_plugin_events_total",
       "Plugin-side event outcomes other than recording, by event (see docs/metrics.md).");
   for (std::size_t counter = 0; counter < s.plugin_counters.size(); ++counter) {
-    if (const char* name = CounterName(counter)) {
+    if (const char* name = ncclscope_counter_name(static_cast<unsigned>(counter))) {
       metrics::Add(events, {{"event", name}}, static_cast<double>(s.plugin_counters[counter]));
     }
   }

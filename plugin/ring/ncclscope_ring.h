@@ -44,10 +44,12 @@
 #ifdef __cplusplus
 #define NCCLSCOPE_STATIC_ASSERT(cond, msg) static_assert(cond, msg)
 #define NCCLSCOPE_CAST(type, value) static_cast<type>(value)
+#define NCCLSCOPE_NULL nullptr
 extern "C" {
 #else
 #define NCCLSCOPE_STATIC_ASSERT(cond, msg) _Static_assert(cond, msg)
 #define NCCLSCOPE_CAST(type, value) ((type)(value))
+#define NCCLSCOPE_NULL NULL
 #endif
 
 /* "NCSCRNG1" read as a little-endian uint64_t. */
@@ -620,6 +622,52 @@ static inline const char* ncclscope_step_state_name(unsigned state) {
                                                                 "send_wait",       "recv_wait",
                                                                 "recv_flush_wait", "recv_gpu_wait"};
   return state < NCCLSCOPE_STEP_STATE_COUNT ? names[state] : "unknown";
+}
+
+/* Names of the record types, as the agent counts them (ncclscope_nccl_records_total{type});
+ * NULL for codes that are not a record type. */
+static inline const char* ncclscope_record_type_name(unsigned type) {
+  static const char* const names[NCCLSCOPE_REC_TYPE_MAX + 1] = {
+      NCCLSCOPE_NULL, "comm_init", "comm_finalize", "op", "op_channels", "proxy_op"};
+  return type <= NCCLSCOPE_REC_TYPE_MAX ? names[type] : NCCLSCOPE_NULL;
+}
+
+/* Names of the plugin-side event outcomes among header.counters[], as the agent exports them
+ * (ncclscope_nccl_plugin_events_total{event}); NULL for the counters exported as metrics of
+ * their own (dropped records, the overhead governor) and for reserved slots. */
+static inline const char* ncclscope_counter_name(unsigned counter) {
+  static const char* const names[NCCLSCOPE_COUNTER_MAX] = {
+      NCCLSCOPE_NULL, /* DROPPED_CONTENTION:
+                         ncclscope_nccl_records_dropped_total{reason="lane_busy"} */
+      "filtered",         "handles_exhausted",
+      "invalid_handle",   "late_event",
+      "incomplete_op",    "comm_without_slot",
+      "foreign_proxy_op", "unknown_event",
+      NCCLSCOPE_NULL, /* reserved */
+      "flushed_op",       "proxy_op_without_network",
+      "chain_error",      "mask_uncertain_op",
+      NCCLSCOPE_NULL, /* GOVERNOR_DOWN, GOVERNOR_UP, PLUGIN_TIME_NS: the governor's own metrics */
+      NCCLSCOPE_NULL,     NCCLSCOPE_NULL};
+  return counter < NCCLSCOPE_COUNTER_MAX ? names[counter] : NCCLSCOPE_NULL;
+}
+
+/* Event groups: the words of the agent's plugin.events and the job's NCCLSCOPE_EVENTS, and the
+ * NCCL profiler event-type bits each one asks NCCL for in the mask the plugin returns from init
+ * (ncclProfileColl = 1 << 1, P2p 1 << 2, ProxyOp 1 << 3, ProxyStep 1 << 4, KernelCh 1 << 6,
+ * NetPlugin 1 << 7, CeColl 1 << 12: src/include/plugin/nccl_profiler.h:11-25 at v2.29.7-1;
+ * plugin/abi/nccl_profiler_abi.h). A ProxyStep is only raised under its ProxyOp and a NetPlugin
+ * event under its ProxyStep, so those groups carry their parents' bits. The controls carry the
+ * resulting mask (struct ncclscope_controls.event_mask). */
+#define NCCLSCOPE_EVENT_GROUP_COUNT 7u
+static inline const char* ncclscope_event_group_name(unsigned group) {
+  static const char* const names[NCCLSCOPE_EVENT_GROUP_COUNT] = {
+      "coll", "p2p", "kernel_ch", "proxy_op", "proxy_step", "net_plugin", "ce_coll"};
+  return group < NCCLSCOPE_EVENT_GROUP_COUNT ? names[group] : NCCLSCOPE_NULL;
+}
+static inline uint32_t ncclscope_event_group_bits(unsigned group) {
+  static const uint32_t bits[NCCLSCOPE_EVENT_GROUP_COUNT] = {
+      0x2u, 0x4u, 0x40u, 0x8u, 0x8u | 0x10u, 0x8u | 0x10u | 0x80u, 0x1000u};
+  return group < NCCLSCOPE_EVENT_GROUP_COUNT ? bits[group] : 0u;
 }
 
 #ifdef __cplusplus

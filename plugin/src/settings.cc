@@ -285,22 +285,12 @@ std::optional<std::uint32_t> ParseEvents(std::string_view text) {
     const std::size_t comma = text.find(',');
     const std::string_view name = Trim(text.substr(0, comma));
     text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
-    if (name == "coll")
-      mask |= kEventColl;
-    else if (name == "p2p")
-      mask |= kEventP2p;
-    else if (name == "kernel_ch")
-      mask |= kEventKernelCh;
-    else if (name == "proxy_op")
-      mask |= kEventProxyOp;
-    else if (name == "proxy_step")
-      mask |= kEventProxyStep | kEventProxyOp;
-    else if (name == "net_plugin")
-      mask |= kEventNetPlugin | kEventProxyStep | kEventProxyOp;
-    else if (name == "ce_coll")
-      mask |= kEventCeColl;
-    else
-      return std::nullopt;
+    std::uint32_t bits = 0;
+    for (unsigned group = 0; group < NCCLSCOPE_EVENT_GROUP_COUNT; ++group) {
+      if (name == ncclscope_event_group_name(group)) bits = ncclscope_event_group_bits(group);
+    }
+    if (bits == 0) return std::nullopt;
+    mask |= bits;
   }
   return mask;
 }

@@ -53,6 +53,21 @@ TEST(SettingsTest, Parsers) {
   EXPECT_EQ(ParseEvents("coll,bogus"), std::nullopt);
   EXPECT_EQ(ParseEvents("net_plugin"), kEventNetPlugin | kEventProxyStep | kEventProxyOp);
   EXPECT_EQ(ParseEvents("0x20"), std::nullopt);  // ProxyCtrl is not ours to ask for
+  EXPECT_EQ(ParseEvents("ce_coll,coll"), kEventCeColl | kEventColl);
+}
+
+TEST(SettingsTest, TheRingHeadersEventGroupsAreThePluginsEventBits) {
+  // The agent writes these bits into the controls, the plugin parses these names: one table.
+  std::uint32_t all = 0;
+  for (unsigned group = 0; group < NCCLSCOPE_EVENT_GROUP_COUNT; ++group) {
+    const char* name = ncclscope_event_group_name(group);
+    ASSERT_NE(name, nullptr);
+    EXPECT_EQ(ParseEvents(name), ncclscope_event_group_bits(group)) << name;
+    all |= ncclscope_event_group_bits(group);
+  }
+  EXPECT_EQ(all, kUsableEvents);
+  EXPECT_EQ(ncclscope_event_group_name(NCCLSCOPE_EVENT_GROUP_COUNT), nullptr);
+  EXPECT_EQ(ncclscope_event_group_bits(NCCLSCOPE_EVENT_GROUP_COUNT), 0u);
 }
 
 TEST(SettingsTest, DefaultsRecordEverythingWithGpuTimingAndSampleTheNetwork) {
