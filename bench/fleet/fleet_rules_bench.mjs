@@ -28,16 +28,12 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { freePort, sleep, startPrometheus } from "../../tests/deploy/prometheus.mjs";
 import { startSimulatedNode } from "../../tests/deploy/simulated_node.mjs";
+import { cliOptions } from "../../tests/deploy/cli_options.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, "../..");
-const args = Object.fromEntries(process.argv.slice(2).reduce((acc, a, i, all) => {
-  if (a.startsWith("--")) acc.push([a.slice(2), all[i + 1]?.startsWith("--") || all[i + 1] === undefined ? "1" : all[i + 1]]);
-  return acc;
-}, []));
-for (const need of ["agent", "sim", "plugin", "fabric", "nvml", "prometheus"]) {
-  if (!args[need]) { console.error(`missing --${need}`); process.exit(2); }
-}
+const args = cliOptions(["agent", "sim", "plugin", "fabric", "nvml", "prometheus", "nodes", "minutes", "scrape", "evaluation", "dashboards", "json"],
+  ["agent", "sim", "plugin", "fabric", "nvml", "prometheus"]);
 const NODES = Number(args.nodes ?? 1000);
 const MINUTES = Number(args.minutes ?? 12);
 const SCRAPE = args.scrape ?? "30s";
