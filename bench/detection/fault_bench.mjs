@@ -20,23 +20,20 @@
 //
 // Usage: node fault_bench.mjs --agent BIN --sim BIN --plugin SO --fabric BIN --prometheus BIN
 //                             [--matrix full|ci] [--seed N] [--json FILE]
-// Exit status: 0 when every target the matrix checks holds (the ci matrix is a ctest), else 1.
+// Exit status: 0 when every target the matrix checks holds, else 1 (CI runs the ci matrix:
+// scripts/test detection).
 import { spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { freePort, sleep, startProcess, startPrometheus } from "../../tests/deploy/prometheus.mjs";
+import { cliOptions } from "../../tests/deploy/cli_options.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, "../..");
-const args = Object.fromEntries(process.argv.slice(2).reduce((acc, a, i, all) => {
-  if (a.startsWith("--")) acc.push([a.slice(2), all[i + 1]?.startsWith("--") || all[i + 1] === undefined ? "1" : all[i + 1]]);
-  return acc;
-}, []));
-for (const need of ["agent", "sim", "plugin", "fabric", "prometheus"]) {
-  if (!args[need]) { console.error(`missing --${need}`); process.exit(2); }
-}
+const args = cliOptions(["agent", "sim", "plugin", "fabric", "prometheus", "matrix", "seed", "json"],
+  ["agent", "sim", "plugin", "fabric", "prometheus"]);
 const MATRIX = args.matrix ?? "full";
 let seed = Number(args.seed ?? 1);
 const random = () => { // mulberry32: the same schedule for the same --seed
@@ -173,6 +170,10 @@ const TARGET_S = { "straggler/2x": 60, "straggler/15%": 180, "slowlink/4x": 120,
   "hang/-": HANG_TIMEOUT_S + 30, "ib-burst/200/s": 60, "flap/4x": 60, "congestion/xmit_wait": 60,
   "congestion/cnp": 60, "operators/3x": 600 };
 const RESOLVE_TARGET_S = 120;
+// Faults whose detection holds past the fault by design, exempt from the resolve target (still
+// reported): a flapping link is flagged for rdma.link.flap_window after its last episode
+// (gpud's 1 h), because a flaky cable is not repaired by coming up again.
+const HELD_BY_DESIGN = { flap: "held by design: link_flapping lasts rdma.link.flap_window (1 h) after the last episode" };
 
 // Trials of one round: job trials (each its own job) and fabric trials (each its own node port).
 function roundTrials(kinds, durations) {
@@ -233,7 +234,9 @@ async function pollAlerts(base) {
     firing.add(key);
     let e = episodes.get(key);
     if (!e || !e.open) {
-      e = { labels: a.labels, annotations: a.annotations, firstFiring: now, lastFiring: now, open: true, prev: e };
+      // The annotations as the page went out: what an alert says about the culprit is judged
+      // when it fires, not after the fault ended (when "the straggler" has become nobody).
+      e = { labels: a.labels, annotations: a.annotations, paged: a.annotations, firstFiring: now, lastFiring: now, open: true, prev: e };
       episodes.set(key, e);
     }
     e.lastFiring = now;
@@ -411,12 +414,12 @@ function namesCulprit(e, t) {
     }
     if (l.alertname === "NcclscopeNcclLatencyAboveBaseline") {
       const want = commsOf(t.rank).find((c) => c.name === comm?.name);
-      return want !== undefined && (e.annotations.straggler ?? "").startsWith(`rank ${want.rank} on node-${t.node} `);
+      return want !== undefined && (e.paged.straggler ?? "").startsWith(`rank ${want.rank} on node-${t.node} `);
     }
   }
   if (t.type === "slowlink") {
     if (l.alertname === "NcclscopeNcclSlowNetworkChannel") return l.node === `node-${t.node}` && l.channel === String(t.channel);
-    if (l.alertname === "NcclscopeNcclLatencyAboveBaseline") return (e.annotations.straggler ?? "").startsWith("none stands out");
+    if (l.alertname === "NcclscopeNcclLatencyAboveBaseline") return (e.paged.straggler ?? "").startsWith("none stands out");
   }
   if (t.type === "hang") {
     if (l.alertname === "NcclscopeNcclRankBehindInHungCommunicator") {
@@ -490,7 +493,7 @@ console.log("\n| fault / magnitude | trials | recall | precision | time to alert
 console.log("|---|---|---|---|---|---|---|---|");
 for (const [k, s] of byKind) {
   const precision = s.right + s.wrong ? s.right / (s.right + s.wrong) : 1;
-  console.log(`| ${k} | ${s.trials} | ${(s.detected / s.trials).toFixed(2)} | ${precision.toFixed(2)} | ${s.times.length ? Math.round(Math.max(...s.times)) : "–"} s | ${TARGET_S[k]} s | ${s.inTarget}/${s.trials} | ${s.resolved}/${s.trials} |`);
+  console.log(`| ${k} | ${s.trials} | ${(s.detected / s.trials).toFixed(2)} | ${precision.toFixed(2)} | ${s.times.length ? Math.round(Math.max(...s.times)) : "–"} s | ${TARGET_S[k]} s | ${s.inTarget}/${s.trials} | ${s.resolved}/${s.trials}${HELD_BY_DESIGN[k.split("/")[0]] ? ` (${HELD_BY_DESIGN[k.split("/")[0]]})` : ""} |`);
 }
 console.log(`\nfalse alerts (about no fault): ${falseAlerts.length}${falseAlerts.length ? "" : " (healthy job with jitter, pauses, size changes, a job restart and an agent restart included)"}`);
 for (const f of falseAlerts) console.log(`  ${f.alert} ${JSON.stringify(f.labels)} at ${Math.round(f.firingS)} s for ${Math.round(f.forS)} s`);
@@ -504,6 +507,7 @@ for (const r of rows) {
   if (r.type === "operators") continue;
   const k = `${r.type}/${r.magnitude}`;
   if (!r.detected || r.timeToAlertS > TARGET_S[k] || r.wrongAlerts.length) ok = false;
+  if (HELD_BY_DESIGN[r.type]) continue;
   if (r.detectResolveS === null || r.detectResolveS > Math.min(RESOLVE_TARGET_S, DURATIONS.post)) ok = false;
 }
 
