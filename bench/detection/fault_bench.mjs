@@ -208,9 +208,11 @@ function roundTrials(kinds, durations) {
   return trials;
 }
 
+// The ci matrix lasts the slow link as long as its target (120 s): it was named 61-95 s in, so a
+// shorter trial could end before the alert fires on a slower machine.
 const CI = MATRIX === "ci";
 const DURATIONS = CI
-  ? { onset: [50, 60], straggler2x: 70, straggler15: 190, slowlink: 90, hang: 110, "ib-burst": 45, flap: 50, congestion: 70, operators: 480, post: 80 }
+  ? { onset: [50, 60], straggler2x: 70, straggler15: 190, slowlink: 120, hang: 110, "ib-burst": 45, flap: 50, congestion: 70, operators: 480, post: 80 }
   : { onset: [60, 85], straggler2x: 100, straggler15: 200, slowlink: 150, hang: 130, "ib-burst": 90, flap: 60, congestion: 120, operators: 480, post: 130 };
 const ROUNDS = CI
   ? [[["straggler", "2x"], ["slowlink", "4x"], ["ib-burst", "200/s"]]]
@@ -449,7 +451,8 @@ for (const t of trialsAll) {
     culprit: t.job ? (t.rank !== undefined ? `rank ${t.rank} (node-${t.node})` : `node-${t.node} channel ${t.channel}`) : `node-${t.node} ${t.device}/${t.port}`,
     onsetS: at(t.onsetMs), durationS: (t.endMs - t.onsetMs) / 1000,
     detected: first !== null, timeToAlertS: first !== null ? (first - t.onsetMs) / 1000 : null,
-    culpritRight: right.length, wrongAlerts: wrong.map((e) => e.labels.alertname + (e.labels.rank ? ` rank ${e.labels.rank}` : "") + (e.labels.channel ? ` ch ${e.labels.channel}` : "")),
+    culpritRight: right.length, wrongAlerts: wrong.map((e) => e.labels.alertname + (e.labels.rank ? ` rank ${e.labels.rank}` : "") + (e.labels.channel ? ` ch ${e.labels.channel}` : "")
+      + (e.labels.comm ? ` of ${commName.get(e.labels.comm)?.name ?? e.labels.comm}` : "") + (e.paged?.straggler ? ` (paged with straggler: ${e.paged.straggler})` : "")),
     resolveS: ends.length ? (Math.max(...ends) - t.endMs) / 1000 : null,
     detectResolveS: detectEnds.length ? (Math.max(...detectEnds) - t.endMs) / 1000 : null,
     alerts: [...new Set(right.map((e) => e.labels.alertname))],
