@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 
 namespace ncclscope::sim {
 namespace {
@@ -132,6 +133,16 @@ double JobModel::ChannelBandwidth(bool network, int /*channel*/) const {
 bool JobModel::FaultOn(std::uint64_t at) const {
   const std::uint64_t since = at > t0_ns_ ? at - t0_ns_ : 0;
   return since >= options_.fault_start_ns && since < options_.fault_end_ns;
+}
+
+void JobModel::ReadFaultEndFile() {
+  if (options_.fault_end_file.empty() || fault_end_read_) return;
+  std::ifstream in(options_.fault_end_file);
+  std::uint64_t ms = 0;
+  constexpr std::uint64_t kMaxMs = 1'000'000'000'000;  // ~31 years: no overflow in ns
+  if (!in || !(in >> ms) || ms > kMaxMs) return;       // not there yet (written by rename)
+  fault_end_read_ = true;
+  options_.fault_end_ns = std::min(options_.fault_end_ns, ms * 1'000'000);
 }
 
 bool JobModel::HopSlow(int channel, int sender_node, std::uint64_t at) const {
@@ -402,6 +413,7 @@ void JobModel::SendRecv(const WorkItem& item, std::uint64_t bytes,
 }
 
 std::vector<std::vector<RankOp>> JobModel::NextIteration() {
+  ReadFaultEndFile();
   const std::size_t ranks = ready_.size();
   std::vector<std::vector<RankOp>> out(static_cast<std::size_t>(options_.gpus));
   const auto start = t0_ns_ + static_cast<std::uint64_t>(std::llround(

@@ -108,6 +108,11 @@ class JobModel {
   double ChannelBandwidth(bool network, int channel) const;  // bytes per ns, healthy
   // Whether the fault window (fault_start .. fault_end after t0) holds `at`.
   bool FaultOn(std::uint64_t at) const;
+  // Takes the fault's end from options_.fault_end_file once it exists. Every rank's model reads
+  // it before each iteration; its writer puts the end at least a second ahead of the wall clock
+  // and a model runs one iteration (tens of ms) ahead of it, so every rank of every node's
+  // simulator ends the fault at the same point of the shared timeline.
+  void ReadFaultEndFile();
   // Whether the network hop that `sender_node` sends on `channel` is the slow link at `at`.
   bool HopSlow(int channel, int sender_node, std::uint64_t at) const;
   void Collective(const WorkItem& item, std::uint64_t bytes,
@@ -133,6 +138,7 @@ class JobModel {
   std::uint64_t op_counter_ = 0;
   std::uint64_t group_counter_ = 0;
   std::uint64_t pauses_ = 0;  // pause_every periods already paused for
+  bool fault_end_read_ = false;
 };
 
 }  // namespace ncclscope::sim

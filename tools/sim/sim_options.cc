@@ -121,6 +121,7 @@ Faults:   --slow-rank R --slow-by 5ms       rank R (global) computes longer befo
           --slow-channel C --slow-factor 4  channel C's network hop is 4x slower
           --slow-node K                     only the hop node K sends on channel C is slow
           --fault-start 30s --fault-end 2m  slow rank / slow channel only in this window
+          --fault-end-file PATH  ... or until the ms after the job start written into PATH
           --hang-rank R --hang-iteration N  rank R never arrives at iteration N
           --hang-at 1m                      ... or at the first iteration from 1m on
 Other:    --plugin PATH  --abi 4|5|6 (6)  --threads (ranks as threads of one process)
@@ -244,6 +245,10 @@ std::optional<Options> ParseOptions(int argc, char** argv, std::string* error) {
       ok = duration(&o.fault_start_ns);
     } else if (arg == "--fault-end") {
       ok = duration(&o.fault_end_ns);
+    } else if (arg == "--fault-end-file") {
+      const auto v = value();
+      ok = v.has_value();
+      if (ok) o.fault_end_file = *v;
     } else if (arg == "--hang-at") {
       ok = duration(&o.hang_at_ns);
     } else if (arg == "--pause-every") {

@@ -80,6 +80,9 @@ struct Options {
   std::uint64_t hang_at_ns = 0;  // 0: hang_iteration decides
   std::uint64_t fault_start_ns = 0;
   std::uint64_t fault_end_ns = UINT64_MAX;
+  // Ends the fault while the job runs (the fault benchmark ends it once its alert has fired):
+  // once this file exists it holds the fault's end, in ms after the job start (job_model.h).
+  std::string fault_end_file;
 
   // When the job starts (unix time, ns): the same on every node's simulator, so that their models
   // share one timeline; 0: 200 ms after this process starts.

@@ -5,8 +5,12 @@
 #include "tools/sim/job_model.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <string>
 
 namespace ncclscope::sim {
 namespace {
@@ -167,6 +171,27 @@ TEST(JobModelTest, FaultsHoldOnlyInTheirWindow) {
     const bool on = i >= 3 && i <= 5;
     EXPECT_EQ(lag, on ? 5'000'000 : 0) << "iteration " << i;
   }
+}
+
+TEST(JobModelTest, TheFaultEndsAtTheTimeItsEndFileNamesOnceItAppears) {
+  // The fault benchmark's ci matrix ends a fault once its alert fired: from 250 ms on, open-ended,
+  // until the file says 450 ms (written before iteration 4, at 400 ms); no later rewrite counts.
+  const std::string file = ::testing::TempDir() + "/fault-end-" + std::to_string(::getpid());
+  std::remove(file.c_str());
+  JobModel model(Parse({"--nodes", "1", "--gpus", "2", "--workload", "AllReduce:tp:1MiB", "--rate",
+                        "10", "--jitter", "0s", "--slow-rank", "1", "--slow-by", "5ms",
+                        "--fault-start", "250ms", "--fault-end-file", file}),
+                 kT0);
+  for (int i = 0; i < 8; ++i) {
+    if (i == 4) std::ofstream(file) << "450\n";
+    if (i == 6) std::ofstream(file) << "10000\n";
+    const auto ops = model.NextIteration();
+    const std::int64_t lag = static_cast<std::int64_t>(ops[1][0].arrival_ns) -
+                             static_cast<std::int64_t>(ops[0][0].arrival_ns);
+    const bool on = i == 3 || i == 4;
+    EXPECT_EQ(lag, on ? 5'000'000 : 0) << "iteration " << i;
+  }
+  std::remove(file.c_str());
 }
 
 TEST(JobModelTest, PausesResizesComputeAndHangAtApplyToEveryNodeAlike) {
