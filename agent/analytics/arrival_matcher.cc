@@ -193,13 +193,24 @@ void ArrivalMatcher::Render(metrics::TextWriter& out) const {
     out.Sample("ncclscope_nccl_coll_last_arrival_delay_seconds_total", row.labels,
                static_cast<double>(row.stats.last_delay_ns) * 1e-9);
   }
-  out.Header("ncclscope_nccl_coll_arrival_lag_seconds",
-             "Per matched collective, how long after the node's first rank this rank arrived "
-             "(kernel start on the GPU, one clock for the node).",
-             "histogram");
+  out.Header("ncclscope_nccl_coll_arrival_lag_seconds_total",
+             "How long after the node's first rank this rank arrived at matched collectives "
+             "(kernel start on the GPU, one clock for the node), summed; over "
+             "ncclscope_nccl_coll_matched_total, its mean lag.",
+             "counter");
   for (const auto& row : rows) {
-    out.Histogram("ncclscope_nccl_coll_arrival_lag_seconds", row.labels, LatencyBounds(),
-                  row.stats.lag.counts, static_cast<double>(row.stats.lag.sum_ns) * 1e-9);
+    out.Sample("ncclscope_nccl_coll_arrival_lag_seconds_total", row.labels,
+               static_cast<double>(row.stats.lag.sum_ns) * 1e-9);
+  }
+  if (lag_histogram_) {
+    out.Header("ncclscope_nccl_coll_arrival_lag_seconds",
+               "Per matched collective, how long after the node's first rank this rank arrived "
+               "(kernel start on the GPU, one clock for the node); with plugin.rank_histograms.",
+               "histogram");
+    for (const auto& row : rows) {
+      out.Histogram("ncclscope_nccl_coll_arrival_lag_seconds", row.labels, LatencyBounds(),
+                    row.stats.lag.counts, static_cast<double>(row.stats.lag.sum_ns) * 1e-9);
+    }
   }
   out.Header("ncclscope_nccl_coll_wait_seconds_total",
              "Time this rank waited inside matched collectives for the node's last arriver "

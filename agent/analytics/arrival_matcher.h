@@ -8,8 +8,10 @@
 // for it (shared/reference/straggler.md §1). Per instance:
 //   last arriver       -> ncclscope_nccl_coll_last_arrivals_total{comm,rank} += 1, and
 //                         ..._last_arrival_delay_seconds_total += latest - second latest
-//   every rank         -> arrival lag (own - earliest) into a histogram, and
-//                         wait (latest - own: time spent waiting inside) into a counter
+//   every rank         -> arrival lag (own - earliest) into a counter (its mean is the counter
+//                         over ..._matched_total; a histogram per rank with
+//                         plugin.rank_histograms), and wait (latest - own: time spent waiting
+//                         inside) into a counter
 // Who takes part: the communicator's ranks that the live rings' tables list on this node (known
 // from the end of the pass in which a communicator first shows up; its records of that pass wait
 // for it). Memory is bounded: at most `window` instances wait for the rest of their ranks; an
@@ -47,6 +49,9 @@ class ArrivalMatcher {
   enum Eviction { kIncomplete = 0, kCapacity = 1 };
 
   void SetLimits(const Limits& limits) { limits_ = limits; }
+  // Whether the arrival lag is also rendered as a histogram (16 series per rank instead of one:
+  // plugin.rank_histograms; the rules and dashboards read the mean, series_budget.mjs).
+  void SetLagHistogram(bool lag_histogram) { lag_histogram_ = lag_histogram; }
   // Called for every matched collective with its last arriver and its lead over the second-last
   // (the detectors' input, agent/analytics/detection).
   using Observer =
@@ -88,6 +93,7 @@ class ArrivalMatcher {
   void Erase(absl::flat_hash_map<Key, std::uint32_t>::iterator it);
 
   Limits limits_;
+  bool lag_histogram_ = false;
   Observer observer_;
   // Key -> index into pool_: probing touches 32-byte slots, not whole instances.
   absl::flat_hash_map<Key, std::uint32_t> pending_;

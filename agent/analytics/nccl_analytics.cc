@@ -18,6 +18,7 @@ NcclAnalytics::NcclAnalytics(const AnalyticsSettings& settings)
   });
   nic_.SetEnabled(settings.nic_lookup && settings.channel_metrics);
   ops_.SetRankHistograms(settings.rank_histograms);
+  arrivals_.SetLagHistogram(settings.rank_histograms);
 }
 
 void NcclAnalytics::Configure(const AnalyticsSettings& settings) {
@@ -27,6 +28,7 @@ void NcclAnalytics::Configure(const AnalyticsSettings& settings) {
   gpus_.SetRoot(settings.sysfs_root);
   nic_.SetEnabled(settings.nic_lookup && settings.channel_metrics);
   ops_.SetRankHistograms(settings.rank_histograms);
+  arrivals_.SetLagHistogram(settings.rank_histograms);
   detection_.Configure(settings.detection);
 }
 

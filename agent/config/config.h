@@ -125,8 +125,10 @@ struct PluginConfig {
             "decomposition per channel and peer). Off: per-rank totals only.");
     v.Field("rank_histograms", rank_histograms,
             "GPU-duration histogram (ncclscope_nccl_op_gpu_duration_seconds) per rank: 16 "
-            "series per rank and op kind. Off: per communicator and op kind, the node's ranks "
-            "together; the per-rank time and count are counters either way.");
+            "series per rank and op kind, and the arrival-lag histogram "
+            "(ncclscope_nccl_coll_arrival_lag_seconds): 16 series per rank. Off: the duration "
+            "histogram per communicator and op kind, the node's ranks together, and no lag "
+            "histogram; the per-rank time, count and lag are counters either way.");
     v.Field("intra_node_channels", intra_node_channels,
             "Per-channel series also for channels that never carried network bytes (NVLink, "
             "PCIe or shared memory only; most channels of a node). Off: per-channel series for "

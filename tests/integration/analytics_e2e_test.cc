@@ -165,7 +165,8 @@ TEST(AnalyticsEndToEndTest, SlowRankIsTheLastArriverAndCountsBytesAndBandwidthAr
           3e-3, 1e-4);
     }
     EXPECT_NEAR(
-        Value(body, "ncclscope_nccl_coll_arrival_lag_seconds_sum{" + Rank(comm, 2) + "}") / matched,
+        Value(body, "ncclscope_nccl_coll_arrival_lag_seconds_total{" + Rank(comm, 2) + "}") /
+            matched,
         3e-3, 1e-4);
     EXPECT_LT(
         Value(body, "ncclscope_nccl_coll_last_arrival_delay_seconds_total{" + Rank(comm, 2) + "}") /

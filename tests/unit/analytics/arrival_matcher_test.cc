@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <tuple>
 #include <vector>
 
@@ -55,10 +56,15 @@ TEST_F(ArrivalMatcherTest, LastArriverLagAndWait) {
   EXPECT_EQ(Sample("ncclscope_nccl_coll_last_arrivals_total" + R(0)), 0);
   EXPECT_NEAR(Sample("ncclscope_nccl_coll_last_arrival_delay_seconds_total" + R(2)), 5 * 2.999e-3,
               1e-12);
-  EXPECT_NEAR(Sample("ncclscope_nccl_coll_arrival_lag_seconds_sum" + R(2)), 5 * 3e-3, 1e-12);
+  EXPECT_NEAR(Sample("ncclscope_nccl_coll_arrival_lag_seconds_total" + R(2)), 5 * 3e-3, 1e-12);
   EXPECT_NEAR(Sample("ncclscope_nccl_coll_wait_seconds_total" + R(0)), 5 * 3e-3, 1e-12);
   EXPECT_NEAR(Sample("ncclscope_nccl_coll_wait_seconds_total" + R(2)), 0, 1e-12);
-  // 3 ms falls in the (1.024 ms, 4.096 ms] bucket.
+  // The lag histogram only with plugin.rank_histograms (16 series per rank); 3 ms falls in the
+  // (1.024 ms, 4.096 ms] bucket.
+  EXPECT_TRUE(std::isnan(Sample("ncclscope_nccl_coll_arrival_lag_seconds_count" + R(2))));
+  matcher_.SetLagHistogram(true);
+  EXPECT_NEAR(Sample("ncclscope_nccl_coll_arrival_lag_seconds_sum" + R(2)), 5 * 3e-3, 1e-12);
+  EXPECT_EQ(Sample("ncclscope_nccl_coll_arrival_lag_seconds_count" + R(2)), 5);
   EXPECT_EQ(Sample("ncclscope_nccl_coll_arrival_lag_seconds_bucket{comm=\"" +
                    registry_.Label(comm_->label) + "\",rank=\"2\",le=\"0.001024\"}"),
             0);
@@ -96,7 +102,7 @@ TEST_F(ArrivalMatcherTest, WithoutGpuTimingEnqueueTimesDecide) {
   Arrive(1, 0, 1'000'000, false);  // enqueued 10 us before 1 ms: the earliest host time
   Arrive(2, 0, 5'000'000, true);
   EXPECT_EQ(Sample("ncclscope_nccl_coll_last_arrivals_total" + R(2)), 1);
-  EXPECT_NEAR(Sample("ncclscope_nccl_coll_arrival_lag_seconds_sum" + R(2)), 4e-3, 1e-12);
+  EXPECT_NEAR(Sample("ncclscope_nccl_coll_arrival_lag_seconds_total" + R(2)), 4e-3, 1e-12);
 }
 
 TEST_F(ArrivalMatcherTest, IncompleteInstancesAreEvictedAfterTheTimeoutOrTheWindow) {
