@@ -1,8 +1,6 @@
 #include "tests/support/agent_process.h"
 
-#include <cmath>
-#include <limits>
-#include <sstream>
+#include <chrono>
 
 namespace ncclscope::testing {
 
@@ -27,17 +25,6 @@ AgentProcess::AgentProcess(const std::string& config_yaml, std::vector<std::stri
 
 double AgentProcess::Sample(const std::string& series) const {
   return SampleValue(Get("/metrics").body, series);
-}
-
-double SampleValue(const std::string& exposition, const std::string& series) {
-  std::istringstream lines(exposition);
-  for (std::string line; std::getline(lines, line);) {
-    if (line.size() > series.size() && line.compare(0, series.size(), series) == 0 &&
-        line[series.size()] == ' ') {
-      return std::stod(line.substr(series.size() + 1));
-    }
-  }
-  return std::numeric_limits<double>::quiet_NaN();
 }
 
 }  // namespace ncclscope::testing

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/exposition.h"
 #include "tests/support/http_client.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
@@ -37,8 +38,5 @@ class AgentProcess {
   std::unique_ptr<Subprocess> process_;
   std::string base_url_;
 };
-
-// Value of the sample line starting with `series ` in Prometheus text `exposition`, or NaN.
-double SampleValue(const std::string& exposition, const std::string& series);
 
 }  // namespace ncclscope::testing

@@ -9,7 +9,7 @@
 #include <tuple>
 #include <vector>
 
-#include "tests/support/agent_process.h"
+#include "tests/support/exposition.h"
 #include "tests/unit/analytics/analytics_test_util.h"
 
 namespace ncclscope::analytics {

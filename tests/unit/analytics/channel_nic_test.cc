@@ -12,7 +12,7 @@
 
 #include "agent/analytics/nccl_analytics.h"
 #include "rdma/netlink/nldev_parser.h"
-#include "tests/support/agent_process.h"
+#include "tests/support/exposition.h"
 #include "tests/support/nldev_messages.h"
 #include "tests/support/subprocess.h"
 #include "tests/unit/analytics/analytics_test_util.h"

@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include "tests/support/agent_process.h"
+#include "tests/support/exposition.h"
 #include "tests/support/subprocess.h"
 #include "tests/unit/analytics/analytics_test_util.h"
 

@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "tests/support/agent_process.h"
+#include "tests/support/exposition.h"
 #include "tests/unit/analytics/analytics_test_util.h"
 
 namespace ncclscope::analytics {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "agent/core/source.h"
-#include "tests/support/agent_process.h"
+#include "tests/support/exposition.h"
 
 namespace ncclscope::rdma::testing {
 

@@ -9,7 +9,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "tests/support/agent_process.h"
+#include "tests/support/exposition.h"
 #include "tests/support/temp_dir.h"
 #include "tests/unit/analytics/analytics_test_util.h"
 

@@ -8,7 +8,7 @@
 #include <cmath>
 #include <random>
 
-#include "tests/support/agent_process.h"
+#include "tests/support/exposition.h"
 #include "tests/unit/analytics/analytics_test_util.h"
 
 namespace ncclscope::analytics::detection {
