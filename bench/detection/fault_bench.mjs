@@ -19,11 +19,18 @@
 // resolve after the fault ends; precision and recall per fault type and magnitude.
 //
 // Usage: node fault_bench.mjs --agent BIN --sim BIN --plugin SO --fabric BIN --prometheus BIN
-//                             [--matrix full|ci] [--seed N] [--json FILE]
+//                             [--matrix full|ci|healthy|operators] [--seed N] [--json FILE]
+//   full     21 trials in 4 rounds beside the healthy job (~26 min on 2 cores)
+//   ci       3 trials (straggler 2x, slow link 4x, IB burst), each fault lasting until its
+//            detection names the culprit or its target passes, then until it resolves (~3 min)
+//   healthy  the healthy job alone for 30 minutes (its job restart and agent restart included):
+//            the zero-false-alerts target in one uninterrupted stretch
+//   operators  the operators' rule's trial alone (a straggler 3x for 8 minutes) beside the
+//            healthy job (~12 min)
 // Exit status: 0 when every target the matrix checks holds, else 1 (CI runs the ci matrix:
 // scripts/test detection).
 import { spawn } from "node:child_process";
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -73,7 +80,7 @@ let prometheus;
 // (its world AllReduces per second) and its other ranks' mean time inside a world AllReduce, over
 // 50 s before the onset and 50 s inside the fault.
 async function measureCost(t, job) {
-  if (!["straggler", "slowlink", "operators"].includes(t.type)) return;
+  if (!["straggler", "slowlink", "operators"].includes(t.type) || CI) return; // ci: faults end early
   const sel = `ncclscope_nccl_comm_info{job_id="${job.id}",comm_name="SIM world"}`;
   const rate = (m) => `sum(rate(${m}{func="AllReduce"}[50s]) * on (instance, comm, rank) group_left ${sel})`;
   const victims = `rank!="${t.rank ?? -1}"`;
@@ -208,13 +215,18 @@ function roundTrials(kinds, durations) {
   return trials;
 }
 
-// The ci matrix lasts the slow link as long as its target (120 s): it was named 61-95 s in, so a
-// shorter trial could end before the alert fires on a slower machine.
+// The ci matrix checks the same targets in ~3 minutes: each fault lasts until its detection has
+// named the culprit (on each of the straggler's three communicators) or its target has passed,
+// then the trial waits for the detection to resolve (or the resolve target to pass). Its
+// durations are those caps.
 const CI = MATRIX === "ci";
+const HEALTHY_ONLY = MATRIX === "healthy";
+const HEALTHY_S = 1800;
+if (!["full", "ci", "healthy", "operators"].includes(MATRIX)) throw new Error(`--matrix ${MATRIX}: full, ci, healthy or operators`);
 const DURATIONS = CI
-  ? { onset: [50, 60], straggler2x: 70, straggler15: 190, slowlink: 120, hang: 110, "ib-burst": 45, flap: 50, congestion: 70, operators: 480, post: 80 }
+  ? { onset: [30, 35], straggler2x: 60, slowlink: 120, "ib-burst": 60, post: RESOLVE_TARGET_S }
   : { onset: [60, 85], straggler2x: 100, straggler15: 200, slowlink: 150, hang: 130, "ib-burst": 90, flap: 60, congestion: 120, operators: 480, post: 130 };
-const ROUNDS = CI
+const ROUNDS = HEALTHY_ONLY ? [[]] : MATRIX === "operators" ? [[["operators", "3x"]]] : CI
   ? [[["straggler", "2x"], ["slowlink", "4x"], ["ib-burst", "200/s"]]]
   : [
     [["straggler", "2x"], ["straggler", "15%"], ["hang", "-"], ["ib-burst", "200/s"], ["congestion", "xmit_wait"], ["operators", "3x"]],
@@ -252,6 +264,23 @@ const allEpisodes = () => {
   return out;
 };
 
+// The ci matrix's live view of a trial: its detection alerts (labels only: the communicator
+// names are known at the end), the fault ended once they named it, then until they resolve.
+const liveAbout = (e, t) => e.firstFiring >= t.onsetMs - 5000 && DETECT[t.type].includes(e.labels.alertname)
+  && (t.job ? e.labels.job_id === t.job : e.labels.node === `node-${t.node}` && e.labels.device === t.device && e.labels.port === t.port);
+async function untilDetected(t) {
+  const communicators = t.type === "straggler" ? commsOf(t.rank).length : 1;
+  while (Date.now() < t.endMs) {
+    if (new Set(allEpisodes().filter((e) => liveAbout(e, t)).map((e) => e.labels.comm)).size >= communicators) return;
+    await sleep(1000);
+  }
+}
+async function untilResolved(t) {
+  const deadline = t.endMs + RESOLVE_TARGET_S * 1000;
+  while (Date.now() < deadline && allEpisodes().some((e) => e.open && liveAbout(e, t))) await sleep(1000);
+  await sleep(5000);
+}
+
 // --- run ---------------------------------------------------------------------------------------------
 const nodes = [];
 const jobs = [];
@@ -282,7 +311,12 @@ try {
   const poller = setInterval(() => pollAlerts(alertsBase), 2000);
 
   // The healthy job, all along: checkpoint-like pauses, message-size changes, a restart.
-  const roundLength = (trials) => Math.max(...trials.filter((t) => t.type !== "operators").map((t) => t.onsetS + t.durationS)) + DURATIONS.post;
+  // The operators' trial outlives its round (unless it is the round).
+  const roundLength = (trials) => {
+    if (HEALTHY_ONLY) return HEALTHY_S;
+    const others = trials.filter((t) => t.type !== "operators");
+    return Math.max(...(others.length ? others : trials).map((t) => t.onsetS + t.durationS)) + DURATIONS.post;
+  };
   const plan = ROUNDS.map((kinds) => roundTrials(kinds, DURATIONS));
   const runS = plan.reduce((s, trials) => s + roundLength(trials), 0) + 5;
   const healthy = { id: "bench-healthy", seed: 7 };
@@ -291,7 +325,7 @@ try {
   jobs.push(healthy);
   const restartAtS = CI ? 95 : uniform(0.35, 0.55) * runS;
   const agentRestartAtS = CI ? 120 : uniform(0.6, 0.8) * runS;
-  log(`matrix ${MATRIX}: ${plan.flat().length} trials in ${plan.length} round(s), ~${Math.round(runS)} s; healthy job restarts at ${Math.round(restartAtS)} s, node-0's agent at ${Math.round(agentRestartAtS)} s`);
+  log(`matrix ${MATRIX}: ${plan.flat().length} trials in ${plan.length} round(s), ${CI ? "at most " : "~"}${Math.round(runS)} s; healthy job restarts at ${Math.round(restartAtS)} s, node-0's agent at ${Math.round(agentRestartAtS)} s`);
   const noise = (async () => {
     await sleep(restartAtS * 1000);
     log("healthy job restarts (new commHashes, same communicator names)");
@@ -332,6 +366,7 @@ try {
           extra.push("--hang-rank", String(t.rank), "--hang-at", `${Math.round(t.onsetS * 1000)}ms`);
         } else {
           extra.push("--fault-start", `${Math.round(t.onsetS * 1000)}ms`, "--fault-end", `${Math.round((t.onsetS + t.durationS) * 1000)}ms`);
+          if (CI) extra.push("--fault-end-file", join(tmp, `${t.id}.end`));
         }
         const lifetime = t.type === "operators" ? t.onsetS + t.durationS + DURATIONS.post : length;
         const startAt = startJob(job, nodes, extra, lifetime + 5);
@@ -343,7 +378,17 @@ try {
         const queue = t.type === "operators" ? longRunning : actions;
         queue.push((async () => {
           await measureCost(t, job);
-          if (t.type === "hang") {
+          if (CI) {
+            // End the fault 1.5 s ahead (every node's simulator switches at the same model time).
+            await sleep(t.onsetMs - Date.now());
+            await untilDetected(t);
+            const endAfterStartMs = Math.min(Date.now() + 1500, t.endMs) - startAt;
+            writeFileSync(join(tmp, `${t.id}.end.tmp`), `${Math.round(endAfterStartMs)}\n`);
+            renameSync(join(tmp, `${t.id}.end.tmp`), join(tmp, `${t.id}.end`));
+            t.endMs = startAt + Math.round(endAfterStartMs);
+            await untilResolved(t);
+            await stopJob(job);
+          } else if (t.type === "hang") {
             await sleep(t.endMs - Date.now());
             await stopJob(job);
             t.endMs = Date.now();
@@ -360,8 +405,10 @@ try {
           await sleep(t.onsetMs - Date.now());
           if (t.type === "ib-burst") {
             f.send(`rate ${t.device} 1 counters symbol_error 200`);
-            await sleep(t.endMs - Date.now());
+            if (CI) await untilDetected(t);
+            else await sleep(t.endMs - Date.now());
             f.send(`rate ${t.device} 1 counters symbol_error 0`);
+            if (CI) { t.endMs = Math.min(Date.now(), t.endMs); await untilResolved(t); }
           } else if (t.type === "congestion") {
             if (t.magnitude === "cnp") f.send(`rate ${t.device} 1 hw_counters rp_cnp_handled 5000`);
             else f.send(`rate ${t.device} 1 counters port_xmit_wait 4e6`);
@@ -382,7 +429,7 @@ try {
         })());
       }
     }
-    await sleep(roundStart + length * 1000 - Date.now());
+    if (!CI) await sleep(roundStart + length * 1000 - Date.now());
     await Promise.all(actions);
   }
   await Promise.all(longRunning);
@@ -416,7 +463,12 @@ function namesCulprit(e, t) {
     }
     if (l.alertname === "NcclscopeNcclLatencyAboveBaseline") {
       const want = commsOf(t.rank).find((c) => c.name === comm?.name);
-      return want !== undefined && (e.paged.straggler ?? "").startsWith(`rank ${want.rank} on node-${t.node} `);
+      const paged = e.paged.straggler ?? "";
+      if (want) return paged.startsWith(`rank ${want.rank} on node-${t.node} `);
+      // A communicator of the job without the straggler (the other DP group, whose ranks wait
+      // for the straggler's TP peer): the job's straggler, in one of its communicators.
+      return paged.startsWith("none in this communicator")
+        && commsOf(t.rank).some((c) => paged.includes(`rank ${c.rank} of "${c.name}" on node-${t.node} `));
     }
   }
   if (t.type === "slowlink") {
@@ -452,10 +504,12 @@ for (const t of trialsAll) {
     onsetS: at(t.onsetMs), durationS: (t.endMs - t.onsetMs) / 1000,
     detected: first !== null, timeToAlertS: first !== null ? (first - t.onsetMs) / 1000 : null,
     culpritRight: right.length, wrongAlerts: wrong.map((e) => e.labels.alertname + (e.labels.rank ? ` rank ${e.labels.rank}` : "") + (e.labels.channel ? ` ch ${e.labels.channel}` : "")
-      + (e.labels.comm ? ` of ${commName.get(e.labels.comm)?.name ?? e.labels.comm}` : "") + (e.paged?.straggler ? ` (paged with straggler: ${e.paged.straggler})` : "")),
+      + (e.labels.comm ? ` of ${commName.get(e.labels.comm)?.name ?? e.labels.comm}` : "") + (e.paged?.straggler ? ` (paged with straggler: ${e.paged.straggler})` : "")
+      + ` at ${Math.round((e.firstFiring - t.onsetMs) / 1000)} s for ${Math.round(((e.open ? Date.now() : e.resolvedAt) - e.firstFiring) / 1000)} s`),
     resolveS: ends.length ? (Math.max(...ends) - t.endMs) / 1000 : null,
     detectResolveS: detectEnds.length ? (Math.max(...detectEnds) - t.endMs) / 1000 : null,
     alerts: [...new Set(right.map((e) => e.labels.alertname))],
+    pagedStragglers: [...new Set(mine.map((e) => e.paged?.straggler).filter(Boolean))],
     jobSlowdown: t.jobSlowdown, peersInsideRatio: t.peersInsideRatio,
   };
   if (t.type === "straggler" || t.type === "operators") {
