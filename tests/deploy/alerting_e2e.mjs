@@ -187,11 +187,12 @@ try {
     { env: { ...process.env, NCCLSCOPE_RING_DIR: ringDir } });
   // Distinct seeds: the simulator derives its commHashes from them (NCCL's are random). e2e-hang's
   // rank 1 stops at iteration 200 (10 s in): Prometheus has seen its slow rank 2 by then, and its
-  // slow-rank alert keeps firing through the hang (its 5-minute rates hold the last increases).
+  // slow-rank alert fires through the hang (its 1-minute rates hold the last increases: 10 ms
+  // late, its compute excess over those 10 s is ~3 % of a minute, over the rule's 1 % floor).
   procs.push(sim(["--nodes", "2", "--gpus", "8", "--node", "0", "--job-id", "e2e-slow", "--seed", "11",
     "--slow-rank", "2", "--slow-by", "3ms"]));
   procs.push(sim(["--nodes", "1", "--gpus", "4", "--job-id", "e2e-hang", "--seed", "12",
-    "--slow-rank", "2", "--slow-by", "3ms", "--hang-rank", "1", "--hang-iteration", "200"]));
+    "--slow-rank", "2", "--slow-by", "10ms", "--hang-rank", "1", "--hang-iteration", "200"]));
 
   // The third job only once the first two hold every admitted communicator and Prometheus has
   // seen the overflow counter at 0 (its increase is what the alert reads).
