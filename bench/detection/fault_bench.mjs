@@ -22,7 +22,7 @@
 //                             [--matrix full|ci|healthy|operators] [--seed N] [--json FILE]
 //   full     21 trials in 4 rounds beside the healthy job (~26 min on 2 cores)
 //   ci       3 trials (straggler 2x, slow link 4x, IB burst), each fault lasting until its
-//            detection names the culprit or its target passes, then until it resolves (~3 min)
+//            detection names the culprit or its target passes, then until it resolves (~2.5 min)
 //   healthy  the healthy job alone for 30 minutes (its job restart and agent restart included):
 //            the zero-false-alerts target in one uninterrupted stretch
 //   operators  the operators' rule's trial alone (a straggler 3x for 8 minutes) beside the

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 
 namespace ncclscope::sim {
@@ -138,10 +139,17 @@ bool JobModel::FaultOn(std::uint64_t at) const {
 void JobModel::ReadFaultEndFile() {
   if (options_.fault_end_file.empty() || fault_end_read_) return;
   std::ifstream in(options_.fault_end_file);
+  if (!in) return;  // not there yet (its writer renames it into place whole)
+  fault_end_read_ = true;
   std::uint64_t ms = 0;
   constexpr std::uint64_t kMaxMs = 1'000'000'000'000;  // ~31 years: no overflow in ns
-  if (!in || !(in >> ms) || ms > kMaxMs) return;       // not there yet (written by rename)
-  fault_end_read_ = true;
+  if (!(in >> ms) || ms > kMaxMs) {
+    std::fprintf(stderr,
+                 "ncclscope-sim: %s: not a number of ms after the job start; the fault "
+                 "keeps its --fault-end\n",
+                 options_.fault_end_file.c_str());
+    return;
+  }
   options_.fault_end_ns = std::min(options_.fault_end_ns, ms * 1'000'000);
 }
 

@@ -194,6 +194,25 @@ TEST(JobModelTest, TheFaultEndsAtTheTimeItsEndFileNamesOnceItAppears) {
   std::remove(file.c_str());
 }
 
+TEST(JobModelTest, AnEndFileThatIsNoNumberLeavesTheFaultItsCommandLineEnd) {
+  const std::string file = ::testing::TempDir() + "/fault-end-bad-" + std::to_string(::getpid());
+  std::ofstream(file) << "soon\n";
+  JobModel model(
+      Parse(
+          {"--nodes",          "1",   "--gpus",        "2",     "--workload",  "AllReduce:tp:1MiB",
+           "--rate",           "10",  "--jitter",      "0s",    "--slow-rank", "1",
+           "--slow-by",        "5ms", "--fault-start", "250ms", "--fault-end", "550ms",
+           "--fault-end-file", file}),
+      kT0);
+  for (int i = 0; i < 8; ++i) {
+    const auto ops = model.NextIteration();
+    const std::int64_t lag = static_cast<std::int64_t>(ops[1][0].arrival_ns) -
+                             static_cast<std::int64_t>(ops[0][0].arrival_ns);
+    EXPECT_EQ(lag, i >= 3 && i <= 5 ? 5'000'000 : 0) << "iteration " << i;
+  }
+  std::remove(file.c_str());
+}
+
 TEST(JobModelTest, PausesResizesComputeAndHangAtApplyToEveryNodeAlike) {
   const Options o = Parse({"--nodes",         "2",
                            "--gpus",          "1",
