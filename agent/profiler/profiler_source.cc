@@ -371,19 +371,38 @@ void ProfilerSource::PublishSnapshot(const DirectorySnapshot& latest) {
 }
 
 void ProfilerSource::RenderSnapshot() {
-  const std::uint64_t now_ns = RealtimeNs();
-  auto text = std::make_shared<std::string>();
-  text->reserve(rendered_capacity_);
+  std::shared_ptr<std::string> text;
+  std::uint64_t generation = 0;
   {
-    metrics::TextWriter writer(*text);
     std::lock_guard<std::mutex> pass(analytics_mutex_);
-    analytics_->Render(writer, now_ns);
+    text = RenderAnalytics(rendered_capacity_);
+    generation = ++render_generation_;
   }
   rendered_capacity_ = text->size() + text->size() / 8;
   std::uint64_t records = 0;
+  {
+    std::lock_guard<std::mutex> snap(snapshot_mutex_);
+    for (std::uint64_t n : snapshot_.records) records += n;
+  }
+  Publish(std::move(text), generation, records);
+}
+
+std::shared_ptr<std::string> ProfilerSource::RenderAnalytics(std::size_t capacity) const {
+  auto text = std::make_shared<std::string>();
+  text->reserve(capacity);
+  metrics::TextWriter writer(*text);
+  analytics_->Render(writer, RealtimeNs());
+  return text;
+}
+
+void ProfilerSource::Publish(std::shared_ptr<const std::string> text, std::uint64_t generation,
+                             std::uint64_t records) const {
   std::lock_guard<std::mutex> snap(snapshot_mutex_);
-  for (std::uint64_t n : snapshot_.records) records += n;
+  // The reader thread publishes after releasing the analytics lock: a scrape's rendering made
+  // meanwhile is newer and stays.
+  if (generation <= rendered_generation_) return;
   rendered_ = std::move(text);
+  rendered_generation_ = generation;
   records_rendered_ = records;
 }
 
@@ -411,17 +430,24 @@ void ProfilerSource::RefreshQpTable() {
 
 void ProfilerSource::CollectText(metrics::TextWriter& out) const {
   // Fresh when the reader is between passes (most of the time: ages are then those of this very
-  // scrape); while it is in a pass, the analytics as it last rendered them (at most
-  // kRenderInterval plus one pass ago). A scrape never waits for a pass, however long a hostile
-  // ring makes it.
+  // scrape); while it is in a pass, the newest rendering there is (the reader thread's, made every
+  // kRenderInterval, or an earlier scrape's): never older than what a scrape already showed. A
+  // scrape never waits for a pass, however long a hostile ring makes it.
   std::unique_lock<std::mutex> live(analytics_mutex_, std::try_to_lock);
   if (live.owns_lock()) {
     std::uint64_t records = 0;
+    std::size_t capacity = 0;
     {
       std::lock_guard<std::mutex> lock(snapshot_mutex_);
       for (std::uint64_t n : snapshot_.records) records += n;
+      if (rendered_) capacity = rendered_->size() + rendered_->size() / 8;
     }
-    analytics_->Render(out, RealtimeNs());
+    std::shared_ptr<std::string> text = RenderAnalytics(capacity);
+    const std::uint64_t generation = ++render_generation_;
+    live.unlock();
+    out.out() += *text;
+    // Cached for the scrapes that find the next pass running: what this one showed.
+    Publish(std::move(text), generation, records);
     std::lock_guard<std::mutex> lock(snapshot_mutex_);
     records_served_ = std::max(records_served_, records);
     return;

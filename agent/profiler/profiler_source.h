@@ -55,6 +55,11 @@ class ProfilerSource : public Source {
   void Run();
   void PublishSnapshot(const DirectorySnapshot& latest);  // reader thread, analytics lock held
   void RenderSnapshot();                                  // reader thread
+  // Renders the analytics into a new text for the cache (analytics lock held by the caller).
+  std::shared_ptr<std::string> RenderAnalytics(std::size_t capacity) const;
+  // Makes `text` the cached rendering unless a newer one is there already (see rendered_).
+  void Publish(std::shared_ptr<const std::string> text, std::uint64_t generation,
+               std::uint64_t records) const;
   SourceStatus PrepareDirectory(const config::PluginConfig& plugin);
   // Dumps the QP table when the analytics want it (channel -> NIC), outside the analytics lock.
   void RefreshQpTable();
@@ -83,11 +88,18 @@ class ProfilerSource : public Source {
   std::chrono::steady_clock::time_point rendered_at_{};  // reader thread
   std::size_t rendered_capacity_ = 0;                    // reader thread
 
+  // Each rendering of the analytics is numbered under analytics_mutex_.
+  mutable std::uint64_t render_generation_ = 0;
+
   mutable std::mutex snapshot_mutex_;
   DirectorySnapshot snapshot_;
-  std::shared_ptr<const std::string> rendered_;  // the analytics' text, see kRenderInterval
-  std::uint64_t records_rendered_ = 0;           // records read when rendered_ was made
-  mutable std::uint64_t records_served_ = 0;     // ... when the last scrape took it
+  // The analytics' text for scrapes that find a pass running (see kRenderInterval): the newest
+  // rendering, whether the reader thread or a scrape made it. Never replaced by an older one, so
+  // no scrape shows a counter below what an earlier scrape showed (Prometheus would read a reset).
+  mutable std::shared_ptr<const std::string> rendered_;
+  mutable std::uint64_t rendered_generation_ = 0;
+  mutable std::uint64_t records_rendered_ = 0;  // records read when rendered_ was made
+  mutable std::uint64_t records_served_ = 0;    // ... when the last scrape took it
   std::string down_reason_;
 };
 

@@ -241,6 +241,39 @@ TEST(AnalyticsEndToEndTest, SustainedRateKeepsEveryOpsIdentityAndMatchesEveryCol
   EXPECT_EQ(Value(body, "ncclscope_nccl_coll_match_pending"), 0);
 }
 
+// A scrape that finds the reader in a pass serves the cached rendering. That cache was the
+// reader thread's, made up to a second earlier, so a scrape could show fewer ops than the scrape
+// before it had rendered live: Prometheus reads that as a counter reset (a false rate() spike).
+TEST(AnalyticsEndToEndTest, ScrapesDuringPassesNeverShowACounterGoingBack) {
+  TempDir ring_dir;
+  AgentProcess agent(AgentConfig(ring_dir.path()));
+  ASSERT_TRUE(agent.ok()) << agent.startup_log();
+  SimJob sim(ring_dir.path(), {"--nodes", "1", "--gpus", "4", "--iterations", "1500", "--rate",
+                               "300", "--compute-gap", "100us", "--workload",
+                               "AllReduce:tp:1MiB,AllGather:tp:256KiB", "--linger", "60s"});
+  double previous = 0;
+  int scrapes = 0;
+  int went_back = 0;
+  std::string first_back;
+  const auto until = std::chrono::steady_clock::now() + seconds(8);
+  while (std::chrono::steady_clock::now() < until && !sim.WaitDone(4, milliseconds(0))) {
+    const HttpResponse response = agent.Get("/metrics");
+    ASSERT_EQ(response.status, 200) << response.error;
+    const double ops = Sum(response.body, "ncclscope_nccl_ops_total");
+    ++scrapes;
+    if (ops < previous) {
+      if (went_back++ == 0) {
+        first_back = std::to_string(ops) + " after " + std::to_string(previous);
+      }
+    }
+    previous = std::max(previous, ops);
+  }
+  EXPECT_EQ(went_back, 0) << went_back << " of " << scrapes << " scrapes showed fewer ops than "
+                          << "an earlier one, first " << first_back;
+  EXPECT_GT(scrapes, 20);
+  EXPECT_GT(previous, 0);
+}
+
 TEST(AnalyticsEndToEndTest, SlowChannelShowsInItsBusyTimeAndNetworkWait) {
   TempDir ring_dir;
   AgentProcess agent(AgentConfig(ring_dir.path()));
