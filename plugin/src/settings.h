@@ -12,16 +12,19 @@
 #include <string_view>
 #include <vector>
 
+#include "plugin/abi/nccl_profiler_abi.h"
+
 namespace ncclscope::plugin {
 
-// NCCL event bits the plugin knows how to use (see abi::EventType).
-inline constexpr std::uint32_t kEventColl = 0x2;
-inline constexpr std::uint32_t kEventP2p = 0x4;
-inline constexpr std::uint32_t kEventProxyOp = 0x8;
-inline constexpr std::uint32_t kEventProxyStep = 0x10;
-inline constexpr std::uint32_t kEventKernelCh = 0x40;
-inline constexpr std::uint32_t kEventNetPlugin = 0x80;
-inline constexpr std::uint32_t kEventCeColl = 0x1000;
+// NCCL event bits the plugin knows how to use: abi::EventType's, which the ring header's event
+// groups (ncclscope_event_group_bits) ask for (SettingsTest holds the two equal).
+inline constexpr std::uint32_t kEventColl = abi::kColl;
+inline constexpr std::uint32_t kEventP2p = abi::kP2p;
+inline constexpr std::uint32_t kEventProxyOp = abi::kProxyOp;
+inline constexpr std::uint32_t kEventProxyStep = abi::kProxyStep;
+inline constexpr std::uint32_t kEventKernelCh = abi::kKernelCh;
+inline constexpr std::uint32_t kEventNetPlugin = abi::kNetPlugin;
+inline constexpr std::uint32_t kEventCeColl = abi::kCeColl;
 inline constexpr std::uint32_t kUsableEvents = kEventColl | kEventP2p | kEventProxyOp |
                                                kEventProxyStep | kEventKernelCh | kEventNetPlugin |
                                                kEventCeColl;
