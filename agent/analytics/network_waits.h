@@ -8,8 +8,10 @@
 //              send_wait      (network wait: the send was on the wire)
 //   recv side: recv_wait      (network wait: data not there yet, a late sender included)
 //              recv_flush_wait, recv_gpu_wait (GPU wait: the local GPU consuming the data)
-// Aggregated per (comm, rank, direction) and, with plugin.channel_metrics, per (comm, rank,
-// channel, peer, direction). Peers beyond plugin.max_peers per rank share peer="other".
+// Exported per (comm, rank, channel, peer, direction) with plugin.channel_metrics (the default),
+// else per (comm, rank, direction) (ncclscope_nccl_network_*: their sums, kept either way so a
+// reload that turns the channels off finds them whole). Peers beyond plugin.max_peers per rank
+// share peer="other".
 //
 // PXN: a network op raised by another local process's proxy carries no communicator id; it is
 // resolved through the communicator tables (origin pid and context) to the rank whose data it is,
@@ -55,6 +57,8 @@ class NetworkWaits {
                                   std::int32_t peer, bool send);
 
  private:
+  void RenderChannels(metrics::TextWriter& out) const;
+
   SeriesTable<Totals> totals_;
   SeriesTable<ChannelPeer> channels_;
 };

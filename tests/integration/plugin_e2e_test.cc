@@ -173,8 +173,8 @@ TEST(PluginEndToEndTest, CountsAndBytesEqualWhatEachAbiVersionDrove) {
   // 3 ABI versions x 2 comms x 3 ranks x 2 AlltoAlls x (Send + Recv).
   EXPECT_EQ(Total(body, "ncclscope_nccl_ops_timed_total"),
             Total(body, "ncclscope_nccl_ops_total") - 3 * 2 * 3 * 2 * 2);
-  EXPECT_GT(Total(body, "ncclscope_nccl_network_ops_total"), 0);
-  EXPECT_GT(Total(body, "ncclscope_nccl_network_bytes_total"), 0);
+  EXPECT_GT(Value(body, "ncclscope_nccl_records_total{type=\"proxy_op\"}"), 0);
+  EXPECT_GT(Total(body, "ncclscope_nccl_channel_network_bytes_total"), 0);
   EXPECT_EQ(Total(body, "ncclscope_nccl_records_dropped_total"), 0);
   EXPECT_EQ(Total(body, "ncclscope_nccl_records_corrupt_total"), 0);
   // The three jobs exited: their rings were drained, then reclaimed.

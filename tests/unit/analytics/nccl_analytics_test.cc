@@ -90,10 +90,11 @@ TEST(NcclAnalyticsTest, PxnNetworkOpsAreResolvedThroughTheTables) {
   pxn.origin_pid = 999;  // nobody we know
   a.OnProxyOp(kOrigin, pxn);
   const std::string text = Render(a);
-  EXPECT_EQ(testing::SampleValue(text,
-                                 "ncclscope_nccl_network_bytes_total{comm=\"0x0000000000000006\","
-                                 "rank=\"2\",direction=\"send\"}"),
-            64);
+  EXPECT_EQ(
+      testing::SampleValue(text,
+                           "ncclscope_nccl_channel_network_bytes_total{comm=\"0x0000000000000006\","
+                           "rank=\"2\",channel=\"1\",peer=\"10\",direction=\"send\"}"),
+      64);
   EXPECT_EQ(testing::SampleValue(text, "ncclscope_nccl_network_ops_unattributed_total"), 1);
 }
 

@@ -1,4 +1,4 @@
-// Network records: totals per direction, the wait decomposition per channel and peer, the peer
+// Network records: the wait decomposition per channel and peer, or totals per direction, the peer
 // label cap, and PXN records resolved to their communicator or counted as unknown.
 
 #include "agent/analytics/network_waits.h"
@@ -39,12 +39,23 @@ TEST(NetworkWaitsTest, TotalsAndWaitDecompositionPerChannelAndPeer) {
 
   const std::string text = Render(waits, true);
   const std::string rank = "comm=\"0x000000000000000e\",rank=\"3\"";
-  EXPECT_EQ(testing::SampleValue(
-                text, "ncclscope_nccl_network_bytes_total{" + rank + ",direction=\"send\"}"),
+  // The per-rank totals are the channels' sums: exported only when the channels are not.
+  EXPECT_EQ(text.find("ncclscope_nccl_network_"), std::string::npos);
+  EXPECT_EQ(testing::SampleValue(text, "ncclscope_nccl_channel_network_bytes_total{" + rank +
+                                           ",channel=\"5\",peer=\"11\",direction=\"send\"}") +
+                testing::SampleValue(text, "ncclscope_nccl_channel_network_bytes_total{" + rank +
+                                               ",channel=\"6\",peer=\"other\",direction=\"send\"}"),
             2.0 * (1 << 20) + 10);
+  const std::string totals = Render(waits, false);
+  EXPECT_EQ(testing::SampleValue(
+                totals, "ncclscope_nccl_network_bytes_total{" + rank + ",direction=\"send\"}"),
+            2.0 * (1 << 20) + 10);
+  EXPECT_EQ(testing::SampleValue(
+                totals, "ncclscope_nccl_network_ops_total{" + rank + ",direction=\"send\"}"),
+            3);
   EXPECT_DOUBLE_EQ(
-      testing::SampleValue(text, "ncclscope_nccl_network_step_state_seconds_total{" + rank +
-                                     ",direction=\"send\",state=\"send_wait\"}"),
+      testing::SampleValue(totals, "ncclscope_nccl_network_step_state_seconds_total{" + rank +
+                                       ",direction=\"send\",state=\"send_wait\"}"),
       10e-6);
   const std::string ch = rank + ",channel=\"5\",peer=\"11\",direction=\"send\"";
   EXPECT_DOUBLE_EQ(
@@ -65,16 +76,20 @@ TEST(NetworkWaitsTest, TotalsAndWaitDecompositionPerChannelAndPeer) {
             10);
   EXPECT_EQ(registry.peers_overflowed(), 1u);
   // Per-channel families off: totals only.
-  EXPECT_EQ(Render(waits, false).find("ncclscope_nccl_channel_"), std::string::npos);
+  EXPECT_EQ(totals.find("ncclscope_nccl_channel_"), std::string::npos);
 }
 
 TEST(NetworkWaitsTest, UnknownCommunicatorsUseTheirOwnLabel) {
   CommRegistry registry(8, 2);
   NetworkWaits waits;
   waits.Observe(registry, nullptr, Proxy(0, 1, 0, 2, true, 5, 0, 0, 1), true);
-  EXPECT_EQ(testing::SampleValue(Render(waits, true),
+  EXPECT_EQ(testing::SampleValue(Render(waits, false),
                                  "ncclscope_nccl_network_bytes_total{comm=\"unknown\",rank=\"1\","
                                  "direction=\"send\"}"),
+            5);
+  EXPECT_EQ(testing::SampleValue(Render(waits, true),
+                                 "ncclscope_nccl_channel_network_bytes_total{comm=\"unknown\","
+                                 "rank=\"1\",channel=\"0\",peer=\"other\",direction=\"send\"}"),
             5);
 }
 
