@@ -68,9 +68,13 @@ void StragglerDetector::Render(metrics::TextWriter& out) const {
   out.Header("ncclscope_nccl_straggler_cusum_seconds",
              "The node's straggler CUSUM of the communicator rank: excess seconds the node's "
              "other ranks waited for it beyond detection.straggler_min_cost / 2 of the wall "
-             "time, accumulated per second (capped at twice detection.straggler_threshold).",
+             "time, accumulated per second (capped at twice detection.straggler_threshold). The "
+             "series exists only while it is above 0.",
              "gauge");
+  // Only ranks with something accumulated, as the findings: a healthy node's ranks are at 0 and
+  // would be a series each (docs/metrics.md, "Cost").
   for (const auto& row : rows) {
+    if (row.stats.cusum_s <= 0) continue;
     out.Sample("ncclscope_nccl_straggler_cusum_seconds", row.labels, row.stats.cusum_s);
   }
   out.Header("ncclscope_nccl_rank_finding",
@@ -85,8 +89,11 @@ void StragglerDetector::Render(metrics::TextWriter& out) const {
                R"(finding="straggler",severity="warning")", 1.0);
   }
   out.Header("ncclscope_nccl_straggler_alarms_total",
-             "Times the straggler finding of the communicator rank turned on.", "counter");
+             "Times the straggler finding of the communicator rank turned on; a series from the "
+             "first time on.",
+             "counter");
   for (const auto& row : rows) {
+    if (row.stats.alarms == 0) continue;
     out.Sample("ncclscope_nccl_straggler_alarms_total", row.labels, row.stats.alarms);
   }
 }

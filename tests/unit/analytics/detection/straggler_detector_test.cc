@@ -75,6 +75,14 @@ TEST_F(StragglerDetectorTest, AStragglerCosting15PercentIsFoundInTwoSecondsAndCl
   EXPECT_EQ(testing::SampleValue(text, "ncclscope_nccl_straggler_alarms_total" + r1 + "}"), 1);
   EXPECT_TRUE(std::isnan(testing::SampleValue(
       text, "ncclscope_nccl_rank_finding" + r1 + ",finding=\"straggler\",severity=\"warning\"}")));
+  // Rank 0 never raised an alarm: no alarm counter for it. The CUSUMs are series only while above
+  // 0 (rank 1's is still draining here, rank 0's was never up).
+  const std::string r0 = "{comm=\"" + registry_.Label(label_) + "\",rank=\"0\"}";
+  EXPECT_TRUE(std::isnan(testing::SampleValue(text, "ncclscope_nccl_straggler_alarms_total" + r0)));
+  EXPECT_EQ(Cusum(0) > 0,
+            !std::isnan(testing::SampleValue(text, "ncclscope_nccl_straggler_cusum_seconds" + r0)));
+  EXPECT_EQ(Cusum(1) > 0, !std::isnan(testing::SampleValue(
+                              text, "ncclscope_nccl_straggler_cusum_seconds" + r1 + "}")));
 }
 
 TEST_F(StragglerDetectorTest, HealthyJitterNeverRaisesAFinding) {
