@@ -35,7 +35,7 @@ enum LoadError { kUnreadable = 0, kTooLarge = 1, kCorrupt = 2 };
 }  // namespace
 
 const metrics::HistogramBounds& LatencyBaselines::RatioBounds() {
-  static const metrics::HistogramBounds bounds({0.5, 0.8, 1, 1.25, 1.5, 2, 2.5, 3, 5, 10});
+  static const metrics::HistogramBounds bounds({1, 1.5, 2, 2.5, 3, 5});
   return bounds;
 }
 
