@@ -122,7 +122,9 @@ struct PluginConfig {
             checks::InRange<std::uint32_t>{1, 4096});
     v.Field("channel_metrics", channel_metrics,
             "Export per-channel series (bytes and busy time by transport, network wait "
-            "decomposition per channel and peer). Off: per-rank totals only.");
+            "decomposition per channel and peer). Off: per-rank totals only "
+            "(ncclscope_nccl_network_*, the sums of the per-channel network series, which "
+            "replace them).");
     v.Field("rank_histograms", rank_histograms,
             "GPU-duration histogram (ncclscope_nccl_op_gpu_duration_seconds) per rank: 16 "
             "series per rank and op kind, and the arrival-lag histogram "
@@ -418,6 +420,7 @@ struct RdmaConfig {
   std::vector<std::string> exclude_pci_addresses;
   bool hw_counters = true;
   bool unknown_hw_counters = false;
+  bool packet_counters = false;
   bool verbs = true;
   bool topology = true;
   RdmaLinkConfig link;
@@ -446,6 +449,10 @@ struct RdmaConfig {
             "Read ports/N/hw_counters (mlx5 Q and congestion counters).");
     v.Field("unknown_hw_counters", unknown_hw_counters,
             "Also export hw_counters files not in the catalogue, with a counter label.");
+    v.Field("packet_counters", packet_counters,
+            "Also export the packet counts (all, unicast, multicast) and VL15 drops of each port. "
+            "node_exporter's infiniband collector exports the same counters; no shipped rule or "
+            "dashboard reads them (7 series per port).");
     v.Field("verbs", verbs,
             "Enumerate devices with libibverbs too, to fill port attributes sysfs cannot give.");
     v.Field("topology", topology, "Export GPU to NIC PCIe affinity from sysfs.");

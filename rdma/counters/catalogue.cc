@@ -1,5 +1,7 @@
 #include "rdma/counters/catalogue.h"
 
+#include <algorithm>
+#include <iterator>
 #include <limits>
 
 namespace ncclscope::rdma::counters {
@@ -184,6 +186,24 @@ constexpr CounterInfo kCatalogue[] = {
 }  // namespace
 
 std::span<const CounterInfo> Catalogue() { return kCatalogue; }
+
+bool IsPacketCounter(const CounterInfo& info) {
+  static constexpr std::string_view kFiles[] = {"port_xmit_packets",
+                                                "port_rcv_packets",
+                                                "unicast_xmit_packets",
+                                                "unicast_rcv_packets",
+                                                "multicast_xmit_packets",
+                                                "multicast_rcv_packets",
+                                                "VL15_dropped",
+                                                "port_xmit_packets_64",
+                                                "port_rcv_packets_64",
+                                                "port_unicast_xmit_packets",
+                                                "port_unicast_rcv_packets",
+                                                "port_multicast_xmit_packets",
+                                                "port_multicast_rcv_packets"};
+  if (info.group == CounterGroup::kHwCounters) return false;
+  return std::find(std::begin(kFiles), std::end(kFiles), info.file) != std::end(kFiles);
+}
 
 const CounterInfo* Lookup(sysfs::CounterGroup group, std::string_view file) {
   for (const CounterInfo& info : kCatalogue) {

@@ -41,6 +41,12 @@ struct CounterInfo {
 // Every known counter, in export order.
 std::span<const CounterInfo> Catalogue();
 
+// Packet counts (all, unicast, multicast; both tables) and VL15 drops: exported only with
+// rdma.packet_counters. node_exporter's infiniband collector exports the same files, and no
+// shipped rule, dashboard or runbook reads them: 56 series on an 8-port node (docs/metrics.md,
+// "Cost").
+bool IsPacketCounter(const CounterInfo& info);
+
 // The entry for a file, or null for a file the catalogue does not know.
 const CounterInfo* Lookup(sysfs::CounterGroup group, std::string_view file);
 

@@ -337,6 +337,7 @@ std::vector<prometheus::MetricFamily> RdmaSource::RenderLocked(const sysfs::Snap
                        state.extended());
         continue;
       }
+      if (!config_.packet_counters && counters::IsPacketCounter(*info)) continue;
       const std::string metric(info->metric);
       const std::string help(info->help);
       if (info->behavior == Behavior::kGauge) {

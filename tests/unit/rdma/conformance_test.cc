@@ -64,6 +64,7 @@ std::string Scrape(const std::string& sysfs_root) {
   config::RdmaConfig config;
   config.sysfs_root = sysfs_root;
   config.verbs = false;
+  config.packet_counters = true;  // node_exporter exports every PMA counter
   source.Configure(config);
   source.PollOnce();
   EXPECT_TRUE(source.Status().up) << source.Status().reason;

@@ -70,6 +70,14 @@ struct Fixture {
 TEST(RdmaSourceTest, ExportsPortsCountersAndInfo) {
   Fixture f;
   f.source.Configure(f.config);
+  // Packet counts and VL15 drops only with rdma.packet_counters (node_exporter has them).
+  const std::string defaults = f.Poll();
+  EXPECT_EQ(defaults.find("ncclscope_infiniband_port_packets_received_total"), std::string::npos);
+  EXPECT_EQ(defaults.find("ncclscope_infiniband_unicast_packets_"), std::string::npos);
+  EXPECT_EQ(defaults.find("ncclscope_infiniband_vl15_dropped_total"), std::string::npos);
+  EXPECT_NE(defaults.find("ncclscope_infiniband_symbol_error_total"), std::string::npos);
+  f.config.packet_counters = true;
+  f.source.Configure(f.config);
   const std::string text = f.Poll();
   // x4: port_xmit_data counts 4-byte words.
   EXPECT_EQ(
