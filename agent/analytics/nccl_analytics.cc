@@ -17,7 +17,7 @@ NcclAnalytics::NcclAnalytics(const AnalyticsSettings& settings)
     detection_.OnMatched(registry_, label, rank, delay_ns);
   });
   nic_.SetEnabled(settings.nic_lookup && settings.channel_metrics);
-  ops_.SetRankHistograms(settings.rank_histograms);
+  ops_.SetHistograms(settings.rank_histograms, settings.p2p_histograms);
   arrivals_.SetLagHistogram(settings.rank_histograms);
 }
 
@@ -27,7 +27,7 @@ void NcclAnalytics::Configure(const AnalyticsSettings& settings) {
   arrivals_.SetLimits({settings.match_window, settings.match_timeout});
   gpus_.SetRoot(settings.sysfs_root);
   nic_.SetEnabled(settings.nic_lookup && settings.channel_metrics);
-  ops_.SetRankHistograms(settings.rank_histograms);
+  ops_.SetHistograms(settings.rank_histograms, settings.p2p_histograms);
   arrivals_.SetLagHistogram(settings.rank_histograms);
   detection_.Configure(settings.detection);
 }

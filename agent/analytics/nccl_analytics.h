@@ -44,6 +44,7 @@ struct AnalyticsSettings {
   Clock::duration retention = std::chrono::minutes(10);              // plugin.series_retention
   bool channel_metrics = true;                                       // plugin.channel_metrics
   bool rank_histograms = false;                                      // plugin.rank_histograms
+  bool p2p_histograms = false;                                       // plugin.p2p_histograms
   bool intra_node_channels = false;                                  // plugin.intra_node_channels
   std::size_t match_window = 4096;                                   // detection.match_window
   Clock::duration match_timeout = std::chrono::seconds(10);          // detection.match_timeout

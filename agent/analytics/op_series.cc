@@ -16,9 +16,10 @@ std::uint64_t OpSeries::Key(std::uint32_t comm_label, std::int32_t rank, std::ui
       .key();
 }
 
-void OpSeries::SetRankHistograms(bool rank_histograms) {
-  if (rank_histograms == rank_histograms_) return;
-  rank_histograms_ = rank_histograms;
+void OpSeries::SetHistograms(bool per_rank, bool p2p) {
+  if (per_rank == rank_histograms_ && p2p == p2p_histograms_) return;
+  rank_histograms_ = per_rank;
+  p2p_histograms_ = p2p;
   histograms_ = {};
 }
 
@@ -52,6 +53,7 @@ void OpSeries::Observe(const CommRegistry& registry, std::uint32_t comm_label,
   AddSat(s.gpu_ns, ns);
   s.algo_bytes += model.algo_bytes;
   s.bus_bytes += model.bus_bytes();
+  if (op.kind == NCCLSCOPE_KIND_P2P && !p2p_histograms_) return;
   // Rank -1 (all ones in its 24 bits) is the node's row of the collective.
   const std::int32_t rank = rank_histograms_ ? op.rank : -1;
   histograms_
@@ -90,7 +92,8 @@ void OpSeries::Render(metrics::TextWriter& out) const {
   }
   out.Header("ncclscope_nccl_op_gpu_duration_seconds",
              "GPU execution time of completed operations with GPU timing, the node's ranks of "
-             "the communicator together (per rank with plugin.rank_histograms).",
+             "the communicator together (per rank with plugin.rank_histograms); collectives, and "
+             "Send/Recv with plugin.p2p_histograms.",
              "histogram");
   for (const auto& row : histograms_.rows()) {
     out.Histogram("ncclscope_nccl_op_gpu_duration_seconds", row.labels, LatencyBounds(),

@@ -9,7 +9,10 @@
 // The GPU-duration histogram is per (comm, func, algo, proto, size), the node's ranks together:
 // NCCL picks the same algorithm, protocol and size on every rank of a collective, and 14 buckets
 // per rank were most of a node's series (640 of 4,800 on an 8-GPU node, tests/deploy/
-// series_budget.mjs). Per rank with plugin.rank_histograms.
+// series_budget.mjs). Per rank with plugin.rank_histograms. Collectives only unless
+// plugin.p2p_histograms: a pipeline's Send/Recv communicators are one per GPU, and their rows were
+// 256 of the 304 histogram series of the simulated node; their mean time is in the counters here
+// and, per peer class, in p2p_series.h.
 
 #include <cstdint>
 
@@ -32,9 +35,10 @@ class OpSeries {
     double bus_bytes = 0;
   };
 
-  // rank_histograms: the histogram rows carry the rank (plugin.rank_histograms). Changing it
-  // starts the histograms over (a row set of one shape only).
-  void SetRankHistograms(bool rank_histograms);
+  // per_rank: the histogram rows carry the rank (plugin.rank_histograms); p2p: Send/Recv have
+  // rows too (plugin.p2p_histograms). Changing either starts the histograms over (a row set of
+  // one shape only).
+  void SetHistograms(bool per_rank, bool p2p);
   void Observe(const CommRegistry& registry, std::uint32_t comm_label,
                const ncclscope_op_record& op, const BandwidthModel& model);
   void DropLabels(const absl::flat_hash_set<std::uint32_t>& labels) {
@@ -53,6 +57,7 @@ class OpSeries {
   SeriesTable<Stats> table_;
   SeriesTable<LatencyHistogram> histograms_;
   bool rank_histograms_ = false;
+  bool p2p_histograms_ = false;
 };
 
 }  // namespace ncclscope::analytics

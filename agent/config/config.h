@@ -80,6 +80,7 @@ struct PluginConfig {
   std::uint32_t max_tracked_comms = 4096;
   bool channel_metrics = true;
   bool rank_histograms = false;
+  bool p2p_histograms = false;
   bool intra_node_channels = false;
   std::string qp_table = "netlink";
   Duration series_retention = Seconds(600);
@@ -131,6 +132,11 @@ struct PluginConfig {
             "(ncclscope_nccl_coll_arrival_lag_seconds): 16 series per rank. Off: the duration "
             "histogram per communicator and op kind, the node's ranks together, and no lag "
             "histogram; the per-rank time, count and lag are counters either way.");
+    v.Field("p2p_histograms", p2p_histograms,
+            "GPU-duration histogram rows for Send/Recv too (16 series per communicator and op "
+            "kind; a pipeline has one p2p communicator per GPU). Off: collectives only; the p2p "
+            "time and count are counters either way (ncclscope_nccl_op_gpu_seconds_total, "
+            "ncclscope_nccl_p2p_gpu_seconds_total).");
     v.Field("intra_node_channels", intra_node_channels,
             "Per-channel series also for channels that never carried network bytes (NVLink, "
             "PCIe or shared memory only; most channels of a node). Off: per-channel series for "

@@ -142,6 +142,7 @@ analytics::AnalyticsSettings AnalyticsFromConfig(const config::Config& config) {
   s.retention = config.plugin.series_retention.value();
   s.channel_metrics = config.plugin.channel_metrics;
   s.rank_histograms = config.plugin.rank_histograms;
+  s.p2p_histograms = config.plugin.p2p_histograms;
   s.intra_node_channels = config.plugin.intra_node_channels;
   s.match_window = config.detection.match_window;
   s.match_timeout = config.detection.match_timeout.value();

@@ -54,6 +54,54 @@ TEST(NcclAnalyticsTest, OpSeriesCountBytesDurationsAndBusBytes) {
                    12096 * 1.75);
 }
 
+// The GPU-duration histogram: one row per communicator and collective kind, the node's ranks
+// together; per rank with plugin.rank_histograms; Send/Recv rows only with plugin.p2p_histograms
+// (their time is in the counters either way).
+TEST(NcclAnalyticsTest, DurationHistogramRowsPerCommunicatorRankAndP2pSwitch) {
+  const auto drive = [](const AnalyticsSettings& settings) {
+    NcclAnalytics a(settings);
+    for (int rank = 0; rank < 2; ++rank) {
+      a.OnCommInit(kOrigin, Init(1, rank, 2, 1, "TP"));
+      a.OnOp(kOrigin, Coll(1, rank, NCCLSCOPE_FUNC_ALL_REDUCE, 4096, 0, 1'000'000, 3'000));
+      a.OnOp(kOrigin, P2p(1, rank, rank == 0, 1 - rank, 4096, 2'000));
+    }
+    return Render(a);
+  };
+  const std::string coll =
+      "comm=\"0x0000000000000001\",func=\"AllReduce\",algo=\"RING\",proto=\"SIMPLE\","
+      "size=\"4KiB-16KiB\"";
+  const std::string send =
+      "comm=\"0x0000000000000001\",func=\"Send\",algo=\"none\",proto=\"none\",size=\"4KiB-16KiB\"";
+  const auto count = [](const std::string& text, const std::string& labels) {
+    return testing::SampleValue(text,
+                                "ncclscope_nccl_op_gpu_duration_seconds_count{" + labels + "}");
+  };
+  const std::string defaults = drive({});
+  EXPECT_EQ(count(defaults, coll), 2);  // both ranks' AllReduce in one row
+  EXPECT_EQ(defaults.find("func=\"Send\",algo=\"none\",proto=\"none\",size=\"4KiB-16KiB\",le="),
+            std::string::npos);
+  // The Send's time is still counted.
+  EXPECT_EQ(testing::SampleValue(defaults,
+                                 "ncclscope_nccl_ops_timed_total{comm=\"0x0000000000000001"
+                                 "\",rank=\"0\",func=\"Send\",algo=\"none\",proto=\"none\","
+                                 "size=\"4KiB-16KiB\"}"),
+            1);
+  AnalyticsSettings p2p;
+  p2p.p2p_histograms = true;
+  const std::string with_p2p = drive(p2p);
+  EXPECT_EQ(count(with_p2p, coll), 2);
+  EXPECT_EQ(count(with_p2p, send), 1);
+  AnalyticsSettings per_rank;
+  per_rank.rank_histograms = true;
+  const std::string ranks = drive(per_rank);
+  EXPECT_EQ(count(ranks,
+                  "comm=\"0x0000000000000001\",rank=\"1\",func=\"AllReduce\",algo=\"RING\","
+                  "proto=\"SIMPLE\",size=\"4KiB-16KiB\""),
+            1);
+  EXPECT_EQ(ranks.find("func=\"Send\",algo=\"none\",proto=\"none\",size=\"4KiB-16KiB\",le="),
+            std::string::npos);
+}
+
 TEST(NcclAnalyticsTest, RecordsOfAnUndescribedCommunicatorWaitForTheTables) {
   NcclAnalytics a;
   // Rank 0's op arrives before anything says the communicator has 16 ranks on 2 nodes.
