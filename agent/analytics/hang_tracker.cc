@@ -93,9 +93,14 @@ void RenderProgress(const CommRegistry& registry, std::uint64_t now_ns,
   }
   out.Header("ncclscope_nccl_ops_hung",
              "Operations in flight for longer than detection.hang_timeout on the communicator "
-             "rank.",
+             "rank. The series exists only while there is one.",
              "gauge");
-  for (const Row& row : rows) out.Sample("ncclscope_nccl_ops_hung", row.labels, row.p.hung);
+  // Only hung ranks, as the findings: the rules test `> 0`, and a healthy node's 24 communicator
+  // ranks were 24 series at 0 (docs/metrics.md, "Cost").
+  for (const Row& row : rows) {
+    if (row.p.hung == 0) continue;
+    out.Sample("ncclscope_nccl_ops_hung", row.labels, row.p.hung);
+  }
 
   auto seq_family = [&](const char* name, const char* help, bool completed) {
     out.Header(name, help, "gauge");

@@ -360,18 +360,25 @@ std::vector<prometheus::MetricFamily> RdmaSource::RenderLocked(const sysfs::Snap
                        static_cast<double>(state.resets()));
       }
     }
-    out.AddGauge(ib + "port_saturated_counters",
-                 "Number of the port's counters sitting at their maximum.", labels, saturated);
+    // These three are 0 on a healthy port: series only while they are not (rules test == 1, the
+    // dashboards sum or take the max), as the findings.
+    if (saturated > 0) {
+      out.AddGauge(ib + "port_saturated_counters",
+                   "Number of the port's counters sitting at their maximum; absent while none is.",
+                   labels, saturated);
+    }
     for (const auto& [reason, count] : reading.unreadable) {
       out.AddGauge(ib + "port_unreadable_files",
                    "Port files that gave no value this poll, by reason (errno name, no_pma, "
                    "malformed, restricted). Failing files are not read again.",
                    {{"device", d.name}, {"port", port_label}, {"reason", reason}}, count);
     }
-    out.AddGauge(ib + "port_restricted",
-                 "1 when the port's PMA counters fail with EINVAL (restricted PF): they are no "
-                 "longer read.",
-                 labels, reading.restricted ? 1 : 0);
+    if (reading.restricted) {
+      out.AddGauge(ib + "port_restricted",
+                   "1 when the port's PMA counters fail with EINVAL (restricted PF): they are no "
+                   "longer read. Absent otherwise.",
+                   labels, 1);
+    }
 
     for (const auto& [transition, count] : port.health.transitions()) {
       out.AddCounter(ib + "port_state_transitions_total",
@@ -382,9 +389,12 @@ std::vector<prometheus::MetricFamily> RdmaSource::RenderLocked(const sysfs::Snap
                       {"to", transition.second}},
                      static_cast<double>(count));
     }
-    out.AddGauge(ib + "port_flap_episodes",
-                 "Link-down-then-ACTIVE episodes within rdma.link.flap_window.", labels,
-                 static_cast<double>(port.health.history().Episodes(now)));
+    if (const std::size_t episodes = port.health.history().Episodes(now); episodes > 0) {
+      out.AddGauge(ib + "port_flap_episodes",
+                   "Link-down-then-ACTIVE episodes within rdma.link.flap_window; absent while "
+                   "there is none.",
+                   labels, static_cast<double>(episodes));
+    }
 
     findings.clear();
     port.health.Findings(now, below_expected && j.eligible, &findings);
