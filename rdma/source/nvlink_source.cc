@@ -95,6 +95,14 @@ constexpr unsigned kErrorTotalFields[] = {
     nvml::field::kCountRcvErrors, nvml::field::kCountLocalLinkIntegrityErrors,
     nvml::field::kCountLinkRecoveryFailedEvents};
 
+// The slot of a field among the GPU-scope totals (nvml::kGpuFields), -1 when it has none.
+int GpuFieldSlot(unsigned id) {
+  for (std::size_t i = 0; i < nvml::kGpuFields.size(); ++i) {
+    if (nvml::kGpuFields[i] == id) return static_cast<int>(i);
+  }
+  return -1;
+}
+
 int FieldSlot(unsigned id) {
   for (std::size_t i = 0; i < nvml::kLinkFields.size(); ++i) {
     if (nvml::kLinkFields[i] == id) return static_cast<int>(i);
@@ -311,6 +319,12 @@ std::vector<prometheus::MetricFamily> NvlinkSource::Render(const nvml::NvlinkSna
     }
     for (std::size_t f = 0; f < nvml::kLinkFields.size(); ++f) {
       if (!field_sums[f]) continue;
+      // The throughput summed over the links repeats NVML's own GPU total (the gpu_* families
+      // above; some drivers report the total in every link's field, which a sum multiplies):
+      // only where NVML gave no total. 28 series on an 8-GPU node (docs/metrics.md, "Cost").
+      if (const int total = GpuFieldSlot(nvml::kLinkFields[f]); total >= 0 && gpu.totals[total]) {
+        continue;
+      }
       const FieldName& name = kFieldNames[f];
       if (name.gauge) {
         out.AddGauge(name.metric, name.help, gpu_labels, *field_sums[f]);

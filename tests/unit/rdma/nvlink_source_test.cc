@@ -83,7 +83,8 @@ TEST(NvlinkSourceTest, ExportsLinksThroughputAndErrors) {
 }
 
 // nvlink.per_link_metrics off (the default): each per-link family is one series per GPU, the
-// sum over its links (BER: the worst link), with no link_state; findings still name the link.
+// sum over its links (BER: the worst link), with no link_state, and no throughput sum where NVML
+// has the GPU's total; findings still name the link.
 TEST(NvlinkSourceTest, PerGpuSeriesByDefault) {
   Fixture f;
   f.fake.Write(Hopper(1, 0) + "error 0 3 0 7\nfield 0 1 138 500\n");
@@ -93,8 +94,12 @@ TEST(NvlinkSourceTest, PerGpuSeriesByDefault) {
   const std::string gpu0 = std::string(R"({gpu="0",UUID=")") + kUuid0 + R"("})";
   EXPECT_EQ(Sample(text, "ncclscope_nvlink_replay_errors_total" + gpu0), 5 + 7);
   EXPECT_EQ(Sample(text, "ncclscope_nvlink_crc_flit_errors_total" + gpu0), 0);
-  EXPECT_EQ(Sample(text, "ncclscope_nvlink_data_transmitted_bytes_total" + gpu0),
-            (1000.0 + 500) * 1024);
+  // Throughput: NVML's GPU total where it has one (field 138 here), not the links' sum again;
+  // the sum where it has none (139).
+  EXPECT_TRUE(std::isnan(Sample(text, "ncclscope_nvlink_data_transmitted_bytes_total" + gpu0)));
+  EXPECT_EQ(Sample(text, "ncclscope_nvlink_gpu_data_transmitted_bytes_total" + gpu0),
+            4000.0 * 1024);
+  EXPECT_EQ(Sample(text, "ncclscope_nvlink_data_received_bytes_total" + gpu0), 2000.0 * 1024);
   EXPECT_EQ(Sample(text, "ncclscope_nvlink_active_links" + gpu0), 4);
   EXPECT_EQ(text.find("ncclscope_nvlink_link_state"), std::string::npos) << text;
   EXPECT_EQ(text.find("nvlink=\""), std::string::npos) << text;
