@@ -118,18 +118,20 @@ DirectoryLimits LimitsFromConfig(const config::PluginConfig& plugin) {
 }
 
 std::string ControlsFileText(const config::PluginConfig& plugin) {
+  // The same values as the ring header's controls, converted once (ControlsFromConfig): the file
+  // is their text for jobs that start before they can read a header, so the two never disagree.
+  const ncclscope_controls c = ControlsFromConfig(plugin);
   std::ostringstream text;
-  std::string events;
+  std::string events;  // the names; c.event_mask is their union
   for (const std::string& e : plugin.events) events += (events.empty() ? "" : ",") + e;
   text << "# Written by ncclscope-agent from its plugin config; read by the NCCL profiler plugin\n"
        << "# when a job starts. A job's NCCLSCOPE_* environment variables take precedence.\n"
        << "events=" << (events.empty() ? "none" : events) << "\n"
-       << "min_bytes=" << plugin.min_bytes << "\n"
-       << "duty_period=" << Nanos(plugin.duty_cycle_period) << "ns\n"
-       << "kernel_duty=" << PerMille(plugin.kernel_duty_cycle) / 10.0 << "%\n"
-       << "proxy_duty=" << PerMille(plugin.proxy_duty_cycle) / 10.0 << "%\n"
-       << "overhead_budget="
-       << static_cast<double>(std::lround(plugin.overhead_budget * 1'000'000.0)) / 10'000.0 << "%\n"
+       << "min_bytes=" << c.min_bytes << "\n"
+       << "duty_period=" << c.duty_period_ns << "ns\n"
+       << "kernel_duty=" << c.kernel_duty_pm / 10.0 << "%\n"
+       << "proxy_duty=" << c.proxy_duty_pm / 10.0 << "%\n"
+       << "overhead_budget=" << c.overhead_budget_ppm / 10'000.0 << "%\n"
        << "ring_size=" << plugin.ring_size << "\n";
   return text.str();
 }
