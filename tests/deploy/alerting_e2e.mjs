@@ -14,13 +14,14 @@
 // 300), checked to be the only differences from the shipped file.
 // Usage: node alerting_e2e.mjs <repo root> <ncclscope-agent> <ncclscope-sim> <plugin .so>
 //                              <prometheus> <prometheus-alertmanager>
-import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync } from "node:fs";
 import { createServer } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { isDeepStrictEqual } from "node:util";
 import { parse, stringify } from "yaml";
 import { freePort, sleep, startAlertmanager, startProcess, startPrometheus } from "./prometheus.mjs";
+import { startAgent } from "./agent.mjs";
 
 const [root, agentBin, simBin, pluginPath, prometheusBin, alertmanagerBin] = process.argv.slice(2);
 const tmp = mkdtempSync(join(tmpdir(), "ncclscope-alerting-e2e-"));
@@ -150,16 +151,6 @@ let receivers;
 try {
   mkdirSync(ringDir);
   const agentPort = await freePort();
-  const agentConfig = join(tmp, "agent.yaml");
-  writeFileSync(agentConfig, stringify({
-    server: { listen_address: `127.0.0.1:${agentPort}` },
-    // 16 communicators: those of e2e-slow (10 on this node) and e2e-hang (6); e2e-extra's overflow.
-    plugin: { ring_dir: ringDir, poll_interval: "50ms", kernel_duty_cycle: 1, proxy_duty_cycle: 1, max_comms: 16 },
-    ebpf: { enabled: false },
-    rdma: { enabled: false },
-    nvlink: { enabled: false },
-    detection: { hang_timeout: "1s", match_timeout: "1s" },
-  }));
   // Alertmanager and Prometheus first, so that Prometheus sees every job from its start.
   receivers = await startReceivers();
   alertmanager = await startAlertmanager(alertmanagerBin, alertmanagerConfig(receivers.base));
@@ -175,14 +166,18 @@ try {
         static_configs: [{ targets: [`127.0.0.1:${agentPort}`], labels: { node: NODE } }] }],
     }),
   });
-  const agent = startProcess(agentBin, ["--config", agentConfig]);
-  procs.push(agent);
-  const scrape = async () => (await fetch(`http://127.0.0.1:${agentPort}/metrics`)).text();
-  for (let i = 0; ; i++) {
-    try { await scrape(); break; } catch { /* starting */ }
-    if (agent.exited() || i > 200) throw new Error(`agent did not serve /metrics:\n${agent.log()}`);
-    await sleep(100);
-  }
+  procs.push(await startAgent(agentBin, {
+    port: agentPort,
+    configPath: join(tmp, "agent.yaml"),
+    config: {
+      // 16 communicators: those of e2e-slow (10 on this node) and e2e-hang (6); e2e-extra's overflow.
+      plugin: { ring_dir: ringDir, poll_interval: "50ms", kernel_duty_cycle: 1, proxy_duty_cycle: 1, max_comms: 16 },
+      ebpf: { enabled: false },
+      rdma: { enabled: false },
+      nvlink: { enabled: false },
+      detection: { hang_timeout: "1s", match_timeout: "1s" },
+    },
+  }));
   const sim = (args) => startProcess(simBin, ["--plugin", pluginPath, "--duration", "90s", "--quiet", "--rate", "20", ...args],
     { env: { ...process.env, NCCLSCOPE_RING_DIR: ringDir } });
   // Distinct seeds: the simulator derives its commHashes from them (NCCL's are random). e2e-hang's

@@ -20,6 +20,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parse, stringify } from "yaml";
 import { freePort, sleep, startProcess, startPrometheus } from "./prometheus.mjs";
+import { startAgent } from "./agent.mjs";
 
 const [root, agentBin, simBin, pluginPath, fakeNvml, prometheusBin] = process.argv.slice(2);
 const dashboards = Object.fromEntries(readdirSync(join(root, "deploy/grafana/dashboards"))
@@ -252,23 +253,19 @@ try {
   writeNvmlState();
   nvmlTimer = setInterval(writeNvmlState, 500);
   const agentPort = await freePort();
-  const config = join(tmp, "agent.yaml");
-  writeFileSync(config, stringify({
-    server: { listen_address: `127.0.0.1:${agentPort}` },
-    plugin: { ring_dir: ringDir, poll_interval: "50ms", kernel_duty_cycle: 1, proxy_duty_cycle: 1, intra_node_channels: true },
-    ebpf: { enabled: false },
-    rdma: existsSync(ibFixture) ? { sysfs_root: ibFixture, interval: "1s" } : { enabled: false },
-    nvlink: { library: fakeNvml, interval: "1s", expected_links: 4, per_link_metrics: true },
-    detection: { hang_timeout: "1s", match_timeout: "1s" },
-  }));
   mkdirSync(ringDir);
-  const agent = startProcess(agentBin, ["--config", config], { env: { ...process.env, FAKE_NVML_STATE: nvmlState } });
-  procs.push(agent);
-  for (let i = 0; ; i++) {
-    try { if ((await fetch(`http://127.0.0.1:${agentPort}/metrics`)).ok) break; } catch { /* starting */ }
-    if (agent.exited() || i > 200) throw new Error(`agent did not serve /metrics:\n${agent.log()}`);
-    await sleep(100);
-  }
+  procs.push(await startAgent(agentBin, {
+    port: agentPort,
+    configPath: join(tmp, "agent.yaml"),
+    config: {
+      plugin: { ring_dir: ringDir, poll_interval: "50ms", kernel_duty_cycle: 1, proxy_duty_cycle: 1, intra_node_channels: true },
+      ebpf: { enabled: false },
+      rdma: existsSync(ibFixture) ? { sysfs_root: ibFixture, interval: "1s" } : { enabled: false },
+      nvlink: { library: fakeNvml, interval: "1s", expected_links: 4, per_link_metrics: true },
+      detection: { hang_timeout: "1s", match_timeout: "1s" },
+    },
+    env: { ...process.env, FAKE_NVML_STATE: nvmlState },
+  }));
 
   const sim = (args) => startProcess(simBin, ["--plugin", pluginPath, "--duration", "150s", "--quiet", ...args],
     { env: { ...process.env, NCCLSCOPE_RING_DIR: ringDir } });

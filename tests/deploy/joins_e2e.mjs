@@ -24,6 +24,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { parse, parseAllDocuments, stringify } from "yaml";
 import { freePort, sleep, startProcess, startPrometheus } from "./prometheus.mjs";
+import { startAgent } from "./agent.mjs";
 
 const [root, agentBin, simBin, pluginPath, fakeNvml, prometheusBin, kubectl] = process.argv.slice(2);
 const tmp = mkdtempSync(join(tmpdir(), "ncclscope-joins-"));
@@ -222,22 +223,18 @@ try {
   nvmlTimer = setInterval(() => { writeNvmlState(); writeCounters(); }, 500);
   mkdirSync(ringDir);
   const agentPort = await freePort();
-  const config = join(tmp, "agent.yaml");
-  writeFileSync(config, stringify({
-    server: { listen_address: `127.0.0.1:${agentPort}` },
-    plugin: { ring_dir: ringDir, poll_interval: "50ms", kernel_duty_cycle: 1, proxy_duty_cycle: 1 },
-    ebpf: { enabled: false },
-    rdma: { sysfs_root: sys, interval: "1s", verbs: false },
-    nvlink: { library: fakeNvml, interval: "1s", expected_links: 4 },
-    detection: { hang_timeout: "5s", match_timeout: "1s" },
+  procs.push(await startAgent(agentBin, {
+    port: agentPort,
+    configPath: join(tmp, "agent.yaml"),
+    config: {
+      plugin: { ring_dir: ringDir, poll_interval: "50ms", kernel_duty_cycle: 1, proxy_duty_cycle: 1 },
+      ebpf: { enabled: false },
+      rdma: { sysfs_root: sys, interval: "1s", verbs: false },
+      nvlink: { library: fakeNvml, interval: "1s", expected_links: 4 },
+      detection: { hang_timeout: "5s", match_timeout: "1s" },
+    },
+    env: { ...process.env, FAKE_NVML_STATE: nvmlState },
   }));
-  const agent = startProcess(agentBin, ["--config", config], { env: { ...process.env, FAKE_NVML_STATE: nvmlState } });
-  procs.push(agent);
-  for (let i = 0; ; i++) {
-    try { if ((await fetch(`http://127.0.0.1:${agentPort}/metrics`)).ok) break; } catch { /* starting */ }
-    if (agent.exited() || i > 200) throw new Error(`agent did not serve /metrics:\n${agent.log()}`);
-    await sleep(100);
-  }
   procs.push(startProcess(simBin, ["--plugin", pluginPath, "--duration", "60s", "--quiet", "--nodes", "1", "--gpus", "2",
     "--rate", "20", "--job-id", "joins-job", "--seed", "21", "--slow-rank", "1", "--slow-by", "3ms"],
   { env: { ...process.env, NCCLSCOPE_RING_DIR: ringDir } }));

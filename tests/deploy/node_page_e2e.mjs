@@ -13,6 +13,7 @@ import { dirname, join } from "node:path";
 import { chromium } from "playwright-core";
 import { stringify } from "yaml";
 import { freePort, sleep, startProcess } from "./prometheus.mjs";
+import { startAgent } from "./agent.mjs";
 
 const [root, agentBin, simBin, pluginPath, fakeNvml, outDir] = process.argv.slice(2);
 const CHROMIUM = "/usr/bin/chromium";
@@ -96,24 +97,20 @@ try {
   writeNvmlState();
   nvmlTimer = setInterval(writeNvmlState, 500);
   const agentPort = await freePort();
-  const config = join(tmp, "agent.yaml");
-  writeFileSync(config, stringify({
-    server: { listen_address: `127.0.0.1:${agentPort}` },
-    plugin: { ring_dir: ringDir, poll_interval: "50ms", kernel_duty_cycle: 1, proxy_duty_cycle: 1 },
-    ebpf: { enabled: false },
-    rdma: { sysfs_root: sys, interval: "1s", verbs: false },
-    nvlink: { library: fakeNvml, interval: "1s", expected_links: 4 },
-    detection: { hang_timeout: "1s", match_timeout: "1s" },
-  }));
   mkdirSync(ringDir);
-  const agent = startProcess(agentBin, ["--config", config], { env: { ...process.env, FAKE_NVML_STATE: nvmlState } });
-  procs.push(agent);
+  procs.push(await startAgent(agentBin, {
+    port: agentPort,
+    configPath: join(tmp, "agent.yaml"),
+    config: {
+      plugin: { ring_dir: ringDir, poll_interval: "50ms", kernel_duty_cycle: 1, proxy_duty_cycle: 1 },
+      ebpf: { enabled: false },
+      rdma: { sysfs_root: sys, interval: "1s", verbs: false },
+      nvlink: { library: fakeNvml, interval: "1s", expected_links: 4 },
+      detection: { hang_timeout: "1s", match_timeout: "1s" },
+    },
+    env: { ...process.env, FAKE_NVML_STATE: nvmlState },
+  }));
   const base = `http://127.0.0.1:${agentPort}`;
-  for (let i = 0; ; i++) {
-    try { if ((await fetch(`${base}/metrics`)).ok) break; } catch { /* starting */ }
-    if (agent.exited() || i > 200) throw new Error(`agent did not serve /metrics:\n${agent.log()}`);
-    await sleep(100);
-  }
   const sim = (args, env = {}) => startProcess(simBin, ["--plugin", pluginPath, "--duration", "60s", "--quiet", ...args],
     { env: { ...process.env, NCCLSCOPE_RING_DIR: ringDir, ...env } });
   // The job id comes from the job's environment, as a real job sets it.

@@ -12,8 +12,8 @@ import { request } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { gunzipSync } from "node:zlib";
-import { stringify } from "yaml";
 import { freePort, sleep, startProcess } from "./prometheus.mjs";
+import { startAgent } from "./agent.mjs";
 
 export const GPUS = 8;
 export const LINKS = 18;
@@ -90,22 +90,18 @@ export async function startSimulatedNode({ agent, sim, plugin, fabric, nvml, bla
     const ringDir = join(tmp, "rings");
     mkdirSync(ringDir);
     const port = await freePort();
-    const config = join(tmp, "agent.yaml");
-    writeFileSync(config, stringify(merge({
-      server: { listen_address: `127.0.0.1:${port}` },
-      plugin: { ring_dir: ringDir },
-      ebpf: { enabled: false },
-      rdma: { sysfs_root: sys, interval: "2s", verbs: false },
-      nvlink: { library: nvml, interval: "2s" },
-      detection: { state_dir: join(tmp, "state") },
-    }, extraConfig)));
-    const agentProc = startProcess(agent, ["--config", config], { env: { ...process.env, FAKE_NVML_STATE: statePath } });
-    procs.push(agentProc);
-    for (let i = 0; ; i++) {
-      try { if ((await scrape(port)).status === 200) break; } catch { /* starting */ }
-      if (agentProc.exited() || i > 200) throw new Error(`agent did not serve /metrics:\n${agentProc.log()}`);
-      await sleep(100);
-    }
+    procs.push(await startAgent(agent, {
+      port,
+      configPath: join(tmp, "agent.yaml"),
+      config: merge({
+        plugin: { ring_dir: ringDir },
+        ebpf: { enabled: false },
+        rdma: { sysfs_root: sys, interval: "2s", verbs: false },
+        nvlink: { library: nvml, interval: "2s" },
+        detection: { state_dir: join(tmp, "state") },
+      }, extraConfig),
+      env: { ...process.env, FAKE_NVML_STATE: statePath },
+    }));
     const job = startProcess(sim, ["--plugin", plugin, "--nodes", "4", "--gpus", String(GPUS), "--node", "0",
       "--rate", "20", "--duration", duration, "--quiet"], { env: { ...process.env, NCCLSCOPE_RING_DIR: ringDir } });
     procs.push(job);
