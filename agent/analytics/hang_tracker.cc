@@ -106,6 +106,9 @@ void RenderProgress(const CommRegistry& registry, std::uint64_t now_ns,
     out.Header(name, help, "gauge");
     for (const Row& row : rows) {
       if (row.rank == nullptr) continue;
+      // The completed seq tells something the enqueued one and ops_in_flight do not only while
+      // an op of the rank hangs: shown then (24 series on the healthy simulated node otherwise).
+      if (completed && row.p.hung == 0) continue;
       const SeqByFunc& seqs = completed ? row.rank->completed : row.rank->enqueued;
       for (std::uint32_t f = 0; f < NCCLSCOPE_FUNC_COUNT; ++f) {
         if ((seqs.known & (1u << f)) == 0) continue;
@@ -120,7 +123,9 @@ void RenderProgress(const CommRegistry& registry, std::uint64_t now_ns,
              "the ranks of a communicator when they are in step).",
              false);
   seq_family("ncclscope_nccl_last_completed_seq",
-             "Highest NCCL seqNumber the rank completed per collective function.", true);
+             "Highest NCCL seqNumber the rank completed per collective function, while an "
+             "operation of the rank is hung (past detection.hang_timeout).",
+             true);
 }
 
 }  // namespace ncclscope::analytics

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "tests/support/exposition.h"
 #include "tests/unit/analytics/analytics_test_util.h"
 
@@ -68,6 +70,43 @@ TEST(HangTrackerTest, RendersPerRankAndAggregatesCommsOverTheCap) {
                 text, "ncclscope_nccl_oldest_in_flight_op_age_seconds{comm=\"other\",rank=\"0\"}"),
             3000e-9);
   EXPECT_EQ(testing::SampleValue(text, "ncclscope_nccl_ops_hung{comm=\"other\",rank=\"0\"}"), 3);
+}
+
+// The enqueued seq always (the rank behind in a hang is found with it); the completed seq and the
+// hung count only while an op of the rank hangs.
+TEST(HangTrackerTest, CompletedSeqAndHungCountOnlyWhileARankHangs) {
+  CommRegistry registry(4, 4);
+  auto live = [](std::uint64_t comm, std::uint64_t enqueued, std::uint64_t completed) {
+    profiler::LiveComm c = testutil::Live(comm, 0, 4, 1);
+    profiler::CommSlotSnapshot s = Slot(enqueued, completed);
+    s.comm_id = comm;
+    s.nranks = 4;
+    s.nnodes = 1;
+    s.last_enqueue_func = NCCLSCOPE_FUNC_ALL_REDUCE;
+    s.last_enqueue_seq = enqueued;
+    s.last_complete_func = NCCLSCOPE_FUNC_ALL_REDUCE;
+    s.last_complete_seq = completed;
+    c.slot = s;
+    return c;
+  };
+  // Comm 1: op 11 in flight since 2100, 2900 ago (under the 2950 timeout). Comm 2: op 10 in
+  // flight since 2000, 3000 ago: hung.
+  registry.OnPass({live(1, 12, 11), live(2, 12, 10)}, Clock::now());
+  std::string text;
+  metrics::TextWriter out(text);
+  RenderProgress(registry, 5000, 2950, out);
+  const std::string c1 = "{comm=\"0x0000000000000001\",rank=\"0\"";
+  const std::string c2 = "{comm=\"0x0000000000000002\",rank=\"0\"";
+  EXPECT_EQ(
+      testing::SampleValue(text, "ncclscope_nccl_last_enqueued_seq" + c1 + ",func=\"AllReduce\"}"),
+      12);
+  EXPECT_TRUE(std::isnan(testing::SampleValue(
+      text, "ncclscope_nccl_last_completed_seq" + c1 + ",func=\"AllReduce\"}")));
+  EXPECT_TRUE(std::isnan(testing::SampleValue(text, "ncclscope_nccl_ops_hung" + c1 + "}")));
+  EXPECT_EQ(
+      testing::SampleValue(text, "ncclscope_nccl_last_completed_seq" + c2 + ",func=\"AllReduce\"}"),
+      10);
+  EXPECT_EQ(testing::SampleValue(text, "ncclscope_nccl_ops_hung" + c2 + "}"), 1);
 }
 
 }  // namespace
