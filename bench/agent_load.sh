@@ -10,6 +10,9 @@
 # Usage: bench/agent_load.sh [single|multi] [measure_seconds]
 #   single: 1 node x 8 GPUs, a tensor-parallel communicator (NVLink only: no network steps)
 #   multi:  2 nodes x 8 GPUs, a world communicator (network steps, sampled 10 % of the time)
+# Environment: POLL_INTERVAL (plugin.poll_interval, default the agent's 100ms), SCRAPE_INTERVAL
+# (seconds between scrapes, default 15), PROXY_DUTY (plugin.proxy_duty_cycle, default the
+# agent's 0.1); bench/overhead_sweep.sh varies them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scenario=${1:-single}
@@ -37,6 +40,8 @@ mkdir -p "$work/rings"
 cat >"$work/agent.yaml" <<EOF
 plugin:
   ring_dir: $work/rings
+  poll_interval: ${POLL_INTERVAL:-100ms}
+  proxy_duty_cycle: ${PROXY_DUTY:-0.1}
 # Only the NCCL profiler path is measured here.
 ebpf:
   enabled: false
@@ -73,8 +78,9 @@ sleep $warmup
 [ -n "${PERF_OUT:-}" ] && { perf record -q -g -o "$PERF_OUT" -p "$agent_pid" -- sleep 20 >/dev/null 2>&1 || true; }
 t0=$(date +%s.%N); c0=$(ticks); o0=$(ops)
 elapsed=0
-while [ "$elapsed" -lt "$measure" ]; do  # a Prometheus scrape every 15 s
-  step=$((measure - elapsed < 15 ? measure - elapsed : 15))
+scrape=${SCRAPE_INTERVAL:-15}
+while [ "$elapsed" -lt "$measure" ]; do  # a Prometheus scrape every $scrape s
+  step=$((measure - elapsed < scrape ? measure - elapsed : scrape))
   sleep "$step"
   elapsed=$((elapsed + step))
   curl -s -o /dev/null "$url"

@@ -117,8 +117,10 @@ struct World {
     // Each instance reads its settings at its own first init, done here before any benchmark
     // thread exists (the plugin's maintenance threads never read the environment).
     plain.dir = TempDirectory();
-    setenv("NCCLSCOPE_RING_SIZE", "64MiB", 1);           // NOLINT(concurrency-mt-unsafe)
-    setenv("NCCLSCOPE_PROXY_DUTY", "1", 1);              // NOLINT(concurrency-mt-unsafe)
+    setenv("NCCLSCOPE_RING_SIZE", "64MiB", 1);  // NOLINT(concurrency-mt-unsafe)
+    // Every network step recorded unless the environment says otherwise (bench/overhead_sweep.sh
+    // sets the events, duty cycles and period it measures).
+    setenv("NCCLSCOPE_PROXY_DUTY", "1", 0);              // NOLINT(concurrency-mt-unsafe)
     setenv("NCCLSCOPE_RING_DIR", plain.dir.c_str(), 1);  // NOLINT(concurrency-mt-unsafe)
     unsetenv("NCCLSCOPE_CHAIN");                         // NOLINT(concurrency-mt-unsafe)
     Load(plain, NCCLSCOPE_PLUGIN_PATH);
@@ -157,10 +159,27 @@ World& TheWorld() {
   return world;
 }
 
+// What one collective asked for: NCCL snapshots the plugin's mask at the API call (GroupApi start,
+// src/plugin/profiler.cc:218 at v2.28.9-1) and raises ProxyOps only when the snapshot has ProxyOp,
+// ProxyStep or NetPlugin (:482), ProxySteps only with ProxyStep or NetPlugin (:516), KernelCh
+// only with KernelCh (:593, :678). Null `mask` (the nop and minimal tables): everything.
+struct Asked {
+  bool kernel = true;
+  bool proxy_ops = true;
+  bool proxy_steps = true;
+};
+Asked AskedBy(const int* mask) {
+  if (mask == nullptr) return {};
+  const int m = __atomic_load_n(mask, __ATOMIC_RELAXED);
+  return {(m & abi::kKernelCh) != 0, (m & (abi::kProxyOp | abi::kProxyStep | abi::kNetPlugin)) != 0,
+          (m & (abi::kProxyStep | abi::kNetPlugin)) != 0};
+}
+
 // One collective as the v6 table sees it. With `api`, the GroupApi/CollApi/Group events that
-// NCCL 2.28+ emits around every collective are included.
-void Collective(const abi::ProfilerV6* p, void* context, std::uint64_t seq, bool api,
-                int proxy_steps) {
+// NCCL 2.28+ emits around every collective are included. Returns what the mask asked for.
+Asked Collective(const abi::ProfilerV6* p, void* context, std::uint64_t seq, bool api,
+                 int proxy_steps, const int* mask = nullptr) {
+  const Asked asked = AskedBy(mask);
   abi::EventDescrV6 d{};
   void* group_api = nullptr;
   void* coll_api = nullptr;
@@ -199,7 +218,8 @@ void Collective(const abi::ProfilerV6* p, void* context, std::uint64_t seq, bool
 
   void* net[kChannels][2] = {};
   static const pid_t pid = getpid();
-  if (proxy_steps > 0) {
+  const bool proxy = proxy_steps > 0 && asked.proxy_ops;
+  if (proxy) {
     for (int c = 0; c < kChannels; ++c) {
       for (int dir = 0; dir < 2; ++dir) {
         std::memset(&d, 0, sizeof(d));
@@ -216,7 +236,7 @@ void Collective(const abi::ProfilerV6* p, void* context, std::uint64_t seq, bool
   }
   const std::uint64_t t0 = 1'700'000'000'000'000'000ull + seq * 100'000;
   void* kernel[kChannels];
-  for (int c = 0; c < kChannels; ++c) {
+  for (int c = 0; asked.kernel && c < kChannels; ++c) {
     std::memset(&d, 0, sizeof(d));
     d.type = abi::kKernelCh;
     d.parentObj = coll;
@@ -224,7 +244,7 @@ void Collective(const abi::ProfilerV6* p, void* context, std::uint64_t seq, bool
     d.kernelCh.pTimer = t0 + static_cast<std::uint64_t>(c);
     p->startEvent(context, &kernel[c], &d);
   }
-  if (proxy_steps > 0) {
+  if (proxy && asked.proxy_steps) {
     abi::StateArgsV6 args;
     args.proxyStep.transSize = 65536;
     for (int s = 0; s < proxy_steps; ++s) {
@@ -247,12 +267,12 @@ void Collective(const abi::ProfilerV6* p, void* context, std::uint64_t seq, bool
     }
   }
   abi::StateArgsV6 stop;
-  for (int c = 0; c < kChannels; ++c) {
+  for (int c = 0; asked.kernel && c < kChannels; ++c) {
     stop.kernelCh.pTimer = t0 + 50'000 + static_cast<std::uint64_t>(c);
     p->recordEventState(kernel[c], abi::kKernelChStop, &stop);
     p->stopEvent(kernel[c]);
   }
-  if (proxy_steps > 0) {
+  if (proxy) {
     for (auto& channel : net) {
       for (void* h : channel) p->stopEvent(h);
     }
@@ -262,6 +282,7 @@ void Collective(const abi::ProfilerV6* p, void* context, std::uint64_t seq, bool
     p->stopEvent(group);
     p->stopEvent(group_api);
   }
+  return asked;
 }
 
 // One grouped plan of four collectives as NCCL 2.28 launches it (ncclGroupStart; AllReduce,
@@ -346,11 +367,23 @@ void Run(benchmark::State& state, bool chained, bool api, int proxy_steps) {
   const std::uint64_t busy_before = instance.DroppedBusy();
   const std::uint64_t chain_errors_before = instance.Counter(NCCLSCOPE_CTR_CHAIN_ERRORS);
   std::uint64_t seq = 0;
+  std::uint64_t timed = 0;
+  std::uint64_t networked = 0;
   for (auto _ : state) {
-    Collective(instance.v6, context, seq++, api, proxy_steps);
+    const Asked asked = Collective(instance.v6, context, seq++, api, proxy_steps, &instance.mask);
+    timed += asked.kernel ? 1 : 0;
+    networked += asked.proxy_ops ? 1 : 0;
     if ((seq & 255) == 0) instance.Consume();
   }
   state.SetItemsProcessed(static_cast<std::int64_t>(seq));
+  // The share of collectives the mask gave GPU timing and (with proxy steps) network events: the
+  // duty cycles at work.
+  state.counters["kernel_share"] =
+      benchmark::Counter(static_cast<double>(timed), benchmark::Counter::kAvgIterations);
+  if (proxy_steps > 0) {
+    state.counters["proxy_share"] =
+        benchmark::Counter(static_cast<double>(networked), benchmark::Counter::kAvgIterations);
+  }
   instance.Consume();
   if (state.thread_index() == 0) {
     state.counters["dropped_full"] = static_cast<double>(instance.DroppedFull() - full_before);
