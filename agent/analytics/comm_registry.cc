@@ -312,6 +312,9 @@ std::vector<std::uint32_t> CommRegistry::Expire(Clock::time_point now, Clock::du
   std::vector<std::uint32_t> freed;
   for (auto it = comms_.begin(); it != comms_.end();) {
     Comm& comm = *it->second;
+    // A communicator first seen after this pass's OnPass (records held until the pass's end, of a
+    // ring whose tables never listed it) has had no pass yet: its activity is now.
+    if (comm.last_activity == Clock::time_point{}) comm.last_activity = now;
     if (!comm.live && now - comm.last_activity > retention) {
       if (comm.label != LabelCap::kOverflow) {
         freed.push_back(comm.label);

@@ -77,6 +77,21 @@ TEST(CommRegistryTest, CapSharesOtherAndExpiryFreesLabels) {
   EXPECT_EQ(registry.Label(registry.Get(5).label), "0x0000000000000005");
 }
 
+// Records held to a pass's end can name a communicator after the pass's OnPass (no table lists
+// it, its ring may be gone): it must not be expired in that same pass as if idle since forever.
+TEST(CommRegistryTest, ACommunicatorFirstSeenAfterThePassIsNotExpiredAtOnce) {
+  CommRegistry registry(4, 4);
+  const auto t0 = Clock::now();
+  registry.OnPass({}, t0);
+  registry.Get(7);  // a held op's communicator, after OnPass
+  EXPECT_TRUE(registry.Expire(t0, std::chrono::seconds(1)).empty());
+  EXPECT_NE(registry.Find(7), nullptr);
+  // Idle for longer than the retention after that: it goes.
+  registry.OnPass({}, t0 + std::chrono::seconds(1));
+  EXPECT_EQ(registry.Expire(t0 + std::chrono::seconds(3), std::chrono::seconds(1)).size(), 1u);
+  EXPECT_EQ(registry.Find(7), nullptr);
+}
+
 TEST(CommRegistryTest, PeersBeyondTheCapShareOtherAndAreCounted) {
   CommRegistry registry(8, 2);
   Comm& comm = registry.Get(0xD);
