@@ -226,9 +226,17 @@ bool IsCollNet(std::uint8_t algo) {
 
 // A change the maintenance thread makes to an idle process (no API event for a whole pass) can
 // only race a thread that resumed right at that moment: NCCL's read and the API event are a few
-// hundred instructions apart (src/plugin/profiler.cc:218 to :294 at v2.28.9-1). Writes by job
-// threads race any other job thread at any time.
-constexpr std::uint64_t kIdleWriteRaceWindowNs = 50'000'000;
+// hundred instructions apart (src/plugin/profiler.cc:218 to :294 at v2.28.9-1), but a thread
+// descheduled in between arrives as late as the scheduler lets it. The window must outlast that:
+// an API event after it is taken to have read the new value, and if NCCL's copy was the old one
+// with KernelCh the op completes untimed and its KernelCh come late. 50 ms was too short for the
+// plugin's stress test under TSan on a loaded 2-core CI machine, where idle passes are frequent
+// (every user thread waiting on its proxy; over 100 idle writes in one run pinned to one core):
+// one op lost its timing with all its KernelCh late, this race's signature. Inside the window an
+// op is only uncertain (it waits for what comes, at most kUncertainMaskWait in runtime.cc), so a
+// long window costs one uncertain op per thread per idle flip. Writes by job threads race any
+// other job thread at any time.
+constexpr std::uint64_t kIdleWriteRaceWindowNs = 500'000'000;
 
 // Another thread changed KernelCh (either way) after write number `seen`, so that NCCL's copy
 // may be on either side of that write. No time bound is safe for a job thread's write (this

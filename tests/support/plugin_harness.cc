@@ -85,7 +85,7 @@ bool SetPluginControls(const ncclscope_controls& controls, bool expect_kernel_ch
   if (!WaitForControlsApplied(*file, timeout)) return false;
   while (std::chrono::steady_clock::now() < deadline) {
     if (((replay::ReplayProcess::MaskSnapshot() & abi::kKernelCh) != 0) == expect_kernel_ch) {
-      if (then_idle) std::this_thread::sleep_for(std::chrono::milliseconds(120));
+      if (then_idle) std::this_thread::sleep_for(std::chrono::milliseconds(600));
       return true;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(then_idle ? 5 : 1));

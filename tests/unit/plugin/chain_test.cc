@@ -113,7 +113,7 @@ bool WaitFor(Predicate done, milliseconds timeout = milliseconds(5000)) {
 // known to have read it (tests/support/plugin_harness.h, SetPluginControls).
 bool WaitForOwnMask(std::uint32_t mask) {
   if (!WaitFor([&] { return Header().effective_mask == mask; })) return false;
-  std::this_thread::sleep_for(milliseconds(120));
+  std::this_thread::sleep_for(milliseconds(600));
   return true;
 }
 
