@@ -14,6 +14,8 @@
 // that at the end.
 //
 // Run: build/default/bench/plugin_bench (see docs/benchmarks.md for the exact command and numbers).
+// NCCLSCOPE_BENCH_PLUGIN=<other .so> measures another build of the plugin with the same binary
+// (bench/plugin_ab.sh alternates two builds, run after run, to compare them side by side).
 
 #include <benchmark/benchmark.h>
 #include <dlfcn.h>
@@ -120,13 +122,20 @@ struct World {
     setenv("NCCLSCOPE_RING_SIZE", "64MiB", 1);  // NOLINT(concurrency-mt-unsafe)
     // Every network step recorded unless the environment says otherwise (bench/overhead_sweep.sh
     // sets the events, duty cycles and period it measures).
-    setenv("NCCLSCOPE_PROXY_DUTY", "1", 0);              // NOLINT(concurrency-mt-unsafe)
-    setenv("NCCLSCOPE_RING_DIR", plain.dir.c_str(), 1);  // NOLINT(concurrency-mt-unsafe)
-    unsetenv("NCCLSCOPE_CHAIN");                         // NOLINT(concurrency-mt-unsafe)
-    Load(plain, NCCLSCOPE_PLUGIN_PATH);
+    setenv("NCCLSCOPE_PROXY_DUTY", "1", 0);  // NOLINT(concurrency-mt-unsafe)
+    // The overhead governor off (0: it still times 1 op in 256, and that cost is measured, but it
+    // limits nothing). A benchmark calls the plugin back to back, the plugin is most of the
+    // thread's time, and the governor would rightly lower the duty cycles within a window: the
+    // runs after the first measured a mask without KernelCh (kernel_share 0).
+    setenv("NCCLSCOPE_OVERHEAD_BUDGET", "0", 0);                // NOLINT(concurrency-mt-unsafe)
+    setenv("NCCLSCOPE_RING_DIR", plain.dir.c_str(), 1);         // NOLINT(concurrency-mt-unsafe)
+    unsetenv("NCCLSCOPE_CHAIN");                                // NOLINT(concurrency-mt-unsafe)
+    const char* other = std::getenv("NCCLSCOPE_BENCH_PLUGIN");  // NOLINT(concurrency-mt-unsafe)
+    const std::string path = other != nullptr && *other != '\0' ? other : NCCLSCOPE_PLUGIN_PATH;
+    Load(plain, path);
     chained.dir = TempDirectory();
     const std::string copy = chained.dir + "/libnccl-profiler-ncclscope-chained.so";
-    std::filesystem::copy_file(NCCLSCOPE_PLUGIN_PATH, copy);
+    std::filesystem::copy_file(path, copy);
     setenv("NCCLSCOPE_RING_DIR", chained.dir.c_str(), 1);  // NOLINT(concurrency-mt-unsafe)
     // NOLINTNEXTLINE(concurrency-mt-unsafe)
     setenv("NCCLSCOPE_CHAIN", NCCLSCOPE_MINIMAL_CHAINED_PLUGIN, 1);

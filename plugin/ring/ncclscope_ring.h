@@ -567,18 +567,38 @@ NCCLSCOPE_STATIC_ASSERT(sizeof(struct ncclscope_comm_finalize_record) == NCCLSCO
 /* Checksum of one record (size a multiple of 32): over each 32-byte block, the sum s of its four
  * little-endian 64-bit words (with the checksum field, the upper half of word 0, taken as zero)
  * feeds two accumulators, a += s and b += a; the result folds a and b. Cheap on the hot path (a few
- * instructions per block), and it catches torn and scribbled records. */
+ * instructions per block), and it catches torn and scribbled records. Part of the format: every
+ * plugin and agent version computes the same value (tests/unit/plugin/ring_format_test.cc pins
+ * it). The code takes block 0 apart and then two blocks a step, so that no step tests for block 0
+ * and the two sums are independent: 137 -> ~80 instructions per record (docs/benchmarks.md). */
+static inline uint64_t ncclscope_block_sum(const unsigned char* block) {
+  uint64_t w[4];
+  memcpy(w, block, 32);
+  return (w[0] + w[1]) + (w[2] + w[3]);
+}
+
 static inline uint32_t ncclscope_checksum(const void* record, size_t size) {
   const unsigned char* bytes = NCCLSCOPE_CAST(const unsigned char*, record);
   uint64_t a = 0x6e63636c73636f70ULL;
   uint64_t b = 0;
-  size_t i;
-  for (i = 0; i + 32 <= size; i += 32) {
-    uint64_t w[4];
-    memcpy(w, bytes + i, 32);
-    if (i == 0) w[0] &= 0xFFFFFFFFULL;
-    a += w[0] + w[1] + w[2] + w[3];
+  size_t i = 32;
+  if (size >= 32) {
+    uint64_t w0;
+    memcpy(&w0, bytes, 8);
+    a += ncclscope_block_sum(bytes) - (w0 & 0xFFFFFFFF00000000ULL);
     b += a;
+    for (; i + 64 <= size; i += 64) {
+      const uint64_t s1 = ncclscope_block_sum(bytes + i);
+      const uint64_t s2 = ncclscope_block_sum(bytes + i + 32);
+      a += s1;
+      b += a;
+      a += s2;
+      b += a;
+    }
+    if (i + 32 <= size) {
+      a += ncclscope_block_sum(bytes + i);
+      b += a;
+    }
   }
   return NCCLSCOPE_CAST(uint32_t, a ^ (a >> 32) ^ b ^ (b >> 29));
 }

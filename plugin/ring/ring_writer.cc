@@ -237,8 +237,7 @@ void RingWriter::Commit(const Reservation& reservation) {
     auto* rh = reinterpret_cast<ncclscope_record_header*>(record);
     rh->position = reservation.head + i;
     rh->layout = NCCLSCOPE_RECORD_LAYOUT;
-    rh->checksum = 0;
-    rh->checksum = ncclscope_checksum(record, NCCLSCOPE_RECORD_SIZE);
+    rh->checksum = ncclscope_checksum(record, NCCLSCOPE_RECORD_SIZE);  // the field does not count
   }
   ncclscope_lane& lane = lanes_[reservation.lane];
   std::atomic_ref<std::uint64_t>(lane.head).store(reservation.head + reservation.count,

@@ -62,6 +62,57 @@ std::uint32_t Saturate32(std::uint64_t value) {
   return value > UINT32_MAX ? UINT32_MAX : static_cast<std::uint32_t>(value);
 }
 
+// A channel's time as an offset from the op's first start, clamped when kSaturate.
+template <bool kSaturate>
+std::uint32_t ChannelOffset(std::uint64_t t, std::uint64_t first) {
+  return kSaturate ? Saturate32(t - first) : static_cast<std::uint32_t>(t - first);
+}
+
+// The first 16 timed channels (ascending) into the op record; returns the bits of the rest.
+template <bool kSaturate>
+std::uint64_t WriteInlineChannels(const OpState* op, ncclscope_op_record* rec, std::uint64_t mask,
+                                  std::uint64_t first) {
+  std::uint64_t m = mask;
+  for (std::uint32_t position = 0; m != 0 && position < NCCLSCOPE_OP_INLINE_CHANNELS;
+       m &= m - 1, ++position) {
+    const ChannelTime& ch = op->channels[__builtin_ctzll(m)];
+    rec->ch[position] = ncclscope_channel_time{ChannelOffset<kSaturate>(Load(ch.start), first),
+                                               ChannelOffset<kSaturate>(Load(ch.stop), first)};
+  }
+  return m;
+}
+
+// The channel times of an op with more than 16 timed channels beyond the first 16 (`rest`: their
+// bits), into the continuation records reserved right after the op record. Rare: clamps always.
+__attribute__((noinline)) void WriteContinuations(const OpState* op, const ncclscope_op_record& rec,
+                                                  std::uint64_t rest, std::uint64_t first,
+                                                  const ring::RingWriter::Reservation& slots) {
+  ncclscope_op_channels_record* cont = nullptr;
+  std::uint32_t position = NCCLSCOPE_OP_INLINE_CHANNELS;
+  for (std::uint64_t m = rest; m != 0; m &= m - 1, ++position) {
+    const ChannelTime& ch = op->channels[__builtin_ctzll(m)];
+    const std::uint32_t part =
+        (position - NCCLSCOPE_OP_INLINE_CHANNELS) / NCCLSCOPE_OP_CONT_CHANNELS + 1;
+    const std::uint32_t at = (position - NCCLSCOPE_OP_INLINE_CHANNELS) % NCCLSCOPE_OP_CONT_CHANNELS;
+    if (at == 0) {
+      unsigned char* cont_raw = slots.slots[part];
+      std::memset(cont_raw, 0, NCCLSCOPE_RECORD_SIZE);
+      cont = reinterpret_cast<ncclscope_op_channels_record*>(cont_raw);
+      cont->h.type = NCCLSCOPE_REC_OP_CHANNELS;
+      cont->comm_id = rec.comm_id;
+      cont->seq = rec.seq;
+      cont->op_index = rec.op_index;
+      cont->rank = rec.rank;
+      cont->part = static_cast<std::uint8_t>(part);
+      cont->first = static_cast<std::uint8_t>(position);
+      cont->func = rec.func;
+    }
+    cont->ch[at] = ncclscope_channel_time{ChannelOffset<true>(Load(ch.start), first),
+                                          ChannelOffset<true>(Load(ch.stop), first)};
+    cont->n = static_cast<std::uint8_t>(at + 1);
+  }
+}
+
 // Builds the op's record(s) in place in the ring, updates the comm table and frees the op.
 void EmitAndFree(OpState* op, std::uint32_t index, std::uint32_t final_state,
                  std::uint16_t extra_flags, std::uint64_t now = 0) {
@@ -123,41 +174,15 @@ void EmitAndFree(OpState* op, std::uint32_t index, std::uint32_t final_state,
     rec->n_continuations = static_cast<std::uint8_t>(continuations);
     rec->n_inline = static_cast<std::uint8_t>(
         timed < NCCLSCOPE_OP_INLINE_CHANNELS ? timed : NCCLSCOPE_OP_INLINE_CHANNELS);
-    ncclscope_op_channels_record* cont = nullptr;
-    std::uint64_t saturated = 0;
-    std::uint32_t position = 0;
-    for (std::uint64_t m = mask; m != 0; m &= m - 1, ++position) {
-      const ChannelTime& ch = op->channels[__builtin_ctzll(m)];
-      const std::uint64_t start_off = Load(ch.start) - first;
-      const std::uint64_t end_off = Load(ch.stop) - first;
-      saturated |= (start_off | end_off) >> 32;
-      const ncclscope_channel_time entry{Saturate32(start_off), Saturate32(end_off)};
-      if (position < NCCLSCOPE_OP_INLINE_CHANNELS) {
-        rec->ch[position] = entry;
-        continue;
-      }
-      const std::uint32_t part =
-          (position - NCCLSCOPE_OP_INLINE_CHANNELS) / NCCLSCOPE_OP_CONT_CHANNELS + 1;
-      const std::uint32_t at =
-          (position - NCCLSCOPE_OP_INLINE_CHANNELS) % NCCLSCOPE_OP_CONT_CHANNELS;
-      if (!reserved) break;  // dropped anyway: no continuation to build (and `spare` holds rec)
-      if (at == 0) {
-        unsigned char* cont_raw = slots.slots[part];
-        std::memset(cont_raw, 0, NCCLSCOPE_RECORD_SIZE);
-        cont = reinterpret_cast<ncclscope_op_channels_record*>(cont_raw);
-        cont->h.type = NCCLSCOPE_REC_OP_CHANNELS;
-        cont->comm_id = rec->comm_id;
-        cont->seq = rec->seq;
-        cont->op_index = rec->op_index;
-        cont->rank = rec->rank;
-        cont->part = static_cast<std::uint8_t>(part);
-        cont->first = static_cast<std::uint8_t>(position);
-        cont->func = rec->func;
-      }
-      cont->ch[at] = entry;
-      cont->n = static_cast<std::uint8_t>(at + 1);
-    }
-    if (saturated != 0) flags |= NCCLSCOPE_OP_TIME_SATURATED;
+    // Every timed channel has first <= start <= stop <= last (StopKernelCh times only those), so
+    // an offset saturates only if last - first does: one test for the whole op, and the common
+    // loop converts without clamping.
+    const bool saturated = ((last - first) >> 32) != 0;
+    const std::uint64_t rest = saturated ? WriteInlineChannels<true>(op, rec, mask, first)
+                                         : WriteInlineChannels<false>(op, rec, mask, first);
+    // Dropped without a reservation: no continuation to build (and `spare` holds rec).
+    if (rest != 0 && reserved) WriteContinuations(op, *rec, rest, first, slots);
+    if (saturated) flags |= NCCLSCOPE_OP_TIME_SATURATED;
   } else if (Load(op->expect) != kExpectNone &&
              (extra_flags & NCCLSCOPE_OP_KERNEL_NEVER_CAME) == 0) {
     flags |= NCCLSCOPE_OP_GPU_TIMING_PARTIAL;
@@ -528,6 +553,13 @@ void StartOp(void* context, void** handle, const OpArgs& args) {
   }
 }
 
+// The KernelCh handlers call nothing on their common path: a call there makes the compiler save
+// registers on every KernelCh event (exports.cc, "KernelCh entry"). What needs a call (the clock,
+// completing the op) is in these, reached by a tail call.
+__attribute__((noinline)) void NoteKernelActivity(OpState* op) {
+  Store(op->last_kernel_ns, clock::Now());
+}
+
 void StartKernelCh(void* /*context*/, void** handle, void* parent, std::uint8_t channel,
                    std::uint64_t ptimer) {
   std::uint32_t index = 0;
@@ -549,8 +581,8 @@ void StartKernelCh(void* /*context*/, void** handle, void* parent, std::uint8_t 
   Store(ch.stop, 0);
   Store(ch.tag, ChannelTag(generation, kChannelStarted));
   Store(op->channels_started, Load(op->channels_started) + 1);
-  if (Load(op->expect) == kExpectUnknown) Store(op->last_kernel_ns, clock::Now());
   *handle = EncodeHandle(HandleKind::kKernelCh, generation, index, channel);
+  if (Load(op->expect) == kExpectUnknown) NoteKernelActivity(op);
 }
 
 bool ClaimNetwork(ProxyOpState* po) {
@@ -834,36 +866,6 @@ void StopOp(void* handle) {
   }
 }
 
-void StopKernelCh(const Handle& h, void* handle) {
-  std::uint32_t index = 0;
-  std::uint32_t generation = 0;
-  OpState* op = FindOp(handle, &index, &generation);
-  if (op == nullptr || h.sub >= NCCLSCOPE_MAX_CHANNELS) {
-    Count(NCCLSCOPE_CTR_LATE_EVENT);
-    return;
-  }
-  ChannelTime& ch = op->channels[h.sub];
-  if (Load(ch.tag) != ChannelTag(generation, kChannelStarted)) {
-    Count(NCCLSCOPE_CTR_INVALID_HANDLE);  // stopped twice, or never started
-    return;
-  }
-  Store(ch.tag, ChannelTag(generation, kChannelStopped));
-  const std::uint64_t stop = Load(ch.stop);
-  if (stop != 0 && stop >= Load(ch.start)) {
-    Store(op->timed_mask, Load(op->timed_mask) | (1ull << h.sub));
-  }
-  const std::uint32_t stopped = Load(op->channels_stopped) + 1;
-  Store(op->channels_stopped, stopped);
-  if (Load(op->expect) == kExpectUnknown) Store(op->last_kernel_ns, clock::Now());
-  const std::uint32_t expected = Load(op->expected_channels);
-  if (expected != 0 && stopped == expected) {
-    const std::uint32_t old = SetStateBits(op, generation, kOpKernelDone);
-    if (old != UINT32_MAX && !OpComplete(old) && OpComplete(old | kOpKernelDone)) {
-      EmitAndFree(op, index, old | kOpKernelDone, 0);
-    }
-  }
-}
-
 void EmitProxyOp(ProxyOpState* po, std::uint32_t index, std::uint16_t extra_flags) {
   Runtime& r = R();
   alignas(64) ncclscope_proxy_op_record rec{};
@@ -928,6 +930,48 @@ void CloseStepState(ProxyOpState* po, StepSlot& slot, std::uint64_t now) {
 
 }  // namespace
 
+void StopKernelCh(void* handle) {
+  const Handle h = DecodeHandle(handle);
+  std::uint32_t index = 0;
+  std::uint32_t generation = 0;
+  OpState* op = FindOp(handle, &index, &generation);
+  if (op == nullptr || h.sub >= NCCLSCOPE_MAX_CHANNELS) {
+    Count(NCCLSCOPE_CTR_LATE_EVENT);
+    return;
+  }
+  ChannelTime& ch = op->channels[h.sub];
+  if (Load(ch.tag) != ChannelTag(generation, kChannelStarted)) {
+    Count(NCCLSCOPE_CTR_INVALID_HANDLE);  // stopped twice, or never started
+    return;
+  }
+  Store(ch.tag, ChannelTag(generation, kChannelStopped));
+  const std::uint64_t stop = Load(ch.stop);
+  if (stop != 0 && stop >= Load(ch.start)) {
+    Store(op->timed_mask, Load(op->timed_mask) | (1ull << h.sub));
+  }
+  const std::uint32_t stopped = Load(op->channels_stopped) + 1;
+  Store(op->channels_stopped, stopped);
+  // kExpectUnknown (CollNet) leaves expected_channels 0: its op completes by the clock.
+  if (Load(op->expect) == kExpectUnknown) return NoteKernelActivity(op);
+  const std::uint32_t expected = Load(op->expected_channels);
+  if (expected != 0 && stopped == expected) CompleteKernel(index, generation);
+}
+
+void RecordKernelChStop(void* handle, const abi::StateArgsV4* args) {
+  const Handle h = DecodeHandle(handle);
+  OpState* op = FindOp(handle);
+  if (op == nullptr || h.sub >= NCCLSCOPE_MAX_CHANNELS) {
+    Count(NCCLSCOPE_CTR_LATE_EVENT);
+    return;
+  }
+  ChannelTime& ch = op->channels[h.sub];
+  if (Load(ch.tag) != ChannelTag(h.generation, kChannelStarted)) {
+    Count(NCCLSCOPE_CTR_INVALID_HANDLE);  // record after stop
+    return;
+  }
+  Store(ch.stop, args->kernelCh.pTimer);
+}
+
 void StopEvent(void* handle) {
   const Handle h = DecodeHandle(handle);
   switch (h.kind) {
@@ -935,7 +979,7 @@ void StopEvent(void* handle) {
       StopOp(handle);
       return;
     case HandleKind::kKernelCh:
-      StopKernelCh(h, handle);
+      StopKernelCh(handle);
       return;
     case HandleKind::kProxyOp: {
       std::uint32_t index = 0;
@@ -979,21 +1023,10 @@ void StopEvent(void* handle) {
 void RecordEventState(void* handle, int state, const abi::StateArgsV4* args) {
   const Handle h = DecodeHandle(handle);
   switch (h.kind) {
-    case HandleKind::kKernelCh: {
+    case HandleKind::kKernelCh:
       if (state != abi::kKernelChStop || args == nullptr) break;
-      OpState* op = FindOp(handle);
-      if (op == nullptr || h.sub >= NCCLSCOPE_MAX_CHANNELS) {
-        Count(NCCLSCOPE_CTR_LATE_EVENT);
-        return;
-      }
-      ChannelTime& ch = op->channels[h.sub];
-      if (Load(ch.tag) != ChannelTag(h.generation, kChannelStarted)) {
-        Count(NCCLSCOPE_CTR_INVALID_HANDLE);  // record after stop
-        return;
-      }
-      Store(ch.stop, args->kernelCh.pTimer);
+      RecordKernelChStop(handle, args);
       return;
-    }
     case HandleKind::kProxyStep: {
       const std::uint32_t index = StepStateIndex(state);
       if (index == kNoStepState) break;
@@ -1036,7 +1069,8 @@ void RecordEventState(void* handle, int state, const abi::StateArgsV4* args) {
   Count(NCCLSCOPE_CTR_UNKNOWN_EVENTS);
 }
 
-void CompleteKernel(std::uint32_t index, std::uint32_t generation) {
+// noinline: StopKernelCh's tail call (see NoteKernelActivity).
+__attribute__((noinline)) void CompleteKernel(std::uint32_t index, std::uint32_t generation) {
   Runtime& r = R();
   if (index >= r.ops.carved()) return;
   auto* op = reinterpret_cast<OpState*>(r.ops.At(index));

@@ -6,11 +6,20 @@
 // entry point hands the event to chain.h, which calls the same functions ("...Own") for ncclscope
 // and forwards the event to the chained plugin; unset, that costs one predictable branch.
 //
-// The start entry points are `flatten`: everything they call is inlined into them, one function
-// per NCCL call, as link-time optimization does by itself while each handler has a single caller.
-// Giving chain.h the address of a "StartV*Own" adds a second caller, after which GCC no longer
-// inlines the handlers (measured: +21 % instructions per collective unchained before this,
-// docs/benchmarks.md). The chain's entry points are noinline, so flattening leaves them out.
+// The start entry points' general paths are `flatten`: everything they call is inlined into them,
+// one function per NCCL call, as link-time optimization does by itself while each handler has a
+// single caller. Giving chain.h the address of a "StartV*Own" adds a second caller, after which
+// GCC no longer inlines the handlers (measured: +21 % instructions per collective unchained before
+// this, docs/benchmarks.md). The chain's entry points are noinline, so flattening leaves them out.
+//
+// KernelCh entry. Three calls in four are a KernelCh start, its KernelChStop record or its stop
+// (one of each per channel of every op; NCCL's proxy thread makes them, src/plugin/profiler.cc
+// ncclProfilerStartKernelChEvent / ncclProfilerStopKernelChEvent at v2.28.9-1), each a few dozen
+// instructions of work. Inside the one flattened function that handles every event they paid its
+// prologue and epilogue (six callee-saved registers, a jump table: ~47 instructions per channel,
+// 15 % of an 8-channel collective, docs/benchmarks.md). So each exported function first tests for
+// an untimed, unchained KernelCh event and calls its handler directly; every other event goes on
+// to the general path, a function of its own (noinline), unchanged.
 
 #include <exception>
 
@@ -188,6 +197,13 @@ bool ParentTimed(const Descr* d) {
 // A start whose parent is timed (a child of a timed op; Coll/P2p starts time themselves in
 // StartOp): `own` gets a copy of the descriptor whose parent has the bit cleared, and the child's
 // handle is marked.
+// A KernelCh start of an untimed op, no chained plugin loaded.
+template <typename Descr>
+bool IsPlainKernelChStart(const Descr* d) {
+  return static_cast<std::uint64_t>(d->type) == abi::kKernelCh && !chain::Active() &&
+         !governor::IsTimed(d->parentObj);
+}
+
 template <typename Descr>
 __attribute__((noinline, cold)) abi::Result TimedStart(abi::Result (*own)(void*, void**, Descr*),
                                                        void* context, void** handle, Descr* d,
@@ -208,7 +224,12 @@ __attribute__((noinline, cold)) abi::Result TimedStart(abi::Result (*own)(void*,
 // Stop and record: the chain calls these same functions back with ncclscope's own handle, which
 // is never a chain handle, so the handlers keep one caller and the unchained cost stays one
 // predictable branch (on the handle's kind: a chain handle exists only while chaining).
-abi::Result StopV(void* handle) {
+// An untimed KernelCh handle (the timed bit is in the sub byte, above any channel number).
+bool IsPlainKernelCh(const void* handle) {
+  return DecodeHandle(handle).kind == HandleKind::kKernelCh && !governor::IsTimed(handle);
+}
+
+__attribute__((noinline)) abi::Result StopGeneral(void* handle) {
   if (__builtin_expect(DecodeHandle(handle).kind == HandleKind::kChain, 0)) {
     return chain::Stop(StopV, handle);  // a tail call: chain.h throws nothing
   }
@@ -219,7 +240,18 @@ abi::Result StopV(void* handle) {
   });
 }
 
-abi::Result RecordV(void* handle, int state, abi::StateArgsV4* args) {
+__attribute__((flatten)) abi::Result StopV(void* handle) {
+  if (__builtin_expect(IsPlainKernelCh(handle), 1)) {  // KernelCh entry (top of file)
+    return Guard([&] {
+      StopKernelCh(handle);
+      return abi::kSuccess;
+    });
+  }
+  return StopGeneral(handle);
+}
+
+__attribute__((noinline)) abi::Result RecordGeneral(void* handle, int state,
+                                                    abi::StateArgsV4* args) {
   if (__builtin_expect(DecodeHandle(handle).kind == HandleKind::kChain, 0)) {
     return chain::Record(RecordV, handle, state, args);
   }
@@ -228,6 +260,17 @@ abi::Result RecordV(void* handle, int state, abi::StateArgsV4* args) {
     RecordEventState(handle, state, args);
     return abi::kSuccess;
   });
+}
+
+__attribute__((flatten)) abi::Result RecordV(void* handle, int state, abi::StateArgsV4* args) {
+  if (__builtin_expect(state == abi::kKernelChStop && args != nullptr && IsPlainKernelCh(handle),
+                       1)) {  // KernelCh entry (top of file)
+    return Guard([&] {
+      RecordKernelChStop(handle, args);
+      return abi::kSuccess;
+    });
+  }
+  return RecordGeneral(handle, state, args);
 }
 
 abi::Result FinalizeOwn(void* context) {
@@ -307,11 +350,22 @@ abi::Result StartV6Own(void* context, void** handle, abi::EventDescrV6* d) {
   });
 }
 
-__attribute__((flatten)) abi::Result StartV6(void* context, void** handle, abi::EventDescrV6* d) {
+__attribute__((noinline, flatten)) abi::Result StartV6General(void* context, void** handle,
+                                                              abi::EventDescrV6* d) {
   if (__builtin_expect(chain::Active(), 0)) {
     return chain::Start(StartV6Own, context, handle, d);
   }
   return StartV6Own(context, handle, d);
+}
+
+__attribute__((flatten)) abi::Result StartV6(void* context, void** handle, abi::EventDescrV6* d) {
+  if (__builtin_expect(IsPlainKernelChStart(d), 1)) {  // KernelCh entry (top of file)
+    return Guard([&] {
+      StartKernelCh(context, handle, d->parentObj, d->kernelCh.channelId, d->kernelCh.pTimer);
+      return abi::kSuccess;
+    });
+  }
+  return StartV6General(context, handle, d);
 }
 
 // ---- v5 ----
@@ -337,11 +391,22 @@ abi::Result StartV5Own(void* context, void** handle, abi::EventDescrV5* d) {
   });
 }
 
-__attribute__((flatten)) abi::Result StartV5(void* context, void** handle, abi::EventDescrV5* d) {
+__attribute__((noinline, flatten)) abi::Result StartV5General(void* context, void** handle,
+                                                              abi::EventDescrV5* d) {
   if (__builtin_expect(chain::Active(), 0)) {
     return chain::Start(StartV5Own, context, handle, d);
   }
   return StartV5Own(context, handle, d);
+}
+
+__attribute__((flatten)) abi::Result StartV5(void* context, void** handle, abi::EventDescrV5* d) {
+  if (__builtin_expect(IsPlainKernelChStart(d), 1)) {  // KernelCh entry (top of file)
+    return Guard([&] {
+      StartKernelCh(context, handle, d->parentObj, d->kernelCh.channelId, d->kernelCh.pTimer);
+      return abi::kSuccess;
+    });
+  }
+  return StartV5General(context, handle, d);
 }
 
 // ---- v4: init takes (mask, commName, commHash, ...) and the event type is one byte. ----
@@ -362,11 +427,22 @@ abi::Result StartV4Own(void* context, void** handle, abi::EventDescrV4* d) {
   });
 }
 
-__attribute__((flatten)) abi::Result StartV4(void* context, void** handle, abi::EventDescrV4* d) {
+__attribute__((noinline, flatten)) abi::Result StartV4General(void* context, void** handle,
+                                                              abi::EventDescrV4* d) {
   if (__builtin_expect(chain::Active(), 0)) {
     return chain::Start(StartV4Own, context, handle, d);
   }
   return StartV4Own(context, handle, d);
+}
+
+__attribute__((flatten)) abi::Result StartV4(void* context, void** handle, abi::EventDescrV4* d) {
+  if (__builtin_expect(IsPlainKernelChStart(d), 1)) {  // KernelCh entry (top of file)
+    return Guard([&] {
+      StartKernelCh(context, handle, d->parentObj, d->kernelCh.channelId, d->kernelCh.pTimer);
+      return abi::kSuccess;
+    });
+  }
+  return StartV4General(context, handle, d);
 }
 
 }  // namespace

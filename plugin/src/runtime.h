@@ -134,6 +134,10 @@ void StartProxyOp(void* context, void** handle, const ProxyOpArgs& args);
 void StartProxyStep(void* context, void** handle, void* parent, int step);
 void StopEvent(void* handle);
 void RecordEventState(void* handle, int state, const abi::StateArgsV4* args);
+// The KernelCh stop and its KernelChStop record, which StopEvent and RecordEventState dispatch
+// to; the exported entry points call them directly (exports.cc, "KernelCh entry").
+void StopKernelCh(void* handle);
+void RecordKernelChStop(void* handle, const abi::StateArgsV4* args);
 
 // Lookups with generation checks (inline: every event does one); nullptr when the handle is
 // stale, foreign or of another kind.

@@ -221,6 +221,43 @@ TEST_P(ReplayTest, SixtyFourChannelsSpillIntoContinuationRecords) {
             0u);
 }
 
+// A channel time more than 2^32 ns (4.3 s) after the op's first start saturates at UINT32_MAX
+// and flags the op, in the op record and in its continuations; a shorter op is exact.
+TEST_P(ReplayTest, ChannelTimesBeyondFourSecondsSaturateAndFlagTheOp) {
+  ProxyThread proxy;
+  ReplayProcess process(Plugin(), version());
+  const std::uint64_t id = NextCommId();
+  ReplayComm comm(process, id, "", 1, 2, 0, &proxy);
+  ASSERT_TRUE(comm.Init());
+  ProxyPlan none;
+  none.enabled = false;
+  GpuTimes slow;
+  slow.base = 5'000'000;
+  slow.duration_ns = 5'000'000'000;
+  GpuTimes fast = slow;
+  fast.duration_ns = 4'000'000'000;  // every offset under 2^32
+  for (int channels : {2, 20}) {
+    CollSpec spec;
+    spec.channels = static_cast<std::uint8_t>(channels);
+    comm.Collective(spec, static_cast<std::uint64_t>(channels), slow, none);
+    comm.Collective(spec, static_cast<std::uint64_t>(channels) + 100, fast, none);
+  }
+  ASSERT_TRUE(WaitForOps(id, 4));
+  for (const profiler::OpView& view : Records().OpsOf(id)) {
+    const bool is_slow = view.op.seq < 100;
+    const GpuTimes& gpu = is_slow ? slow : fast;
+    const auto channels = static_cast<std::uint32_t>(view.op.seq % 100);
+    ASSERT_EQ(view.n_channels, channels);
+    EXPECT_EQ((view.op.flags & NCCLSCOPE_OP_TIME_SATURATED) != 0, is_slow) << view.op.seq;
+    for (std::uint32_t c = 0; c < channels; ++c) {
+      EXPECT_EQ(view.channels[c].start_off_ns, gpu.Start(static_cast<int>(c)) - gpu.base);
+      EXPECT_EQ(view.channels[c].end_off_ns,
+                is_slow ? UINT32_MAX : gpu.Stop(static_cast<int>(c)) - gpu.base)
+          << "op " << view.op.seq << " channel " << c;
+    }
+  }
+}
+
 TEST_P(ReplayTest, AllToAllArrivesAsPerPeerSendRecvAndUint8AsUnknown) {
   ProxyThread proxy;
   ReplayProcess process(Plugin(), version());

@@ -102,6 +102,26 @@ class RingFormatTest : public ::testing::Test {
   ring::RingWriter writer_;
 };
 
+// The checksum is part of the format: a plugin and an agent of different versions must agree on
+// it. The value is the original block-by-block definition's (ncclscope_ring.h), computed once.
+TEST(RingChecksumTest, KeepsTheFormatsValue) {
+  unsigned char record[NCCLSCOPE_RECORD_SIZE];
+  for (std::size_t i = 0; i < sizeof(record); ++i) {
+    record[i] = static_cast<unsigned char>(i * 37 + 11);
+  }
+  EXPECT_EQ(ncclscope_checksum(record, sizeof(record)), 0x5660282fu);
+  // The checksum field (bytes 4-7 of the header's first word) does not count; every other does.
+  unsigned char changed[NCCLSCOPE_RECORD_SIZE];
+  std::memcpy(changed, record, sizeof(record));
+  changed[5] ^= 0xFF;
+  EXPECT_EQ(ncclscope_checksum(changed, sizeof(changed)), 0x5660282fu);
+  for (std::size_t at : {std::size_t{0}, std::size_t{8}, std::size_t{33}, std::size_t{255}}) {
+    std::memcpy(changed, record, sizeof(record));
+    changed[at] ^= 0x01;
+    EXPECT_NE(ncclscope_checksum(changed, sizeof(changed)), 0x5660282fu) << "byte " << at;
+  }
+}
+
 TEST_F(RingFormatTest, RecordsRoundTripWithTheirOrigin) {
   Write(MakeOp(1, 3));
   ncclscope_proxy_op_record net{};
