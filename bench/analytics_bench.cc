@@ -8,14 +8,13 @@
 //    nodes) with a mix of collectives, sizes and Send/Recv, and, with the argument 1, network
 //    steps on every multi-node op (the plugin's default samples them 10 % of the time).
 //  * BM_RenderScrape: the scrape of ~20 k series: NcclAnalytics::Render through the agent's whole
-//    scrape path (ScrapeCollector::RenderText: every source, self-metrics, text), against
-//    prometheus-cpp building the same series as MetricFamily values and serializing them with its
-//    TextSerializer (what the agent did before).
+//    scrape path (ScrapeCollector::RenderText: every source, self-metrics, text). (Its comparison
+//    with prometheus-cpp's MetricFamily values and TextSerializer, what the agent did before, went
+//    with prometheus-cpp; its last results are in docs/benchmarks.md.)
 //
 // Run: build/default/bench/analytics_bench (exact command and results in docs/benchmarks.md).
 
 #include <benchmark/benchmark.h>
-#include <prometheus/text_serializer.h>
 #include <stdlib.h>
 
 #include <cstdio>
@@ -26,7 +25,6 @@
 
 #include "agent/analytics/nccl_analytics.h"
 #include "agent/config/config.h"
-#include "agent/core/metric_family.h"
 #include "agent/core/source_set.h"
 #include "agent/core/text_exposition.h"
 #include "agent/exporter/scrape_collector.h"
@@ -216,8 +214,7 @@ class AnalyticsSource : public Source {
   bool Enabled(const config::Config& /*config*/) const override { return true; }
   SourceStatus Start(const config::Config& /*config*/) override { return SourceStatus::Up(); }
   void Stop() override {}
-  std::vector<prometheus::MetricFamily> Collect() const override { return {}; }
-  void CollectText(metrics::TextWriter& out) const override { Loaded().Render(out, 0); }
+  void Collect(metrics::TextWriter& out) const override { Loaded().Render(out, 0); }
 };
 
 void BM_RenderScrape(benchmark::State& state) {
@@ -241,61 +238,6 @@ void BM_RenderScrape(benchmark::State& state) {
   state.counters["bytes"] = static_cast<double>(bytes);
 }
 BENCHMARK(BM_RenderScrape)->Unit(benchmark::kMillisecond);
-
-// The same series the way the agent rendered them before: MetricFamily values built per scrape
-// and prometheus-cpp's TextSerializer.
-void BM_RenderScrapePrometheusCpp(benchmark::State& state) {
-  // Parse our own text once into (family, labels, value) so both paths carry the same series.
-  std::string text;
-  metrics::TextWriter out(text);
-  Loaded().Render(out, 0);
-  struct Sample {
-    std::string family;
-    metrics::Labels labels;
-    double value = 0;
-  };
-  std::vector<Sample> samples;
-  std::string family;
-  for (std::size_t at = 0; at < text.size();) {
-    const std::size_t end = text.find('\n', at);
-    const std::string line = text.substr(at, end - at);
-    at = end + 1;
-    if (line.rfind("# TYPE ", 0) == 0) {
-      family = line.substr(7, line.find(' ', 7) - 7);
-      continue;
-    }
-    if (line.empty() || line[0] == '#') continue;
-    Sample s;
-    s.family = family;
-    const std::size_t brace = line.find('{');
-    const std::size_t close = line.rfind('}');
-    if (brace != std::string::npos) {
-      std::string inner = line.substr(brace + 1, close - brace - 1);
-      for (std::size_t p = 0; p < inner.size();) {
-        const std::size_t eq = inner.find('=', p);
-        const std::size_t q = inner.find('"', eq + 2);
-        s.labels.push_back({inner.substr(p, eq - p), inner.substr(eq + 2, q - eq - 2)});
-        p = q + 2;
-      }
-    }
-    s.value = std::stod(line.substr(line.rfind(' ') + 1));
-    samples.push_back(std::move(s));
-  }
-  for (auto _ : state) {
-    // Per scrape: build the families (gauges standing in for every sample), then serialize.
-    std::vector<prometheus::MetricFamily> families;
-    for (const Sample& s : samples) {
-      if (families.empty() || families.back().name != s.family) {
-        families.push_back(metrics::Gauge(s.family, "help"));
-      }
-      metrics::Add(families.back(), s.labels, s.value);
-    }
-    const std::string serialized = prometheus::TextSerializer().Serialize(families);
-    benchmark::DoNotOptimize(serialized.data());
-  }
-  state.counters["series"] = static_cast<double>(samples.size());
-}
-BENCHMARK(BM_RenderScrapePrometheusCpp)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace ncclscope::bench

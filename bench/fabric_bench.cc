@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "agent/core/text_exposition.h"
 #include "rdma/health/clock.h"
 #include "rdma/source/nvlink_source.h"
 #include "rdma/source/rdma_source.h"
@@ -76,7 +77,12 @@ BENCHMARK(BM_RdmaPoll)->Arg(1)->Arg(4)->Arg(16)->Arg(64)->Unit(benchmark::kMicro
 
 void BM_RdmaCollect(benchmark::State& state) {
   RdmaNode node(static_cast<int>(state.range(0)));
-  for (auto _ : state) benchmark::DoNotOptimize(node.source.Collect());
+  for (auto _ : state) {
+    std::string text;
+    ncclscope::metrics::TextWriter writer(text);
+    node.source.Collect(writer);
+    benchmark::DoNotOptimize(text.data());
+  }
 }
 BENCHMARK(BM_RdmaCollect)->Arg(16)->Unit(benchmark::kMicrosecond);
 

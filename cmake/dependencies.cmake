@@ -2,7 +2,6 @@
 find_package(PkgConfig REQUIRED)
 find_package(Threads REQUIRED)
 find_package(yaml-cpp REQUIRED)
-find_package(prometheus-cpp REQUIRED COMPONENTS core)
 find_package(CURL REQUIRED)
 find_package(absl REQUIRED)  # flat hash maps on the analytics' hot path
 pkg_check_modules(LIBBPF REQUIRED IMPORTED_TARGET libbpf)

@@ -1,57 +1,62 @@
 #include "agent/core/metric_family.h"
 
-#include <limits>
+#include "agent/core/text_exposition.h"
 
 namespace ncclscope::metrics {
 namespace {
 
-prometheus::MetricFamily Make(std::string name, std::string help, prometheus::MetricType type) {
-  prometheus::MetricFamily family;
-  family.name = std::move(name);
-  family.help = std::move(help);
-  family.type = type;
-  return family;
+std::string_view TypeName(MetricType type) {
+  return type == MetricType::kCounter ? "counter" : "gauge";
+}
+
+std::string LabelText(const Labels& labels) {
+  std::string text;
+  for (const Label& label : labels) {
+    if (!text.empty()) text += ',';
+    AppendLabel(text, label.name, label.value);
+  }
+  return text;
 }
 
 }  // namespace
 
-prometheus::MetricFamily Gauge(std::string name, std::string help) {
-  return Make(std::move(name), std::move(help), prometheus::MetricType::Gauge);
+Family::Family(std::string name, std::string help, MetricType type)
+    : name_(std::move(name)), help_(std::move(help)), type_(type) {}
+
+void Family::Add(const Labels& labels, double value) {
+  TextWriter(samples_).Sample(name_, LabelText(labels), value);
+  ++series_;
 }
 
-prometheus::MetricFamily Counter(std::string name, std::string help) {
-  return Make(std::move(name), std::move(help), prometheus::MetricType::Counter);
+void Family::WriteTo(TextWriter& out) const {
+  if (series_ == 0) return;
+  out.Header(name_, help_, TypeName(type_));
+  out.out() += samples_;
 }
 
-prometheus::MetricFamily Histogram(std::string name, std::string help) {
-  return Make(std::move(name), std::move(help), prometheus::MetricType::Histogram);
+Family& FamilySet::Get(std::string_view name, std::string_view help, MetricType type) {
+  const auto [it, added] = index_.try_emplace(std::string(name), families_.size());
+  if (added) families_.emplace_back(std::string(name), std::string(help), type);
+  return families_[it->second];
 }
 
-void Add(prometheus::MetricFamily& family, Labels labels, double value) {
-  prometheus::ClientMetric& metric = family.metric.emplace_back();
-  metric.label = std::move(labels);
-  if (family.type == prometheus::MetricType::Counter) {
-    metric.counter.value = value;
-  } else {
-    metric.gauge.value = value;
-  }
+Family& FamilySet::Gauge(std::string_view name, std::string_view help) {
+  return Get(name, help, MetricType::kGauge);
 }
 
-void AddHistogram(prometheus::MetricFamily& family, Labels labels,
-                  const std::vector<double>& bounds, const std::vector<std::uint64_t>& counts,
-                  double sum) {
-  prometheus::ClientMetric& metric = family.metric.emplace_back();
-  metric.label = std::move(labels);
-  std::uint64_t cumulative = 0;
-  metric.histogram.bucket.reserve(bounds.size() + 1);
-  for (std::size_t i = 0; i <= bounds.size(); ++i) {
-    cumulative += i < counts.size() ? counts[i] : 0;
-    prometheus::ClientMetric::Bucket& bucket = metric.histogram.bucket.emplace_back();
-    bucket.cumulative_count = cumulative;
-    bucket.upper_bound = i < bounds.size() ? bounds[i] : std::numeric_limits<double>::infinity();
-  }
-  metric.histogram.sample_count = cumulative;
-  metric.histogram.sample_sum = sum;
+Family& FamilySet::Counter(std::string_view name, std::string_view help) {
+  return Get(name, help, MetricType::kCounter);
+}
+
+void FamilySet::WriteTo(TextWriter& out) const {
+  for (const Family& family : families_) family.WriteTo(out);
+}
+
+std::string FamilySet::Text() const {
+  std::string text;
+  TextWriter writer(text);
+  WriteTo(writer);
+  return text;
 }
 
 }  // namespace ncclscope::metrics

@@ -1,30 +1,70 @@
 #pragma once
 
-// Small helpers for building prometheus::MetricFamily values in Collect(), where sources render
-// their state at scrape time (prometheus-cpp's Collectable) instead of updating counters per event.
+// Metric families whose samples arrive in any order: one walk over a source's data (ports,
+// processes, communicators) feeds several families, and the text format wants each family's
+// samples together after its HELP and TYPE lines. A FamilySet creates each family on first use,
+// each Family keeps its samples as text, and WriteTo writes them whole, in creation order, through
+// the one exposition path (agent/core/text_exposition.h). A source that renders one family at a
+// time writes to the TextWriter directly instead.
 
-#include <prometheus/metric_family.h>
-
-#include <cstdint>
+#include <deque>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace ncclscope::metrics {
 
-using Labels = std::vector<prometheus::ClientMetric::Label>;
+class TextWriter;
 
-prometheus::MetricFamily Gauge(std::string name, std::string help);
-prometheus::MetricFamily Counter(std::string name, std::string help);
-prometheus::MetricFamily Histogram(std::string name, std::string help);
+enum class MetricType { kCounter, kGauge };
 
-// Appends one sample to a gauge or counter family.
-void Add(prometheus::MetricFamily& family, Labels labels, double value);
+struct Label {
+  std::string name;
+  std::string value;
+};
+using Labels = std::vector<Label>;
 
-// Appends one histogram sample set. `bounds` are the finite upper bounds (ascending) and
-// `counts[i]` the number of observations in bucket i (not cumulative); counts.size() ==
-// bounds.size() + 1, the last being the +Inf bucket.
-void AddHistogram(prometheus::MetricFamily& family, Labels labels,
-                  const std::vector<double>& bounds, const std::vector<std::uint64_t>& counts,
-                  double sum);
+class Family {
+ public:
+  Family(std::string name, std::string help, MetricType type);
+
+  const std::string& name() const { return name_; }
+  MetricType type() const { return type_; }
+  // Series added so far.
+  std::size_t size() const { return series_; }
+  bool empty() const { return series_ == 0; }
+
+  // One sample. (Histograms, all of them the analytics', are written with TextWriter::Histogram.)
+  void Add(const Labels& labels, double value);
+
+  // HELP, TYPE and the samples; nothing for a family without samples.
+  void WriteTo(TextWriter& out) const;
+
+ private:
+  std::string name_;
+  std::string help_;
+  MetricType type_;
+  std::string samples_;  // the sample lines, as the format spells them
+  std::size_t series_ = 0;
+};
+
+class FamilySet {
+ public:
+  // The family of that name, created (with this help and type) on first use. References stay
+  // valid for the set's life.
+  Family& Gauge(std::string_view name, std::string_view help);
+  Family& Counter(std::string_view name, std::string_view help);
+
+  // Every family with samples, in creation order.
+  void WriteTo(TextWriter& out) const;
+  // The same as a string (a polled source renders once per poll, every scrape appends it).
+  std::string Text() const;
+
+ private:
+  Family& Get(std::string_view name, std::string_view help, MetricType type);
+  std::deque<Family> families_;
+  std::unordered_map<std::string, std::size_t> index_;
+};
 
 }  // namespace ncclscope::metrics

@@ -1,21 +1,18 @@
 #pragma once
 
 // A Source is one stream of data the agent exports: the profiler plugin's rings, the eBPF probes,
-// the InfiniBand ports, NVLink. Each renders its own metric families at scrape time (it is a
-// prometheus::Collectable) and reports its health; the agent starts, reconfigures and stops it.
+// the InfiniBand ports, NVLink. Each writes its own metric families at scrape time, as text
+// (Collect), and reports its health; the agent starts, reconfigures and stops it.
 //
 // Contract:
 //  - Start() never throws and never takes the agent down: a source that cannot run (no BPF
 //    privilege, no NVML, no sysfs tree) returns Down(reason) and the rest of the agent runs on.
 //  - Collect() may run on the HTTP server's threads concurrently with itself and with
-//    Reconfigure(); it must be cheap (render state, do no I/O that can block for long).
-//  - CollectText() is Collect()'s fast lane for sources with many series: it writes families
-//    straight into the scrape's text (agent/core/text_exposition.h). Same rules; a family comes
-//    from one of the two, never both. In a text scrape CollectText() runs first, Collect()
-//    after: counters in Collect() are never older than the series they count in CollectText().
+//    Reconfigure(); it must be cheap (render state, do no I/O that can block for long). It writes
+//    whole families (agent/core/text_exposition.h; metric_family.h when one walk feeds several);
+//    a family whose counters count another family's series comes after it, so that a scrape
+//    never shows a counter ahead of what it counts.
 //  - Errors are counted by kind in errors(), rendered as ncclscope_source_errors_total.
-
-#include <prometheus/collectable.h>
 
 #include <cstdint>
 #include <map>
@@ -53,9 +50,10 @@ class ErrorCounters {
   std::map<std::string, std::uint64_t, std::less<>> counts_;
 };
 
-class Source : public prometheus::Collectable {
+class Source {
  public:
   explicit Source(std::string name) : name_(std::move(name)) {}
+  virtual ~Source() = default;
   Source(const Source&) = delete;
   Source& operator=(const Source&) = delete;
 
@@ -76,8 +74,8 @@ class Source : public prometheus::Collectable {
   // Stop() follows. Returns a line for the log about what was read but not yet scraped, if any.
   virtual std::string Quiesce() { return {}; }
 
-  // Families written directly as Prometheus text (see the contract above). Default: none.
-  virtual void CollectText(metrics::TextWriter& /*out*/) const {}
+  // The source's families, as Prometheus text (see the contract above).
+  virtual void Collect(metrics::TextWriter& out) const = 0;
 
   // Current health. Sources whose health changes while running override this.
   virtual SourceStatus Status() const { return SourceStatus::Up(); }

@@ -2,7 +2,6 @@
 
 #include <charconv>
 #include <cmath>
-#include <limits>
 
 namespace ncclscope::metrics {
 namespace {
@@ -67,41 +66,6 @@ void AppendEscaped(std::string& out, std::string_view text, bool quote) {
     }
     text.remove_prefix(1);
   }
-}
-
-std::string_view TypeName(prometheus::MetricType type) {
-  switch (type) {
-    case prometheus::MetricType::Counter:
-      return "counter";
-    case prometheus::MetricType::Gauge:
-      return "gauge";
-    case prometheus::MetricType::Summary:
-      return "summary";
-    case prometheus::MetricType::Histogram:
-      return "histogram";
-    default:
-      return "untyped";
-  }
-}
-
-// `a="b",c="d"` from a ClientMetric's labels, plus an optional extra one (le, quantile).
-std::string Labels(const prometheus::ClientMetric& metric) {
-  std::string text;
-  for (const auto& label : metric.label) {
-    if (!text.empty()) text += ',';
-    AppendLabel(text, label.name, label.value);
-  }
-  return text;
-}
-
-std::string WithExtra(const std::string& labels, std::string_view name, double value) {
-  std::string text = labels;
-  if (!text.empty()) text += ',';
-  text += name;
-  text += "=\"";
-  AppendNumber(text, value);
-  text += '"';
-  return text;
 }
 
 }  // namespace
@@ -210,50 +174,6 @@ void TextWriter::Histogram(std::string_view name, std::string_view labels,
   Start(name, "_count", labels);
   AppendNumber(out_, cumulative);
   out_ += '\n';
-}
-
-void AppendFamilies(std::string& out, const std::vector<prometheus::MetricFamily>& families) {
-  TextWriter writer(out);
-  for (const prometheus::MetricFamily& family : families) {
-    if (family.metric.empty()) continue;
-    writer.Header(family.name, family.help, TypeName(family.type));
-    for (const prometheus::ClientMetric& metric : family.metric) {
-      const std::string labels = Labels(metric);
-      switch (family.type) {
-        case prometheus::MetricType::Counter:
-          writer.Sample(family.name, labels, metric.counter.value);
-          break;
-        case prometheus::MetricType::Gauge:
-          writer.Sample(family.name, labels, metric.gauge.value);
-          break;
-        case prometheus::MetricType::Summary:
-          for (const auto& q : metric.summary.quantile) {
-            writer.Sample(family.name, WithExtra(labels, "quantile", q.quantile), q.value);
-          }
-          writer.Sample(family.name + "_sum", labels, metric.summary.sample_sum);
-          writer.Sample(family.name + "_count", labels, metric.summary.sample_count);
-          break;
-        case prometheus::MetricType::Histogram: {
-          bool has_inf = false;
-          for (const auto& b : metric.histogram.bucket) {
-            has_inf = has_inf || b.upper_bound == std::numeric_limits<double>::infinity();
-            writer.Sample(family.name + "_bucket", WithExtra(labels, "le", b.upper_bound),
-                          b.cumulative_count);
-          }
-          if (!has_inf) {
-            writer.Sample(family.name + "_bucket", WithExtra(labels, "le", HUGE_VAL),
-                          metric.histogram.sample_count);
-          }
-          writer.Sample(family.name + "_sum", labels, metric.histogram.sample_sum);
-          writer.Sample(family.name + "_count", labels, metric.histogram.sample_count);
-          break;
-        }
-        default:
-          writer.Sample(family.name, labels, metric.untyped.value);
-          break;
-      }
-    }
-  }
 }
 
 }  // namespace ncclscope::metrics

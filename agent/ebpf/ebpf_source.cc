@@ -52,14 +52,13 @@ SourceStatus EbpfSource::Status() const {
   return runtime_ ? SourceStatus::Up() : SourceStatus::Down("not running");
 }
 
-std::vector<prometheus::MetricFamily> EbpfSource::Collect() const {
+void EbpfSource::Collect(metrics::TextWriter& out) const {
   std::shared_ptr<Runtime> runtime;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     runtime = runtime_;
   }
-  if (!runtime) return {};
-  return runtime->Render();
+  if (runtime) runtime->Render(out);
 }
 
 }  // namespace ncclscope::ebpf

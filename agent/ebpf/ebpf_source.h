@@ -27,7 +27,7 @@ class EbpfSource : public Source {
   SourceStatus Start(const config::Config& config) override;
   void Stop() override;
   SourceStatus Status() const override;
-  std::vector<prometheus::MetricFamily> Collect() const override;
+  void Collect(metrics::TextWriter& out) const override;
 
  private:
   RingWriters ring_writers_;

@@ -4,6 +4,7 @@
 #include <bpf/bpf.h>
 
 #include "agent/core/metric_family.h"
+#include "agent/core/text_exposition.h"
 #include "agent/ebpf/bpf_map_walk.h"
 #include "agent/ebpf/functions.h"
 #include "agent/ebpf/runtime.h"
@@ -23,7 +24,7 @@ metrics::Labels With(metrics::Labels labels,
 
 }  // namespace
 
-std::vector<prometheus::MetricFamily> Runtime::Render() const {
+void Runtime::Render(metrics::TextWriter& out) const {
   std::lock_guard<std::mutex> lock(state_mutex_);
   Totals t = totals_;
   auto labels_of = [&](const ncclscope_proc_key& k) {
@@ -51,32 +52,35 @@ std::vector<prometheus::MetricFamily> Runtime::Render() const {
         t.qp_states[{labels_of(key.proc), key.value}] += v;
       });
 
-  auto nccl_calls = metrics::Counter("ncclscope_ebpf_nccl_calls_total",
-                                     "NCCL API calls made by applications, by function.");
-  auto nccl_bytes = metrics::Counter(
+  // Created in the order they are written (FamilySet: on first use).
+  metrics::FamilySet families;
+  metrics::Family& nccl_calls = families.Counter(
+      "ncclscope_ebpf_nccl_calls_total", "NCCL API calls made by applications, by function.");
+  metrics::Family& nccl_bytes = families.Counter(
       "ncclscope_ebpf_nccl_bytes_total",
       "Bytes named by NCCL collective and point-to-point calls (count x datatype size).");
-  auto nccl_errors = metrics::Counter("ncclscope_ebpf_nccl_errors_total",
-                                      "NCCL API calls that returned an error, by result.");
-  auto ibv_calls = metrics::Counter("ncclscope_ebpf_ibv_calls_total",
-                                    "libibverbs control-path calls, by function.");
-  auto ibv_bytes = metrics::Counter("ncclscope_ebpf_ibv_registered_bytes_total",
-                                    "Bytes of memory regions successfully registered.");
-  auto ibv_errors = metrics::Counter("ncclscope_ebpf_ibv_errors_total",
-                                     "libibverbs control-path calls that failed, by result.");
-  auto qp = metrics::Counter("ncclscope_ebpf_ibv_qp_transitions_total",
-                             "Successful ibv_modify_qp state changes, by target state.");
+  metrics::Family& nccl_errors = families.Counter(
+      "ncclscope_ebpf_nccl_errors_total", "NCCL API calls that returned an error, by result.");
+  metrics::Family& ibv_calls = families.Counter("ncclscope_ebpf_ibv_calls_total",
+                                                "libibverbs control-path calls, by function.");
+  metrics::Family& ibv_bytes = families.Counter("ncclscope_ebpf_ibv_registered_bytes_total",
+                                                "Bytes of memory regions successfully registered.");
+  metrics::Family& ibv_errors = families.Counter(
+      "ncclscope_ebpf_ibv_errors_total", "libibverbs control-path calls that failed, by result.");
+  metrics::Family& qp =
+      families.Counter("ncclscope_ebpf_ibv_qp_transitions_total",
+                       "Successful ibv_modify_qp state changes, by target state.");
   for (const auto& [key, v] : t.calls) {
     const auto& [labels, op] = key;
     const ProbedFunction* f = FunctionForOp(op);
     if (f == nullptr) continue;
     auto set = With(PodLabelSet(labels), {{"function", std::string(f->name)}});
     if (f->library == Library::kNccl) {
-      metrics::Add(nccl_calls, set, static_cast<double>(v.calls));
-      if (f->has_bytes) metrics::Add(nccl_bytes, set, static_cast<double>(v.bytes));
+      nccl_calls.Add(set, static_cast<double>(v.calls));
+      if (f->has_bytes) nccl_bytes.Add(set, static_cast<double>(v.bytes));
     } else {
-      metrics::Add(ibv_calls, set, static_cast<double>(v.calls));
-      if (f->has_bytes) metrics::Add(ibv_bytes, set, static_cast<double>(v.bytes));
+      ibv_calls.Add(set, static_cast<double>(v.calls));
+      if (f->has_bytes) ibv_bytes.Add(set, static_cast<double>(v.bytes));
     }
   }
   for (const auto& [key, count] : t.results) {
@@ -85,22 +89,22 @@ std::vector<prometheus::MetricFamily> Runtime::Render() const {
     if (f == nullptr) continue;
     auto set = With(PodLabelSet(labels),
                     {{"function", std::string(f->name)}, {"result", ResultName(op, value)}});
-    metrics::Add(f->library == Library::kNccl ? nccl_errors : ibv_errors, set,
-                 static_cast<double>(count));
+    (f->library == Library::kNccl ? nccl_errors : ibv_errors).Add(set, static_cast<double>(count));
   }
   for (const auto& [key, count] : t.qp_states) {
     const auto& [labels, state] = key;
-    metrics::Add(qp, With(PodLabelSet(labels), {{"state", std::string(QpStateName(state))}}),
-                 static_cast<double>(count));
+    qp.Add(With(PodLabelSet(labels), {{"state", std::string(QpStateName(state))}}),
+           static_cast<double>(count));
   }
 
-  auto aborts = metrics::Counter("ncclscope_ebpf_nccl_communicator_aborts_total",
-                                 "ncclCommAbort calls (communicators torn down after an error).");
+  metrics::Family& aborts =
+      families.Counter("ncclscope_ebpf_nccl_communicator_aborts_total",
+                       "ncclCommAbort calls (communicators torn down after an error).");
   for (const auto& [labels, count] : t.aborts) {
-    metrics::Add(aborts, PodLabelSet(labels), static_cast<double>(count));
+    aborts.Add(PodLabelSet(labels), static_cast<double>(count));
   }
-  auto comms = metrics::Gauge("ncclscope_ebpf_nccl_communicators",
-                              "Live NCCL communicators per process, by size and rank.");
+  metrics::Family& comms = families.Gauge("ncclscope_ebpf_nccl_communicators",
+                                          "Live NCCL communicators per process, by size and rank.");
   std::map<std::tuple<PodLabels, pid_t, std::int32_t, std::int32_t>, int> grouped;
   for (const auto& [process, list] : communicators_) {
     for (const auto& [handle, c] : list) ++grouped[{c.labels, process.pid, c.nranks, c.rank}];
@@ -111,45 +115,45 @@ std::vector<prometheus::MetricFamily> Runtime::Render() const {
   }
   for (const auto& [key, count] : grouped) {
     const auto& [labels, pid, nranks, rank] = key;
-    metrics::Add(
-        comms,
-        With(PodLabelSet(labels),
-             {{"pid", std::to_string(pid)}, {"nranks", show(nranks)}, {"rank", show(rank)}}),
-        count);
+    comms.Add(With(PodLabelSet(labels),
+                   {{"pid", std::to_string(pid)}, {"nranks", show(nranks)}, {"rank", show(rank)}}),
+              count);
   }
 
-  auto uncovered = metrics::Gauge(
+  metrics::Family& uncovered = families.Gauge(
       "ncclscope_ebpf_uncovered_processes",
       "Processes using NCCL (a communicator or an NCCL call seen) that hold no profiler ring: "
       "jobs without NCCL_PROFILER_PLUGIN. 0 for pods whose every NCCL process has one.");
   if (ring_writers_) {
     for (const auto& [labels, count] : UncoveredByPod(nccl_processes, *ring_writers_)) {
-      metrics::Add(uncovered, PodLabelSet(labels), static_cast<double>(count));
+      uncovered.Add(PodLabelSet(labels), static_cast<double>(count));
     }
   }
 
   // Self-metrics of the probes.
   const AttachRegistry::Stats stats = registry_->stats();
-  auto files = metrics::Gauge("ncclscope_ebpf_attached_files",
-                              "Distinct library files (real inodes) with probes attached.");
-  auto probes =
-      metrics::Gauge("ncclscope_ebpf_attached_probes", "Uprobe and uretprobe links attached.");
-  auto processes = metrics::Gauge("ncclscope_ebpf_processes",
-                                  "Processes mapping a library file with probes attached.");
-  auto failures = metrics::Counter("ncclscope_ebpf_attach_failures_total",
-                                   "Library files that could not be attached (reason in the log).");
+  metrics::Family& files =
+      families.Gauge("ncclscope_ebpf_attached_files",
+                     "Distinct library files (real inodes) with probes attached.");
+  metrics::Family& probes =
+      families.Gauge("ncclscope_ebpf_attached_probes", "Uprobe and uretprobe links attached.");
+  metrics::Family& processes = families.Gauge(
+      "ncclscope_ebpf_processes", "Processes mapping a library file with probes attached.");
+  metrics::Family& failures =
+      families.Counter("ncclscope_ebpf_attach_failures_total",
+                       "Library files that could not be attached (reason in the log).");
   for (int lib = 0; lib < kLibraryCount; ++lib) {
     const metrics::Labels set = {{"library", std::string(LibraryName(static_cast<Library>(lib)))}};
-    metrics::Add(files, set, static_cast<double>(stats.files[lib]));
-    metrics::Add(probes, set, static_cast<double>(stats.probes[lib]));
-    metrics::Add(processes, set, static_cast<double>(stats.processes[lib]));
-    metrics::Add(failures, set, static_cast<double>(stats.failures[lib]));
+    files.Add(set, static_cast<double>(stats.files[lib]));
+    probes.Add(set, static_cast<double>(stats.probes[lib]));
+    processes.Add(set, static_cast<double>(stats.processes[lib]));
+    failures.Add(set, static_cast<double>(stats.failures[lib]));
   }
-  auto scans = metrics::Counter("ncclscope_ebpf_process_scans_total",
-                                "Reads of /proc/<pid>/maps looking for the libraries.");
-  metrics::Add(scans, {}, static_cast<double>(scans_.load()));
-  auto dropped = metrics::Counter("ncclscope_ebpf_dropped_total",
-                                  "Things the eBPF source had to drop, by reason.");
+  metrics::Family& scans = families.Counter("ncclscope_ebpf_process_scans_total",
+                                            "Reads of /proc/<pid>/maps looking for the libraries.");
+  scans.Add({}, static_cast<double>(scans_.load()));
+  metrics::Family& dropped = families.Counter("ncclscope_ebpf_dropped_total",
+                                              "Things the eBPF source had to drop, by reason.");
   std::uint64_t counters[NCCLSCOPE_COUNTER_COUNT] = {};
   for (std::uint32_t i = 0; i < NCCLSCOPE_COUNTER_COUNT; ++i) {
     bpf_map_lookup_elem(objects_->counters_fd(), &i, &counters[i]);
@@ -163,16 +167,10 @@ std::vector<prometheus::MetricFamily> Runtime::Render() const {
       {"communicators_overflow", communicator_overflows_.load()},
   };
   for (const auto& [reason, value] : reasons) {
-    metrics::Add(dropped, {{"reason", reason}}, static_cast<double>(value));
+    dropped.Add({{"reason", reason}}, static_cast<double>(value));
   }
 
-  std::vector<prometheus::MetricFamily> out;
-  for (auto* family :
-       {&nccl_calls, &nccl_bytes, &nccl_errors, &comms, &aborts, &uncovered, &ibv_calls,
-        &ibv_errors, &ibv_bytes, &qp, &files, &probes, &processes, &failures, &scans, &dropped}) {
-    out.push_back(std::move(*family));
-  }
-  return out;
+  families.WriteTo(out);
 }
 
 }  // namespace ncclscope::ebpf

@@ -5,8 +5,6 @@
 // the worker thread that drives discovery from exec/exit events, rescans and sweeps. State that
 // scrapes read (folded totals of exited processes, live communicators) is guarded by one mutex.
 
-#include <prometheus/metric_family.h>
-
 #include <atomic>
 #include <cstdint>
 #include <map>
@@ -20,6 +18,7 @@
 #include <vector>
 
 #include "agent/config/config.h"
+#include "agent/core/text_exposition.h"
 #include "agent/ebpf/attach/bpf_attacher.h"
 #include "agent/ebpf/attach/registry.h"
 #include "agent/ebpf/attribution.h"
@@ -62,7 +61,7 @@ class Runtime {
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
 
-  std::vector<prometheus::MetricFamily> Render() const;
+  void Render(metrics::TextWriter& out) const;
 
  private:
   Runtime() = default;

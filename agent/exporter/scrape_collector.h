@@ -1,7 +1,5 @@
 #pragma once
 
-#include <prometheus/collectable.h>
-
 #include <atomic>
 #include <cstdint>
 #include <string>
@@ -17,20 +15,14 @@ namespace ncclscope {
 //   ncclscope_build_info, ncclscope_source_{up,enabled}, ncclscope_source_errors_total,
 //   ncclscope_source_collection_duration_seconds, ncclscope_config_*, ncclscope_scrape*,
 //   process_*.
-// RenderText() is the scrape: families from Source::Collect() and Source::CollectText(), in the
-// text format, without prometheus-cpp's serializer (see agent/core/text_exposition.h). Collect()
-// (the prometheus::Collectable side) returns only the Collect() families, for library users.
-class ScrapeCollector : public prometheus::Collectable {
+// RenderText() is the scrape, in the text format (agent/core/text_exposition.h).
+class ScrapeCollector {
  public:
   ScrapeCollector(const SourceSet* sources, const ReloadStats* reload);
 
-  std::vector<prometheus::MetricFamily> Collect() const override;
   std::string RenderText() const;
 
  private:
-  void CollectSource(SourceSet::Entry& entry, std::vector<prometheus::MetricFamily>& out,
-                     std::string* text) const;
-
   const SourceSet* sources_;
   const ReloadStats* reload_;
   // The previous scrape, for ncclscope_scrape_duration_seconds / ncclscope_scrape_bytes.

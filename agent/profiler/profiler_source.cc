@@ -47,53 +47,46 @@ std::uint64_t RealtimeNs() {
 }
 
 // The plugins' overhead governors (plugin/src/governor.h), summed over the node's processes.
-void CollectGovernor(const DirectorySnapshot& s, std::vector<prometheus::MetricFamily>& out) {
-  auto seconds = metrics::Counter(
+void CollectGovernor(const DirectorySnapshot& s, metrics::FamilySet& out) {
+  metrics::Family& seconds = out.Counter(
       "ncclscope_nccl_plugin_overhead_seconds_total",
       "Estimated time the profiler plugins spent inside NCCL's calls, all processes on the "
       "node (every call of 1 op in 256, NCCLSCOPE_OVERHEAD_SAMPLE, is timed and scaled up).");
-  metrics::Add(seconds, {},
-               static_cast<double>(s.plugin_counters[NCCLSCOPE_CTR_PLUGIN_TIME_NS]) * 1e-9);
-  out.push_back(std::move(seconds));
-  auto steps = metrics::Counter(
+  seconds.Add({}, static_cast<double>(s.plugin_counters[NCCLSCOPE_CTR_PLUGIN_TIME_NS]) * 1e-9);
+  metrics::Family& steps = out.Counter(
       "ncclscope_nccl_plugin_governor_steps_total",
       "Overhead governor steps of the plugins, by direction: down (a duty cycle lowered "
       "because the plugin's time exceeded plugin.overhead_budget) or up (restored).");
-  metrics::Add(steps, {{"direction", "down"}},
-               static_cast<double>(s.plugin_counters[NCCLSCOPE_CTR_GOVERNOR_DOWN]));
-  metrics::Add(steps, {{"direction", "up"}},
-               static_cast<double>(s.plugin_counters[NCCLSCOPE_CTR_GOVERNOR_UP]));
-  out.push_back(std::move(steps));
+  steps.Add({{"direction", "down"}},
+            static_cast<double>(s.plugin_counters[NCCLSCOPE_CTR_GOVERNOR_DOWN]));
+  steps.Add({{"direction", "up"}},
+            static_cast<double>(s.plugin_counters[NCCLSCOPE_CTR_GOVERNOR_UP]));
   const DirectorySnapshot::Governor& g = s.governor;
-  auto governed = metrics::Gauge(
+  metrics::Family& governed = out.Gauge(
       "ncclscope_nccl_plugin_governed_processes",
       "Processes whose plugin samples less than its controls ask because it exceeded its "
       "overhead budget, by level: proxy (network steps sampled less or not at all), kernel "
       "(also less GPU timing), floor (both off and still over budget).");
-  metrics::Add(governed, {{"level", "proxy"}}, g.by_level[NCCLSCOPE_GOVERNOR_PROXY]);
-  metrics::Add(governed, {{"level", "kernel"}}, g.by_level[NCCLSCOPE_GOVERNOR_KERNEL]);
-  metrics::Add(governed, {{"level", "floor"}}, g.by_level[NCCLSCOPE_GOVERNOR_FLOOR]);
-  out.push_back(std::move(governed));
+  governed.Add({{"level", "proxy"}}, g.by_level[NCCLSCOPE_GOVERNOR_PROXY]);
+  governed.Add({{"level", "kernel"}}, g.by_level[NCCLSCOPE_GOVERNOR_KERNEL]);
+  governed.Add({{"level", "floor"}}, g.by_level[NCCLSCOPE_GOVERNOR_FLOOR]);
   if (g.rings == 0) return;  // no live process: no duty cycle or load to show
-  auto duty = metrics::Gauge(
+  metrics::Family& duty = out.Gauge(
       "ncclscope_nccl_plugin_duty_cycle_ratio",
       "The lowest duty cycle in force among the node's live processes, after their overhead "
       "governor, by events: kernel_ch (GPU timing) or proxy (network steps).");
-  metrics::Add(duty, {{"events", "kernel_ch"}}, g.min_kernel_duty_pm / 1000.0);
-  metrics::Add(duty, {{"events", "proxy"}}, g.min_proxy_duty_pm / 1000.0);
-  out.push_back(std::move(duty));
-  auto load = metrics::Gauge(
+  duty.Add({{"events", "kernel_ch"}}, g.min_kernel_duty_pm / 1000.0);
+  duty.Add({{"events", "proxy"}}, g.min_proxy_duty_pm / 1000.0);
+  metrics::Family& load = out.Gauge(
       "ncclscope_nccl_plugin_overhead_ratio",
       "The highest plugin time share among the node's live processes in their last governor "
       "window: plugin time / window / local GPUs (compare with plugin.overhead_budget).");
-  metrics::Add(load, {}, g.max_load_ppm / 1e6);
-  out.push_back(std::move(load));
-  auto per_op = metrics::Gauge(
+  load.Add({}, g.max_load_ppm / 1e6);
+  metrics::Family& per_op = out.Gauge(
       "ncclscope_nccl_plugin_op_overhead_seconds",
       "The highest mean plugin time per timed operation (its start, stop, kernel channels, "
       "network ops and steps) among the node's live processes in their last governor window.");
-  metrics::Add(per_op, {}, static_cast<double>(g.max_op_ns) * 1e-9);
-  out.push_back(std::move(per_op));
+  per_op.Add({}, static_cast<double>(g.max_op_ns) * 1e-9);
 }
 
 }  // namespace
@@ -331,7 +324,7 @@ void ProfilerSource::Run() {
         // The data-path counters for scrapes, published before the pass's records become
         // visible: a scrape must never see an op counted but not the events (filtered,
         // dropped) the plugin counted before it. Lock order analytics -> snapshot, as in
-        // CollectText and RenderSnapshot.
+        // CollectAnalytics and RenderSnapshot.
         PublishSnapshot(directory.snapshot());
       }
       RefreshQpTable();
@@ -431,7 +424,7 @@ void ProfilerSource::RefreshQpTable() {
   analytics_->OnQpDump(dump, std::chrono::steady_clock::now());
 }
 
-void ProfilerSource::CollectText(metrics::TextWriter& out) const {
+void ProfilerSource::CollectAnalytics(metrics::TextWriter& out) const {
   // Fresh when the reader is between passes (most of the time: ages are then those of this very
   // scrape); while it is in a pass, the newest rendering there is (the reader thread's, made every
   // kRenderInterval, or an earlier scrape's): never older than what a scrape already showed. A
@@ -464,96 +457,90 @@ void ProfilerSource::CollectText(metrics::TextWriter& out) const {
   if (text) out.out() += *text;
 }
 
-std::vector<prometheus::MetricFamily> ProfilerSource::Collect() const {
-  std::vector<prometheus::MetricFamily> out;
+void ProfilerSource::Collect(metrics::TextWriter& writer) const {
+  // The analytics first, the ring health after: its counters (records_total, plugin events) are
+  // then never older than the series they count.
+  CollectAnalytics(writer);
+  metrics::FamilySet out;
   DirectorySnapshot s;
   {
     std::lock_guard<std::mutex> lock(snapshot_mutex_);
     s = snapshot_;
   }
 
-  auto rings = metrics::Gauge(
+  metrics::Family& rings = out.Gauge(
       "ncclscope_nccl_rings",
       "Plugin rings in the ring directory (one per process using the plugin), by state: live, "
       "or closed (every communicator finalized, process still running).");
-  metrics::Add(rings, {{"state", "live"}}, s.rings_live);
-  metrics::Add(rings, {{"state", "closed"}}, s.rings_closed);
-  out.push_back(std::move(rings));
-  auto reclaimed = metrics::Counter("ncclscope_nccl_rings_reclaimed_total",
-                                    "Rings of exited processes, drained to the end and deleted.");
-  metrics::Add(reclaimed, {}, static_cast<double>(s.rings_reclaimed));
-  out.push_back(std::move(reclaimed));
-  auto rejected = metrics::Counter(
+  rings.Add({{"state", "live"}}, s.rings_live);
+  rings.Add({{"state", "closed"}}, s.rings_closed);
+  metrics::Family& reclaimed =
+      out.Counter("ncclscope_nccl_rings_reclaimed_total",
+                  "Rings of exited processes, drained to the end and deleted.");
+  reclaimed.Add({}, static_cast<double>(s.rings_reclaimed));
+  metrics::Family& rejected = out.Counter(
       "ncclscope_nccl_rings_rejected_total",
       "Ring files that failed validation, by reason (magic, version, format, geometry, size, "
       "sparse, not_regular, open, map), plus rings dropped because their file broke while read "
       "(reason fault).");
   for (const auto& [reason, count] : s.rings_rejected) {
-    metrics::Add(rejected, {{"reason", reason}}, static_cast<double>(count));
+    rejected.Add({{"reason", reason}}, static_cast<double>(count));
   }
-  metrics::Add(rejected, {{"reason", "fault"}}, static_cast<double>(s.ring_faults));
-  out.push_back(std::move(rejected));
+  rejected.Add({{"reason", "fault"}}, static_cast<double>(s.ring_faults));
 
-  auto records = metrics::Counter("ncclscope_nccl_records_total",
-                                  "Valid records read from the rings, by type.");
+  metrics::Family& records =
+      out.Counter("ncclscope_nccl_records_total", "Valid records read from the rings, by type.");
   for (std::size_t type = 1; type < s.records.size(); ++type) {
     if (const char* name = ncclscope_record_type_name(static_cast<unsigned>(type))) {
-      metrics::Add(records, {{"type", name}}, static_cast<double>(s.records[type]));
+      records.Add({{"type", name}}, static_cast<double>(s.records[type]));
     }
   }
-  out.push_back(std::move(records));
-  auto corrupt = metrics::Counter(
+  metrics::Family& corrupt = out.Counter(
       "ncclscope_nccl_records_corrupt_total",
       "Records skipped because they failed validation, by reason (checksum, position, type, "
       "layout, field, continuation, lane_resync: records skipped after a nonsensical lane "
       "head/tail).");
   for (std::size_t reason = 1; reason < s.corrupt.size(); ++reason) {
-    metrics::Add(corrupt,
-                 {{"reason", std::string(CorruptReasonName(static_cast<CorruptReason>(reason)))}},
-                 static_cast<double>(s.corrupt[reason]));
+    corrupt.Add({{"reason", std::string(CorruptReasonName(static_cast<CorruptReason>(reason)))}},
+                static_cast<double>(s.corrupt[reason]));
   }
-  metrics::Add(corrupt, {{"reason", "lane_resync"}}, static_cast<double>(s.lane_resyncs));
-  out.push_back(std::move(corrupt));
-  auto dropped = metrics::Counter(
+  corrupt.Add({{"reason", "lane_resync"}}, static_cast<double>(s.lane_resyncs));
+  metrics::Family& dropped = out.Counter(
       "ncclscope_nccl_records_dropped_total",
       "Records the plugins could not write, by reason: ring_full (the agent had not consumed "
       "the lane yet) or lane_busy (every lane tried was being written).");
-  metrics::Add(dropped, {{"reason", "ring_full"}}, static_cast<double>(s.dropped_ring_full));
-  metrics::Add(dropped, {{"reason", "lane_busy"}},
-               static_cast<double>(s.plugin_counters[NCCLSCOPE_CTR_DROPPED_CONTENTION]));
-  out.push_back(std::move(dropped));
-  auto limited = metrics::Counter(
+  dropped.Add({{"reason", "ring_full"}}, static_cast<double>(s.dropped_ring_full));
+  dropped.Add({{"reason", "lane_busy"}},
+              static_cast<double>(s.plugin_counters[NCCLSCOPE_CTR_DROPPED_CONTENTION]));
+  metrics::Family& limited = out.Counter(
       "ncclscope_nccl_ring_limits_total",
       "What the ring reader left out because one of its bounds was reached, by limit: rings "
       "(plugin.max_rings held), opens_per_pass, rejected_names (oldest forgotten), "
       "directory_entries, comm_slots_per_ring, comm_slots_total (docs/trust-model.md).");
   for (std::size_t limit = 0; limit < s.limited.size(); ++limit) {
-    metrics::Add(limited, {{"limit", DirectoryLimitName(static_cast<DirectoryLimit>(limit))}},
-                 static_cast<double>(s.limited[limit]));
+    limited.Add({{"limit", DirectoryLimitName(static_cast<DirectoryLimit>(limit))}},
+                static_cast<double>(s.limited[limit]));
   }
-  out.push_back(std::move(limited));
-  auto mapped = metrics::Gauge("ncclscope_nccl_ring_mapped_bytes",
-                               "Bytes of ring metadata (header, comm table, lanes) the agent maps, "
-                               "all rings held; record data is read, never mapped.");
-  metrics::Add(mapped, {}, static_cast<double>(s.mapped_bytes));
-  out.push_back(std::move(mapped));
-  auto repairs = metrics::Counter(
+  metrics::Family& mapped =
+      out.Gauge("ncclscope_nccl_ring_mapped_bytes",
+                "Bytes of ring metadata (header, comm table, lanes) the agent maps, "
+                "all rings held; record data is read, never mapped.");
+  mapped.Add({}, static_cast<double>(s.mapped_bytes));
+  metrics::Family& repairs = out.Counter(
       "ncclscope_nccl_controls_file_repairs_total",
       "Times <ring_dir>/ncclscope.controls was found changed, replaced or removed by someone "
       "else, and rewritten.");
-  metrics::Add(repairs, {}, static_cast<double>(s.controls_file_repairs));
-  out.push_back(std::move(repairs));
-  auto events = metrics::Counter(
+  repairs.Add({}, static_cast<double>(s.controls_file_repairs));
+  metrics::Family& events = out.Counter(
       "ncclscope_nccl_plugin_events_total",
       "Plugin-side event outcomes other than recording, by event (see docs/metrics.md).");
   for (std::size_t counter = 0; counter < s.plugin_counters.size(); ++counter) {
     if (const char* name = ncclscope_counter_name(static_cast<unsigned>(counter))) {
-      metrics::Add(events, {{"event", name}}, static_cast<double>(s.plugin_counters[counter]));
+      events.Add({{"event", name}}, static_cast<double>(s.plugin_counters[counter]));
     }
   }
-  out.push_back(std::move(events));
   CollectGovernor(s, out);
-  return out;
+  out.WriteTo(writer);
 }
 
 }  // namespace ncclscope::profiler

@@ -3,8 +3,9 @@
 // The `profiler` source: reads the NCCL profiler plugin's rings in plugin.ring_dir on a background
 // thread (every plugin.poll_interval), feeds the records to the NCCL analytics
 // (agent/analytics/nccl_analytics.h; plus any sink added with AddSink), passes the plugin controls
-// from the config to every job, and renders everything at scrape time: the analytics' many series
-// as text (CollectText), the data-path health (rings, records, drops) as families (Collect).
+// from the config to every job, and renders everything at scrape time (Collect): the analytics'
+// many series (rendered by the analytics, cached between passes), then the data-path health
+// (rings, records, drops).
 
 #include <atomic>
 #include <chrono>
@@ -47,10 +48,11 @@ class ProfilerSource : public Source {
   void Stop() override;
   std::string Quiesce() override;
   SourceStatus Status() const override;
-  std::vector<prometheus::MetricFamily> Collect() const override;
-  void CollectText(metrics::TextWriter& out) const override;
+  void Collect(metrics::TextWriter& out) const override;
 
  private:
+  // The analytics' text: live when the reader is between passes, else the newest cached.
+  void CollectAnalytics(metrics::TextWriter& out) const;
   class Fanout;
   void Run();
   void PublishSnapshot(const DirectorySnapshot& latest);  // reader thread, analytics lock held
@@ -64,11 +66,12 @@ class ProfilerSource : public Source {
   // Dumps the QP table when the analytics want it (channel -> NIC), outside the analytics lock.
   void RefreshQpTable();
 
-  // How often the reader thread renders the analytics for scrapes (CollectText serves the latest).
+  // How often the reader thread renders the analytics for scrapes (CollectAnalytics serves the
+  // latest).
   static constexpr std::chrono::milliseconds kRenderInterval{1000};
 
   // The reader thread holds analytics_mutex_ for a whole pass and to render; Reconfigure() holds
-  // it to apply settings; a scrape only try-locks it (CollectText).
+  // it to apply settings; a scrape only try-locks it (CollectAnalytics).
   mutable std::mutex analytics_mutex_;
   std::shared_ptr<analytics::NcclAnalytics> analytics_;
   std::vector<std::shared_ptr<RecordSink>> extra_sinks_;

@@ -5,7 +5,8 @@
 #include <optional>
 
 #include "agent/core/log.h"
-#include "rdma/source/family_set.h"
+#include "agent/core/metric_family.h"
+#include "agent/core/text_exposition.h"
 
 namespace ncclscope::rdma {
 namespace {
@@ -156,14 +157,14 @@ void NvlinkSource::PollOnce() {
         NCCLSCOPE_LOG(kWarn, "nvlink") << "NVML not available, will retry: " << error;
       }
       load_error_ = error;
-      FamilySet out;
-      out.AddGauge("ncclscope_nvml_available",
-                   "1 when NVML (libnvidia-ml) is loaded and initialized, 0 when it cannot be "
-                   "(no driver or library; the nvlink source retries every interval).",
-                   {}, 0);
-      out.AddCounter("ncclscope_nvlink_polls_total", "Polls of NVML.", {},
-                     static_cast<double>(polls_));
-      Publish(out.Take(), SourceStatus::Down("NVML not available: " + error));
+      metrics::FamilySet out;
+      out.Gauge("ncclscope_nvml_available",
+                "1 when NVML (libnvidia-ml) is loaded and initialized, 0 when it cannot be "
+                "(no driver or library; the nvlink source retries every interval).")
+          .Add({}, 0);
+      out.Counter("ncclscope_nvlink_polls_total", "Polls of NVML.")
+          .Add({}, static_cast<double>(polls_));
+      Publish(out.Text(), SourceStatus::Down("NVML not available: " + error));
       return;
     }
     NCCLSCOPE_LOG(kInfo, "nvlink") << "NVML loaded from " << config_.library;
@@ -175,47 +176,45 @@ void NvlinkSource::PollOnce() {
   if (snapshot.errors > 0) errors().Add("nvml", snapshot.errors);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
-  std::vector<prometheus::MetricFamily> families = Render(snapshot, now, seconds);
+  std::string text = Render(snapshot, now, seconds);
   SourceStatus status = SourceStatus::Up();
   if (snapshot.gpus.empty() && !snapshot.last_error.empty()) {
     status = SourceStatus::Down("NVML: " + snapshot.last_error);
   }
-  Publish(std::move(families), std::move(status));
+  Publish(std::move(text), std::move(status));
 }
 
-std::vector<prometheus::MetricFamily> NvlinkSource::Render(const nvml::NvlinkSnapshot& snapshot,
-                                                           health::TimePoint now,
-                                                           double poll_seconds) {
-  FamilySet out;
-  out.AddGauge("ncclscope_nvml_available",
-               "1 when NVML (libnvidia-ml) is loaded and initialized, 0 when it cannot be (no "
-               "driver or library; the nvlink source retries every interval).",
-               {}, 1);
+std::string NvlinkSource::Render(const nvml::NvlinkSnapshot& snapshot, health::TimePoint now,
+                                 double poll_seconds) {
+  metrics::FamilySet out;
+  out.Gauge("ncclscope_nvml_available",
+            "1 when NVML (libnvidia-ml) is loaded and initialized, 0 when it cannot be (no "
+            "driver or library; the nvlink source retries every interval).")
+      .Add({}, 1);
   for (const nvml::GpuReading& gpu : snapshot.gpus) {
     const std::string index = std::to_string(gpu.index);
     const std::string key = GpuKey(gpu);
     const metrics::Labels gpu_labels = {{"gpu", index}, {"UUID", gpu.uuid}};
-    out.AddGauge(
-        "ncclscope_nvlink_gpu_info",
-        "Constant 1 per GPU seen by NVML: index (gpu), UUID and PCI bus id (pci_bus_id) as "
-        "dcgm-exporter labels them, the model name (model_name) and the bus id in Linux form "
-        "(gpu_bus_id, joins ncclscope_gpu_nic_affinity_info).",
-        {{"gpu", index},
-         {"UUID", gpu.uuid},
-         {"pci_bus_id", gpu.pci_bus_id},
-         {"model_name", gpu.name},
-         {"gpu_bus_id", gpu.bus_id}},
-        1);
+    out.Gauge("ncclscope_nvlink_gpu_info",
+              "Constant 1 per GPU seen by NVML: index (gpu), UUID and PCI bus id (pci_bus_id) as "
+              "dcgm-exporter labels them, the model name (model_name) and the bus id in Linux form "
+              "(gpu_bus_id, joins ncclscope_gpu_nic_affinity_info).")
+        .Add({{"gpu", index},
+              {"UUID", gpu.uuid},
+              {"pci_bus_id", gpu.pci_bus_id},
+              {"model_name", gpu.name},
+              {"gpu_bus_id", gpu.bus_id}},
+             1);
     // Findings are series only while they hold (the rules test == 1; a finding at 0 would be a
     // series per GPU and link and finding kind for nothing: 296 on an 8 x 18-link node).
     if (gpu.lost) {
-      out.AddGauge("ncclscope_nvlink_finding", kFindingHelp,
-                   {{"gpu", index},
-                    {"UUID", gpu.uuid},
-                    {"nvlink", ""},
-                    {"finding", "gpu_lost"},
-                    {"severity", "critical"}},
-                   1);
+      out.Gauge("ncclscope_nvlink_finding", kFindingHelp)
+          .Add({{"gpu", index},
+                {"UUID", gpu.uuid},
+                {"nvlink", ""},
+                {"finding", "gpu_lost"},
+                {"severity", "critical"}},
+               1);
       continue;
     }
 
@@ -223,8 +222,8 @@ std::vector<prometheus::MetricFamily> NvlinkSource::Render(const nvml::NvlinkSna
     for (std::size_t i = 0; i < nvml::kGpuFields.size(); ++i) {
       if (!gpu.totals[i]) continue;
       gpu_state.totals[i].Update(*gpu.totals[i], counters::Behavior::kPlain64, 64);
-      out.AddCounter(kGpuNames[i].metric, kGpuNames[i].help, gpu_labels,
-                     gpu_state.totals[i].extended() * 1024);
+      out.Counter(kGpuNames[i].metric, kGpuNames[i].help)
+          .Add(gpu_labels, gpu_state.totals[i].extended() * 1024);
     }
 
     // Without nvlink.per_link_metrics each per-link family is one series per GPU: counters summed
@@ -244,8 +243,8 @@ std::vector<prometheus::MetricFamily> NvlinkSource::Render(const nvml::NvlinkSna
       if (link.active) {
         if (*link.active) ++active;
         if (per_link) {
-          out.AddGauge("ncclscope_nvlink_link_state", "1 when the NVLink is active, 0 when not.",
-                       labels, *link.active ? 1 : 0);
+          out.Gauge("ncclscope_nvlink_link_state", "1 when the NVLink is active, 0 when not.")
+              .Add(labels, *link.active ? 1 : 0);
         }
       }
       double error_total = 0;
@@ -255,7 +254,7 @@ std::vector<prometheus::MetricFamily> NvlinkSource::Render(const nvml::NvlinkSna
         state.errors[c].Update(*link.errors[c], counters::Behavior::kPlain64, 64);
         const double value = static_cast<double>(state.errors[c].extended());
         if (per_link) {
-          out.AddCounter(kErrorNames[c].metric, kErrorNames[c].help, labels, value);
+          out.Counter(kErrorNames[c].metric, kErrorNames[c].help).Add(labels, value);
         } else {
           accumulate(error_sums[c], value, false);
         }
@@ -271,7 +270,7 @@ std::vector<prometheus::MetricFamily> NvlinkSource::Render(const nvml::NvlinkSna
         if (name.gauge) {
           const double ber = nvml::DecodeBer(*link.fields[f]);
           if (per_link) {
-            out.AddGauge(name.metric, name.help, labels, ber);
+            out.Gauge(name.metric, name.help).Add(labels, ber);
           } else {
             accumulate(field_sums[f], ber, true);
           }
@@ -280,7 +279,7 @@ std::vector<prometheus::MetricFamily> NvlinkSource::Render(const nvml::NvlinkSna
         state.fields[f].Update(*link.fields[f], counters::Behavior::kPlain64, 64);
         const double value = static_cast<double>(state.fields[f].extended()) * name.scale;
         if (per_link) {
-          out.AddCounter(name.metric, name.help, labels, value);
+          out.Counter(name.metric, name.help).Add(labels, value);
         } else {
           accumulate(field_sums[f], value, false);
         }
@@ -294,27 +293,27 @@ std::vector<prometheus::MetricFamily> NvlinkSource::Render(const nvml::NvlinkSna
       state.health.Observe(now, link.active ? (*link.active ? 1 : 0) : -1,
                            any_error_counter ? error_total : -1);
       if (state.health.Inactive(now)) {
-        out.AddGauge("ncclscope_nvlink_finding", kFindingHelp,
-                     {{"gpu", index},
-                      {"UUID", gpu.uuid},
-                      {"nvlink", link_label},
-                      {"finding", "link_inactive"},
-                      {"severity", "critical"}},
-                     1);
+        out.Gauge("ncclscope_nvlink_finding", kFindingHelp)
+            .Add({{"gpu", index},
+                  {"UUID", gpu.uuid},
+                  {"nvlink", link_label},
+                  {"finding", "link_inactive"},
+                  {"severity", "critical"}},
+                 1);
       }
       if (state.health.error_severity() != "none" && state.health.Errors()) {
-        out.AddGauge("ncclscope_nvlink_finding", kFindingHelp,
-                     {{"gpu", index},
-                      {"UUID", gpu.uuid},
-                      {"nvlink", link_label},
-                      {"finding", "link_errors"},
-                      {"severity", state.health.error_severity()}},
-                     1);
+        out.Gauge("ncclscope_nvlink_finding", kFindingHelp)
+            .Add({{"gpu", index},
+                  {"UUID", gpu.uuid},
+                  {"nvlink", link_label},
+                  {"finding", "link_errors"},
+                  {"severity", state.health.error_severity()}},
+                 1);
       }
     }
     for (std::size_t c = 0; c < nvml::kErrorCounters; ++c) {
       if (error_sums[c]) {
-        out.AddCounter(kErrorNames[c].metric, kErrorNames[c].help, gpu_labels, *error_sums[c]);
+        out.Counter(kErrorNames[c].metric, kErrorNames[c].help).Add(gpu_labels, *error_sums[c]);
       }
     }
     for (std::size_t f = 0; f < nvml::kLinkFields.size(); ++f) {
@@ -327,30 +326,32 @@ std::vector<prometheus::MetricFamily> NvlinkSource::Render(const nvml::NvlinkSna
       }
       const FieldName& name = kFieldNames[f];
       if (name.gauge) {
-        out.AddGauge(name.metric, name.help, gpu_labels, *field_sums[f]);
+        out.Gauge(name.metric, name.help).Add(gpu_labels, *field_sums[f]);
       } else {
-        out.AddCounter(name.metric, name.help, gpu_labels, *field_sums[f]);
+        out.Counter(name.metric, name.help).Add(gpu_labels, *field_sums[f]);
       }
     }
-    out.AddGauge("ncclscope_nvlink_active_links", "Active NVLinks of the GPU.", gpu_labels, active);
+    out.Gauge("ncclscope_nvlink_active_links", "Active NVLinks of the GPU.")
+        .Add(gpu_labels, active);
     if (config_.expected_links > 0) {
-      out.AddGauge("ncclscope_nvlink_expected_links", "nvlink.expected_links.", gpu_labels,
-                   config_.expected_links);
+      out.Gauge("ncclscope_nvlink_expected_links", "nvlink.expected_links.")
+          .Add(gpu_labels, config_.expected_links);
       if (active < config_.expected_links) {
-        out.AddGauge("ncclscope_nvlink_finding", kFindingHelp,
-                     {{"gpu", index},
-                      {"UUID", gpu.uuid},
-                      {"nvlink", ""},
-                      {"finding", "links_below_expected"},
-                      {"severity", "critical"}},
-                     1);
+        out.Gauge("ncclscope_nvlink_finding", kFindingHelp)
+            .Add({{"gpu", index},
+                  {"UUID", gpu.uuid},
+                  {"nvlink", ""},
+                  {"finding", "links_below_expected"},
+                  {"severity", "critical"}},
+                 1);
       }
     }
   }
-  out.AddCounter("ncclscope_nvlink_polls_total", "Polls of NVML.", {}, static_cast<double>(polls_));
-  out.AddGauge("ncclscope_nvlink_poll_duration_seconds", "Wall time of the latest NVML poll.", {},
-               poll_seconds);
-  return out.Take();
+  out.Counter("ncclscope_nvlink_polls_total", "Polls of NVML.")
+      .Add({}, static_cast<double>(polls_));
+  out.Gauge("ncclscope_nvlink_poll_duration_seconds", "Wall time of the latest NVML poll.")
+      .Add({}, poll_seconds);
+  return out.Text();
 }
 
 }  // namespace ncclscope::rdma

@@ -6,8 +6,6 @@
 // rest of the agent runs on. A PolledSource: it polls in the background and scrapes read the last
 // published families.
 
-#include <prometheus/metric_family.h>
-
 #include <array>
 #include <map>
 #include <memory>
@@ -58,8 +56,8 @@ class NvlinkSource : public PolledSource {
     std::array<counters::CounterState, nvml::kGpuFields.size()> totals;
   };
 
-  std::vector<prometheus::MetricFamily> Render(const nvml::NvlinkSnapshot& snapshot,
-                                               health::TimePoint now, double poll_seconds);
+  std::string Render(const nvml::NvlinkSnapshot& snapshot, health::TimePoint now,
+                     double poll_seconds);
 
   Deps deps_;
 

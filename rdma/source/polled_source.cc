@@ -1,5 +1,7 @@
 #include "rdma/source/polled_source.h"
 
+#include "agent/core/text_exposition.h"
+
 namespace ncclscope::rdma {
 
 PolledSource::~PolledSource() { poller_.Stop(); }
@@ -25,17 +27,17 @@ SourceStatus PolledSource::Status() const {
   return status_;
 }
 
-std::vector<prometheus::MetricFamily> PolledSource::Collect() const {
-  std::shared_ptr<const std::vector<prometheus::MetricFamily>> published;
+void PolledSource::Collect(metrics::TextWriter& out) const {
+  std::shared_ptr<const std::string> published;
   {
     std::lock_guard<std::mutex> lock(publish_mutex_);
     published = published_;
   }
-  return published ? *published : std::vector<prometheus::MetricFamily>{};
+  if (published) out.out() += *published;
 }
 
-void PolledSource::Publish(std::vector<prometheus::MetricFamily> families, SourceStatus status) {
-  auto shared = std::make_shared<const std::vector<prometheus::MetricFamily>>(std::move(families));
+void PolledSource::Publish(std::string text, SourceStatus status) {
+  auto shared = std::make_shared<const std::string>(std::move(text));
   std::lock_guard<std::mutex> lock(publish_mutex_);
   published_ = std::move(shared);
   status_ = std::move(status);

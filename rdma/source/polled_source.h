@@ -1,12 +1,10 @@
 #pragma once
 
 // A source whose data is read by a background Poller (rdma.interval, nvlink.interval) rather
-// than at scrape time: each poll renders its families once and publishes them with the source's
-// status, and Collect() hands out the last published set, so a scrape never causes a firmware or
-// driver read. Subclasses say how to apply a config and what one poll does; the thread, the
-// published state and the Source lifecycle are here, once.
-
-#include <prometheus/metric_family.h>
+// than at scrape time: each poll renders its families once, as text, and publishes them with the
+// source's status, and Collect() writes the last published text, so a scrape never causes a
+// firmware or driver read. Subclasses say how to apply a config and what one poll does; the
+// thread, the published state and the Source lifecycle are here, once.
 
 #include <chrono>
 #include <memory>
@@ -26,7 +24,7 @@ class PolledSource : public Source {
   SourceStatus Reconfigure(const config::Config& config) final;
   void Stop() final;
   SourceStatus Status() const final;
-  std::vector<prometheus::MetricFamily> Collect() const final;
+  void Collect(metrics::TextWriter& out) const final;
 
   // One poll, synchronously: the poller thread calls it; tests call it directly to step through
   // scenarios with a manual clock.
@@ -42,12 +40,12 @@ class PolledSource : public Source {
   virtual std::chrono::nanoseconds PollInterval(const config::Config& config) const = 0;
 
   // What scrapes see from now on.
-  void Publish(std::vector<prometheus::MetricFamily> families, SourceStatus status);
+  void Publish(std::string text, SourceStatus status);
 
  private:
   Poller poller_;
   mutable std::mutex publish_mutex_;
-  std::shared_ptr<const std::vector<prometheus::MetricFamily>> published_;
+  std::shared_ptr<const std::string> published_;
   SourceStatus status_ = SourceStatus::Down("not polled yet");
 };
 

@@ -5,8 +5,9 @@
 #include <cstring>
 
 #include "agent/core/log.h"
+#include "agent/core/metric_family.h"
+#include "agent/core/text_exposition.h"
 #include "rdma/counters/counter_state.h"
-#include "rdma/source/family_set.h"
 #include "rdma/sysfs/attributes.h"
 #include "rdma/topology/pci_topology.h"
 
@@ -226,20 +227,19 @@ void RdmaSource::PollOnce() {
 
   const double poll_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
-  std::vector<prometheus::MetricFamily> families = RenderLocked(snapshot, now, poll_seconds);
+  std::string text = RenderLocked(snapshot, now, poll_seconds);
   SourceStatus status =
       snapshot.class_dir_present
           ? SourceStatus::Up()
           : SourceStatus::Down(
                 "no RDMA devices: " + sysfs::ClassDir(config_.sysfs_root) + ": " +
                 std::strerror(snapshot.list_error));  // NOLINT(concurrency-mt-unsafe)
-  Publish(std::move(families), std::move(status));
+  Publish(std::move(text), std::move(status));
 }
 
-std::vector<prometheus::MetricFamily> RdmaSource::RenderLocked(const sysfs::Snapshot& snapshot,
-                                                               health::TimePoint now,
-                                                               double poll_seconds) {
-  FamilySet out;
+std::string RdmaSource::RenderLocked(const sysfs::Snapshot& snapshot, health::TimePoint now,
+                                     double poll_seconds) {
+  metrics::FamilySet out;
   const std::string ib = "ncclscope_infiniband_";
 
   // Expected ports (gpud ExpectedPortStates): which ports count, and how many are fine.
@@ -275,16 +275,16 @@ std::vector<prometheus::MetricFamily> RdmaSource::RenderLocked(const sysfs::Snap
   // Devices.
   for (const sysfs::DeviceReading& device : snapshot.devices) {
     const sysfs::DeviceLayout& d = *device.layout;
-    out.AddGauge(ib + "info",
-                 "Constant 1 per RDMA device, labeled with its firmware, board, HCA type, node "
-                 "GUID and PCI address.",
-                 {{"device", d.name},
-                  {"board_id", d.board_id},
-                  {"firmware_version", d.firmware_version},
-                  {"hca_type", d.hca_type},
-                  {"node_guid", d.node_guid},
-                  {"pci_address", d.pci_address}},
-                 1);
+    out.Gauge(ib + "info",
+              "Constant 1 per RDMA device, labeled with its firmware, board, HCA type, node "
+              "GUID and PCI address.")
+        .Add({{"device", d.name},
+              {"board_id", d.board_id},
+              {"firmware_version", d.firmware_version},
+              {"hca_type", d.hca_type},
+              {"node_guid", d.node_guid},
+              {"pci_address", d.pci_address}},
+             1);
   }
 
   std::vector<health::Finding> findings;
@@ -296,31 +296,31 @@ std::vector<prometheus::MetricFamily> RdmaSource::RenderLocked(const sysfs::Snap
     const metrics::Labels labels = {{"device", d.name}, {"port", port_label}};
     PortState& port = ports_.at({d.name, layout.number});
 
-    out.AddGauge(ib + "port_info",
-                 "Constant 1 per port, labeled with link layer, active width and speed, and the "
-                 "network interface (RoCE, IPoIB).",
-                 {{"device", d.name},
-                  {"port", port_label},
-                  {"link_layer", j.attrs.link_layer},
-                  {"width", j.attrs.width},
-                  {"speed", j.attrs.speed},
-                  {"netdev", layout.netdev}},
-                 1);
+    out.Gauge(ib + "port_info",
+              "Constant 1 per port, labeled with link layer, active width and speed, and the "
+              "network interface (RoCE, IPoIB).")
+        .Add({{"device", d.name},
+              {"port", port_label},
+              {"link_layer", j.attrs.link_layer},
+              {"width", j.attrs.width},
+              {"speed", j.attrs.speed},
+              {"netdev", layout.netdev}},
+             1);
     if (j.attrs.state >= 0) {
-      out.AddGauge(ib + "state_id",
-                   "Port state (1: down, 2: init, 3: armed, 4: active, 5: active defer).", labels,
-                   j.attrs.state);
+      out.Gauge(ib + "state_id",
+                "Port state (1: down, 2: init, 3: armed, 4: active, 5: active defer).")
+          .Add(labels, j.attrs.state);
     }
     if (j.attrs.phys_state >= 0) {
-      out.AddGauge(ib + "physical_state_id",
-                   "Physical port state (1: sleep, 2: polling, 3: disabled, 4: port configuration "
-                   "training, 5: link up, 6: link error recovery, 7: phy test).",
-                   labels, j.attrs.phys_state);
+      out.Gauge(ib + "physical_state_id",
+                "Physical port state (1: sleep, 2: polling, 3: disabled, 4: port configuration "
+                "training, 5: link up, 6: link error recovery, 7: phy test).")
+          .Add(labels, j.attrs.phys_state);
     }
     if (j.attrs.gbps >= 0) {
-      out.AddGauge(ib + "rate_bytes_per_second",
-                   "Nominal signalling rate of the port (lanes x lane speed), in bytes per second.",
-                   labels, j.attrs.gbps * 125'000'000.0);
+      out.Gauge(ib + "rate_bytes_per_second",
+                "Nominal signalling rate of the port (lanes x lane speed), in bytes per second.")
+          .Add(labels, j.attrs.gbps * 125'000'000.0);
     }
 
     // Counters, in catalogue order within the port's files.
@@ -331,69 +331,69 @@ std::vector<prometheus::MetricFamily> RdmaSource::RenderLocked(const sysfs::Snap
       const counters::CounterState& state = *port.states[f];
       const CounterInfo* info = port.bound[f];
       if (info == nullptr) {
-        out.AddCounter(std::string(counters::kUnknownHwCounterMetric),
-                       "hw_counters files not in the catalogue (rdma.unknown_hw_counters).",
-                       {{"device", d.name}, {"port", port_label}, {"counter", file.name}},
-                       state.extended());
+        out.Counter(std::string(counters::kUnknownHwCounterMetric),
+                    "hw_counters files not in the catalogue (rdma.unknown_hw_counters).")
+            .Add({{"device", d.name}, {"port", port_label}, {"counter", file.name}},
+                 state.extended());
         continue;
       }
       if (!config_.packet_counters && counters::IsPacketCounter(*info)) continue;
       const std::string metric(info->metric);
       const std::string help(info->help);
       if (info->behavior == Behavior::kGauge) {
-        out.AddGauge(metric, help, labels, static_cast<double>(state.raw()) * info->scale);
+        out.Gauge(metric, help).Add(labels, static_cast<double>(state.raw()) * info->scale);
         continue;
       }
-      out.AddCounter(metric, help, labels, state.extended() * info->scale);
+      out.Counter(metric, help).Add(labels, state.extended() * info->scale);
       if (state.saturated()) {
         ++saturated;
-        out.AddGauge(ib + "port_saturated",
-                     "1 while a counter sits at its maximum (2^width-1): it no longer counts, so "
-                     "its rate reads 0 whatever happens. Absent while not saturated.",
-                     {{"device", d.name}, {"port", port_label}, {"counter", file.name}}, 1);
+        out.Gauge(ib + "port_saturated",
+                  "1 while a counter sits at its maximum (2^width-1): it no longer counts, so "
+                  "its rate reads 0 whatever happens. Absent while not saturated.")
+            .Add({{"device", d.name}, {"port", port_label}, {"counter", file.name}}, 1);
       }
       if (state.resets() > 0) {
-        out.AddCounter(ib + "port_clears_total",
-                       "Times a counter went down other than by a 32-bit wrap (perfquery -R, "
-                       "driver reload). Present once a reset was seen.",
-                       {{"device", d.name}, {"port", port_label}, {"counter", file.name}},
-                       static_cast<double>(state.resets()));
+        out.Counter(ib + "port_clears_total",
+                    "Times a counter went down other than by a 32-bit wrap (perfquery -R, "
+                    "driver reload). Present once a reset was seen.")
+            .Add({{"device", d.name}, {"port", port_label}, {"counter", file.name}},
+                 static_cast<double>(state.resets()));
       }
     }
     // These three are 0 on a healthy port: series only while they are not (rules test == 1, the
     // dashboards sum or take the max), as the findings.
     if (saturated > 0) {
-      out.AddGauge(ib + "port_saturated_counters",
-                   "Number of the port's counters sitting at their maximum; absent while none is.",
-                   labels, saturated);
+      out.Gauge(ib + "port_saturated_counters",
+                "Number of the port's counters sitting at their maximum; absent while none is.")
+          .Add(labels, saturated);
     }
     for (const auto& [reason, count] : reading.unreadable) {
-      out.AddGauge(ib + "port_unreadable_files",
-                   "Port files that gave no value this poll, by reason (errno name, no_pma, "
-                   "malformed, restricted). Failing files are not read again.",
-                   {{"device", d.name}, {"port", port_label}, {"reason", reason}}, count);
+      out.Gauge(ib + "port_unreadable_files",
+                "Port files that gave no value this poll, by reason (errno name, no_pma, "
+                "malformed, restricted). Failing files are not read again.")
+          .Add({{"device", d.name}, {"port", port_label}, {"reason", reason}}, count);
     }
     if (reading.restricted) {
-      out.AddGauge(ib + "port_restricted",
-                   "1 when the port's PMA counters fail with EINVAL (restricted PF): they are no "
-                   "longer read. Absent otherwise.",
-                   labels, 1);
+      out.Gauge(ib + "port_restricted",
+                "1 when the port's PMA counters fail with EINVAL (restricted PF): they are no "
+                "longer read. Absent otherwise.")
+          .Add(labels, 1);
     }
 
     for (const auto& [transition, count] : port.health.transitions()) {
-      out.AddCounter(ib + "port_state_transitions_total",
-                     "Port state changes seen between polls, by from and to state.",
-                     {{"device", d.name},
-                      {"port", port_label},
-                      {"from", transition.first},
-                      {"to", transition.second}},
-                     static_cast<double>(count));
+      out.Counter(ib + "port_state_transitions_total",
+                  "Port state changes seen between polls, by from and to state.")
+          .Add({{"device", d.name},
+                {"port", port_label},
+                {"from", transition.first},
+                {"to", transition.second}},
+               static_cast<double>(count));
     }
     if (const std::size_t episodes = port.health.history().Episodes(now); episodes > 0) {
-      out.AddGauge(ib + "port_flap_episodes",
-                   "Link-down-then-ACTIVE episodes within rdma.link.flap_window; absent while "
-                   "there is none.",
-                   labels, static_cast<double>(episodes));
+      out.Gauge(ib + "port_flap_episodes",
+                "Link-down-then-ACTIVE episodes within rdma.link.flap_window; absent while "
+                "there is none.")
+          .Add(labels, static_cast<double>(episodes));
     }
 
     findings.clear();
@@ -405,12 +405,12 @@ std::vector<prometheus::MetricFamily> RdmaSource::RenderLocked(const sysfs::Snap
     }
     for (const health::Finding& finding : findings) {
       if (!finding.active) continue;
-      out.AddGauge(ib + "finding", kFindingHelp,
-                   {{"device", d.name},
-                    {"port", port_label},
-                    {"finding", finding.name},
-                    {"severity", finding.severity}},
-                   1);
+      out.Gauge(ib + "finding", kFindingHelp)
+          .Add({{"device", d.name},
+                {"port", port_label},
+                {"finding", finding.name},
+                {"severity", finding.severity}},
+               1);
     }
   }
 
@@ -423,46 +423,45 @@ std::vector<prometheus::MetricFamily> RdmaSource::RenderLocked(const sysfs::Snap
       if (!finding.active || (finding.name != "link_down" && finding.name != "link_flapping")) {
         continue;
       }
-      out.AddGauge(ib + "finding", kFindingHelp,
-                   {{"device", key.first},
-                    {"port", PortLabel(key.second)},
-                    {"finding", finding.name},
-                    {"severity", finding.severity}},
-                   1);
+      out.Gauge(ib + "finding", kFindingHelp)
+          .Add({{"device", key.first},
+                {"port", PortLabel(key.second)},
+                {"finding", finding.name},
+                {"severity", finding.severity}},
+               1);
     }
   }
 
   // Node level.
-  out.AddGauge(ib + "active_ports",
-               "Ports of rdma.expected.link_layer that are ACTIVE, LinkUp and at least "
-               "rdma.expected.rate_gbps.",
-               {}, good);
+  out.Gauge(ib + "active_ports",
+            "Ports of rdma.expected.link_layer that are ACTIVE, LinkUp and at least "
+            "rdma.expected.rate_gbps.")
+      .Add({}, good);
   if (expected.ports > 0) {
-    out.AddGauge(ib + "expected_active_ports", "rdma.expected.ports: ports the node should have.",
-                 {}, expected.ports);
+    out.Gauge(ib + "expected_active_ports", "rdma.expected.ports: ports the node should have.")
+        .Add({}, expected.ports);
     if (below_expected) {
-      out.AddGauge(ib + "finding", kFindingHelp,
-                   {{"finding", "ports_below_expected"}, {"severity", "critical"}}, 1);
+      out.Gauge(ib + "finding", kFindingHelp)
+          .Add({{"finding", "ports_below_expected"}, {"severity", "critical"}}, 1);
     }
   }
   if (expected.rate_gbps > 0) {
-    out.AddGauge(ib + "expected_rate_bytes_per_second",
-                 "rdma.expected.rate_gbps in bytes per second.", {},
-                 expected.rate_gbps * 125'000'000.0);
+    out.Gauge(ib + "expected_rate_bytes_per_second", "rdma.expected.rate_gbps in bytes per second.")
+        .Add({}, expected.rate_gbps * 125'000'000.0);
   }
 
   for (const AffinityRow& row : affinity_) {
-    out.AddGauge("ncclscope_gpu_nic_affinity_info",
-                 "Constant 1 per GPU and RDMA port: how they are connected in the PCIe tree "
-                 "(relation PIX, PXB, PHB, NODE, SYS as nvidia-smi topo) and the hop count.",
-                 {{"gpu_bus_id", row.gpu_bus_id},
-                  {"device", row.device},
-                  {"port", PortLabel(row.port)},
-                  {"numa_node", std::to_string(row.numa_node)},
-                  {"gpu_numa_node", std::to_string(row.gpu_numa_node)},
-                  {"relation", row.relation},
-                  {"pci_distance", std::to_string(row.distance)}},
-                 1);
+    out.Gauge("ncclscope_gpu_nic_affinity_info",
+              "Constant 1 per GPU and RDMA port: how they are connected in the PCIe tree "
+              "(relation PIX, PXB, PHB, NODE, SYS as nvidia-smi topo) and the hop count.")
+        .Add({{"gpu_bus_id", row.gpu_bus_id},
+              {"device", row.device},
+              {"port", PortLabel(row.port)},
+              {"numa_node", std::to_string(row.numa_node)},
+              {"gpu_numa_node", std::to_string(row.gpu_numa_node)},
+              {"relation", row.relation},
+              {"pci_distance", std::to_string(row.distance)}},
+             1);
   }
 
   // The source itself.
@@ -479,28 +478,28 @@ std::vector<prometheus::MetricFamily> RdmaSource::RenderLocked(const sysfs::Snap
   const std::string devices_help =
       "RDMA devices by state: monitored, excluded by the filters (never read), vanished (gone, "
       "findings kept for rdma.link.flap_window).";
-  out.AddGauge("ncclscope_rdma_devices", devices_help, {{"state", "monitored"}},
-               static_cast<double>(snapshot.devices.size()));
-  out.AddGauge("ncclscope_rdma_devices", devices_help, {{"state", "excluded"}},
-               static_cast<double>(snapshot.excluded.size()));
-  out.AddGauge("ncclscope_rdma_devices", devices_help, {{"state", "vanished"}},
-               static_cast<double>(vanished_devices));
+  out.Gauge("ncclscope_rdma_devices", devices_help)
+      .Add({{"state", "monitored"}}, static_cast<double>(snapshot.devices.size()));
+  out.Gauge("ncclscope_rdma_devices", devices_help)
+      .Add({{"state", "excluded"}}, static_cast<double>(snapshot.excluded.size()));
+  out.Gauge("ncclscope_rdma_devices", devices_help)
+      .Add({{"state", "vanished"}}, static_cast<double>(vanished_devices));
   if (config_.verbs) {
-    out.AddGauge("ncclscope_rdma_verbs_devices",
-                 "RDMA devices libibverbs could open (0 without /dev/infiniband or a provider).",
-                 {}, static_cast<double>(verbs_.device_count()));
+    out.Gauge("ncclscope_rdma_verbs_devices",
+              "RDMA devices libibverbs could open (0 without /dev/infiniband or a provider).")
+        .Add({}, static_cast<double>(verbs_.device_count()));
   }
-  out.AddCounter("ncclscope_rdma_polls_total", "Polls of the RDMA ports.", {},
-                 static_cast<double>(polls_));
-  out.AddCounter("ncclscope_rdma_file_reads_total",
-                 "sysfs attribute and counter files opened (each counters/ read is a firmware "
-                 "command on the HCA).",
-                 {}, static_cast<double>(files_read_));
-  out.AddGauge("ncclscope_rdma_poll_duration_seconds", "Wall time of the latest poll.", {},
-               poll_seconds);
-  out.AddGauge("ncclscope_rdma_last_poll_timestamp_seconds", "Unix time of the latest poll.", {},
-               UnixNow());
-  return out.Take();
+  out.Counter("ncclscope_rdma_polls_total", "Polls of the RDMA ports.")
+      .Add({}, static_cast<double>(polls_));
+  out.Counter("ncclscope_rdma_file_reads_total",
+              "sysfs attribute and counter files opened (each counters/ read is a firmware "
+              "command on the HCA).")
+      .Add({}, static_cast<double>(files_read_));
+  out.Gauge("ncclscope_rdma_poll_duration_seconds", "Wall time of the latest poll.")
+      .Add({}, poll_seconds);
+  out.Gauge("ncclscope_rdma_last_poll_timestamp_seconds", "Unix time of the latest poll.")
+      .Add({}, UnixNow());
+  return out.Text();
 }
 
 }  // namespace ncclscope::rdma

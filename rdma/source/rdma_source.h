@@ -5,8 +5,6 @@
 // each poll renders the metric families once and publishes them, so a scrape never causes a
 // firmware read.
 
-#include <prometheus/metric_family.h>
-
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -71,8 +69,8 @@ class RdmaSource : public PolledSource {
 
   void ApplyConfigLocked(const config::RdmaConfig& config);
   void RefreshTopologyLocked(const sysfs::Snapshot& snapshot);
-  std::vector<prometheus::MetricFamily> RenderLocked(const sysfs::Snapshot& snapshot,
-                                                     health::TimePoint now, double poll_seconds);
+  std::string RenderLocked(const sysfs::Snapshot& snapshot, health::TimePoint now,
+                           double poll_seconds);
 
   Deps deps_;
 

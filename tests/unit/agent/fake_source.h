@@ -28,15 +28,14 @@ class FakeSource : public Source {
     return SourceStatus::Up();
   }
   void Stop() override { ++stops; }
-  std::vector<prometheus::MetricFamily> Collect() const override {
-    if (collect_throws) throw std::runtime_error("render failed");
-    auto family = metrics::Gauge("fake_" + name() + "_value", "A fake value.");
-    metrics::Add(family, {{"k", "v"}}, 42);
-    return {family};
-  }
-  void CollectText(metrics::TextWriter& out) const override {
+  // Two families: one written directly, one through a FamilySet.
+  void Collect(metrics::TextWriter& out) const override {
     out.Header("fake_" + name() + "_text_total", "A fake counter rendered as text.", "counter");
     out.Sample("fake_" + name() + "_text_total", "k=\"t\"", std::uint64_t{7});
+    if (collect_throws) throw std::runtime_error("render failed");
+    metrics::FamilySet families;
+    families.Gauge("fake_" + name() + "_value", "A fake value.").Add({{"k", "v"}}, 42);
+    families.WriteTo(out);
   }
 
   bool enabled_;
