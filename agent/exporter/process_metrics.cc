@@ -94,6 +94,10 @@ void CollectProcessMetrics(metrics::TextWriter& out, const std::string& proc_roo
   if (const std::optional<double> max = SoftLimit(proc_root, "Max open files")) {
     one("process_max_fds", "gauge", "Maximum number of open file descriptors.", *max);
   }
+  if (const std::optional<double> max = SoftLimit(proc_root, "Max address space")) {
+    one("process_virtual_memory_max_bytes", "gauge",
+        "Maximum amount of virtual memory available in bytes.", *max);
+  }
 }
 
 }  // namespace ncclscope
