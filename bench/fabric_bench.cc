@@ -10,9 +10,9 @@
 #include <string>
 
 #include "agent/core/text_exposition.h"
+#include "agent/nvlink/nvlink_source.h"
+#include "agent/rdma/rdma_source.h"
 #include "rdma/health/clock.h"
-#include "rdma/source/nvlink_source.h"
-#include "rdma/source/rdma_source.h"
 #include "rdma/sysfs/file_reader.h"
 #include "tests/support/fake_nvml.h"
 #include "tests/support/sysfs_tree.h"

@@ -1,10 +1,10 @@
 #include "agent/app/sources.h"
 
 #include "agent/ebpf/ebpf_source.h"
+#include "agent/nvlink/nvlink_source.h"
 #include "agent/profiler/profiler_source.h"
 #include "agent/profiler/ring_attribution.h"
-#include "rdma/source/nvlink_source.h"
-#include "rdma/source/rdma_source.h"
+#include "agent/rdma/rdma_source.h"
 
 namespace ncclscope {
 

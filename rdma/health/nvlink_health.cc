@@ -3,28 +3,28 @@
 namespace ncclscope::rdma::health {
 namespace {
 
-LinkHistoryParams Params(const config::NvlinkConfig& config) {
+LinkHistoryParams Params(const NvLinkHealthParams& p) {
   LinkHistoryParams params;
-  params.down_after = config.down_after.value();
+  params.down_after = p.down_after;
   params.down_hold = std::chrono::seconds(0);
   return params;
 }
 
 }  // namespace
 
-NvLinkHealth::NvLinkHealth(const config::NvlinkConfig& config)
-    : history_(Params(config)), errors_(config.errors.window.value()) {
-  limit_ = config.errors.increase;
-  severity_ = config.errors.severity;
+NvLinkHealth::NvLinkHealth(const NvLinkHealthParams& params)
+    : history_(Params(params)), errors_(params.errors.window) {
+  limit_ = params.errors.increase;
+  severity_ = params.errors.severity;
 }
 
-void NvLinkHealth::Reconfigure(const config::NvlinkConfig& config) {
-  history_.SetParams(Params(config));
-  if (config.errors.window.value() != std::chrono::nanoseconds(0)) {
-    errors_ = IncreaseWindow(config.errors.window.value());
+void NvLinkHealth::Reconfigure(const NvLinkHealthParams& params) {
+  history_.SetParams(Params(params));
+  if (params.errors.window != std::chrono::nanoseconds(0)) {
+    errors_ = IncreaseWindow(params.errors.window);
   }
-  limit_ = config.errors.increase;
-  severity_ = config.errors.severity;
+  limit_ = params.errors.increase;
+  severity_ = params.errors.severity;
 }
 
 void NvLinkHealth::Observe(TimePoint now, int active, double error_total) {

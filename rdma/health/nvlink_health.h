@@ -5,17 +5,25 @@
 // link_errors when its error total (CRC and recovery errors; on NVLink5 malformed, overrun,
 // receive, integrity and failed-recovery counts) grew past the configured threshold.
 
-#include "agent/config/config.h"
+#include <chrono>
+#include <string>
+
 #include "rdma/health/finding.h"
 #include "rdma/health/increase_window.h"
 #include "rdma/health/link_history.h"
+#include "rdma/health/threshold.h"
 
 namespace ncclscope::rdma::health {
 
+struct NvLinkHealthParams {
+  std::chrono::nanoseconds down_after{std::chrono::minutes(2)};  // link_inactive after this
+  Threshold errors;                                              // link_errors
+};
+
 class NvLinkHealth {
  public:
-  explicit NvLinkHealth(const config::NvlinkConfig& config);
-  void Reconfigure(const config::NvlinkConfig& config);
+  explicit NvLinkHealth(const NvLinkHealthParams& params);
+  void Reconfigure(const NvLinkHealthParams& params);
 
   // `active` unknown (nullopt-like -1) is skipped; `error_total` < 0 when no counter is readable.
   void Observe(TimePoint now, int active, double error_total);

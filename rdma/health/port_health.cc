@@ -3,54 +3,6 @@
 #include "rdma/sysfs/attributes.h"
 
 namespace ncclscope::rdma::health {
-namespace {
-
-std::chrono::nanoseconds Nanos(const config::Duration& d) { return d.value(); }
-
-}  // namespace
-
-std::vector<ThresholdSpec> ThresholdSpecs(const config::RdmaThresholdsConfig& t) {
-  const std::string pma = "counters/";
-  const std::string hw = "hw_counters/";
-  return {
-      {"symbol_error_burst", {pma + "symbol_error"}, false, t.symbol_error_burst},
-      {"symbol_error_ber", {pma + "symbol_error"}, false, t.symbol_error_ber},
-      {"link_error_recovery", {pma + "link_error_recovery"}, false, t.link_error_recovery},
-      {"link_downed", {pma + "link_downed"}, false, t.link_downed},
-      {"local_link_integrity",
-       {pma + "local_link_integrity_errors"},
-       false,
-       t.local_link_integrity},
-      {"excessive_buffer_overrun",
-       {pma + "excessive_buffer_overrun_errors"},
-       false,
-       t.excessive_buffer_overrun},
-      {"receive_errors", {pma + "port_rcv_errors"}, false, t.receive_errors},
-      {"discards", {pma + "port_xmit_discards", pma + "port_rcv_discards"}, true, t.discards},
-      {"transmit_wait", {pma + "port_xmit_wait"}, false, t.transmit_wait},
-      {"cnp_ignored", {hw + "rp_cnp_ignored"}, false, t.cnp_ignored},
-      {"ecn_marked", {hw + "np_ecn_marked_roce_packets"}, false, t.ecn_marked},
-      {"cnp_handled", {hw + "rp_cnp_handled"}, false, t.cnp_handled},
-      {"out_of_buffer", {hw + "out_of_buffer"}, false, t.out_of_buffer},
-      {"ack_timeouts", {hw + "local_ack_timeout_err"}, false, t.ack_timeouts},
-      {"retries_exceeded",
-       {hw + "req_transport_retries_exceeded", hw + "req_rnr_retries_exceeded"},
-       false,
-       t.retries_exceeded},
-      {"roce_slow_restart", {hw + "roce_slow_restart"}, false, t.roce_slow_restart},
-  };
-}
-
-LinkHistoryParams LinkParams(const config::RdmaLinkConfig& link) {
-  LinkHistoryParams params;
-  params.down_after = Nanos(link.down_after);
-  params.down_hold = Nanos(link.down_hold);
-  params.flap_min_down = Nanos(link.flap_min_down);
-  params.flap_episodes = link.flap_episodes;
-  params.flap_window = Nanos(link.flap_window);
-  return params;
-}
-
 PortHealth::PortHealth(const std::vector<ThresholdSpec>* specs, LinkHistoryParams link)
     : specs_(specs), history_(link) {
   Reconfigure(specs, link);
@@ -60,7 +12,7 @@ void PortHealth::Reconfigure(const std::vector<ThresholdSpec>* specs, LinkHistor
   // A new window length starts a new measurement; the link history survives a reload.
   std::vector<IncreaseWindow> windows;
   windows.reserve(specs->size());
-  for (const ThresholdSpec& spec : *specs) windows.emplace_back(Nanos(spec.threshold.window));
+  for (const ThresholdSpec& spec : *specs) windows.emplace_back(spec.threshold.window);
   windows_ = std::move(windows);
   specs_ = specs;
   history_.SetParams(link);

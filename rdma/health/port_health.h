@@ -11,11 +11,11 @@
 #include <utility>
 #include <vector>
 
-#include "agent/config/config.h"
 #include "rdma/counters/counter_state.h"
 #include "rdma/health/finding.h"
 #include "rdma/health/increase_window.h"
 #include "rdma/health/link_history.h"
+#include "rdma/health/threshold.h"
 
 namespace ncclscope::rdma::health {
 
@@ -24,12 +24,8 @@ struct ThresholdSpec {
   std::string name;                       // finding name, the config key
   std::vector<std::string> counter_keys;  // "counters/symbol_error", "hw_counters/out_of_buffer"
   bool only_when_active = false;          // discards are normal while the port is down
-  config::CounterThreshold threshold;
+  Threshold threshold;
 };
-
-// The thresholds of rdma.thresholds, in config order.
-std::vector<ThresholdSpec> ThresholdSpecs(const config::RdmaThresholdsConfig& thresholds);
-LinkHistoryParams LinkParams(const config::RdmaLinkConfig& link);
 
 // The port's counters by key ("counters/link_downed"), as tracked by counters::CounterState.
 using PortCounters = std::unordered_map<std::string, counters::CounterState>;

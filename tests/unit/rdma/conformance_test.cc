@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "rdma/source/rdma_source.h"
+#include "agent/rdma/rdma_source.h"
 #include "tests/support/temp_dir.h"
 #include "tests/unit/rdma/source_test_util.h"
 

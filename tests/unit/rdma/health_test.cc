@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "agent/nvlink/nvlink_source.h"
+#include "agent/rdma/health_config.h"
 #include "rdma/health/increase_window.h"
 #include "rdma/health/link_history.h"
 #include "rdma/health/nvlink_health.h"
@@ -292,7 +294,7 @@ TEST(PortHealthTest, VanishedPortGoesDownAfterTheDropWindow) {
 }
 
 TEST(NvLinkHealthTest, InactiveAfterDownAfterAndErrorsOverTheWindow) {
-  config::NvlinkConfig config;
+  const NvLinkHealthParams config = NvLinkParams(config::NvlinkConfig{});  // the defaults
   NvLinkHealth link(config);
   TimePoint t = kT0;
   link.Observe(t, 1, 0);

@@ -1,7 +1,7 @@
 // The nvlink source over the fake NVML: metrics as a scrape shows them, findings over time with a
 // ManualClock, and the source's behaviour without NVML.
 
-#include "rdma/source/nvlink_source.h"
+#include "agent/nvlink/nvlink_source.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // The rdma source end to end in-process: fixture sysfs trees, a ManualClock stepping through
 // scenarios over minutes and hours, and the metric text a scrape would get.
 
-#include "rdma/source/rdma_source.h"
+#include "agent/rdma/rdma_source.h"
 
 #include <gtest/gtest.h>
 

@@ -11,7 +11,7 @@
 #include <random>
 #include <thread>
 
-namespace ncclscope::rdma {
+namespace ncclscope {
 
 class Poller {
  public:
@@ -37,4 +37,4 @@ class Poller {
   bool stop_ = false;
 };
 
-}  // namespace ncclscope::rdma
+}  // namespace ncclscope

@@ -1,7 +1,7 @@
 // The background poller: first run at once, then every interval with +-10% jitter; stops
 // promptly even with a long interval; a task can ask for its own next delay.
 
-#include "rdma/source/poller.h"
+#include "agent/core/poller.h"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include <chrono>
 #include <thread>
 
-namespace ncclscope::rdma {
+namespace ncclscope {
 namespace {
 
 using std::chrono::milliseconds;
@@ -69,4 +69,4 @@ TEST(PollerTest, TaskChoosesItsNextDelay) {
 }
 
 }  // namespace
-}  // namespace ncclscope::rdma
+}  // namespace ncclscope

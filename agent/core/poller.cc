@@ -1,6 +1,6 @@
-#include "rdma/source/poller.h"
+#include "agent/core/poller.h"
 
-namespace ncclscope::rdma {
+namespace ncclscope {
 
 std::chrono::nanoseconds Poller::Jittered(std::chrono::nanoseconds interval, std::mt19937_64& rng) {
   std::uniform_real_distribution<double> factor(0.9, 1.1);
@@ -37,4 +37,4 @@ void Poller::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-}  // namespace ncclscope::rdma
+}  // namespace ncclscope

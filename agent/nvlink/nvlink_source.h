@@ -15,14 +15,17 @@
 #include <vector>
 
 #include "agent/config/config.h"
+#include "agent/core/polled_source.h"
 #include "rdma/counters/counter_state.h"
 #include "rdma/health/clock.h"
 #include "rdma/health/nvlink_health.h"
 #include "rdma/nvml/nvlink_reader.h"
 #include "rdma/nvml/nvml_library.h"
-#include "rdma/source/polled_source.h"
 
 namespace ncclscope::rdma {
+
+// nvlink.down_after and nvlink.errors in the health library's own terms.
+health::NvLinkHealthParams NvLinkParams(const config::NvlinkConfig& config);
 
 class NvlinkSource : public PolledSource {
  public:
@@ -50,7 +53,7 @@ class NvlinkSource : public PolledSource {
     std::array<counters::CounterState, nvml::kErrorCounters> errors;
     std::array<counters::CounterState, nvml::kLinkFields.size()> fields;
     health::NvLinkHealth health;
-    explicit LinkState(const config::NvlinkConfig& config) : health(config) {}
+    explicit LinkState(const config::NvlinkConfig& config) : health(NvLinkParams(config)) {}
   };
   struct GpuState {
     std::array<counters::CounterState, nvml::kGpuFields.size()> totals;

@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
+#include "agent/core/poller.h"
 #include "agent/core/source.h"
-#include "rdma/source/poller.h"
 
-namespace ncclscope::rdma {
+namespace ncclscope {
 
 class PolledSource : public Source {
  public:
@@ -49,4 +49,4 @@ class PolledSource : public Source {
   SourceStatus status_ = SourceStatus::Down("not polled yet");
 };
 
-}  // namespace ncclscope::rdma
+}  // namespace ncclscope

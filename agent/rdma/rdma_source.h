@@ -14,10 +14,11 @@
 #include <vector>
 
 #include "agent/config/config.h"
+#include "agent/core/metric_family.h"
+#include "agent/core/polled_source.h"
 #include "rdma/counters/catalogue.h"
 #include "rdma/health/clock.h"
 #include "rdma/health/port_health.h"
-#include "rdma/source/polled_source.h"
 #include "rdma/sysfs/collector.h"
 #include "rdma/sysfs/file_reader.h"
 #include "rdma/verbs/verbs_inventory.h"
@@ -67,10 +68,28 @@ class RdmaSource : public PolledSource {
     int numa_node, gpu_numa_node, distance;
   };
 
+  struct JudgedPort;  // a port read this poll, judged against rdma.expected (rdma_source.cc)
+  struct Judgement;   // every port's, and how many are fine
+
   void ApplyConfigLocked(const config::RdmaConfig& config);
   void RefreshTopologyLocked(const sysfs::Snapshot& snapshot);
+  // The poll's families as text, one group at a time (the poll lock held).
   std::string RenderLocked(const sysfs::Snapshot& snapshot, health::TimePoint now,
                            double poll_seconds);
+  Judgement JudgePorts(const sysfs::Snapshot& snapshot) const;
+  void RenderDevices(metrics::FamilySet& out, const sysfs::Snapshot& snapshot) const;
+  void RenderPort(metrics::FamilySet& out, const JudgedPort& j, health::TimePoint now,
+                  bool below_expected);
+  void RenderPortCounters(metrics::FamilySet& out, const std::string& device,
+                          const std::string& port_label, const metrics::Labels& labels,
+                          const sysfs::PortLayout& layout, const sysfs::PortReading& reading,
+                          const PortState& port) const;
+  void RenderPortHealth(metrics::FamilySet& out, const JudgedPort& j, const PortState& port,
+                        health::TimePoint now, bool below_expected) const;
+  void RenderVanishedPorts(metrics::FamilySet& out, health::TimePoint now) const;
+  void RenderNode(metrics::FamilySet& out, const Judgement& judgement) const;
+  void RenderSelf(metrics::FamilySet& out, const sysfs::Snapshot& snapshot,
+                  double poll_seconds) const;
 
   Deps deps_;
 

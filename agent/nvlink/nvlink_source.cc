@@ -1,4 +1,4 @@
-#include "rdma/source/nvlink_source.h"
+#include "agent/nvlink/nvlink_source.h"
 
 #include <algorithm>
 #include <chrono>
@@ -9,6 +9,11 @@
 #include "agent/core/text_exposition.h"
 
 namespace ncclscope::rdma {
+
+health::NvLinkHealthParams NvLinkParams(const config::NvlinkConfig& config) {
+  return {config.down_after.value(),
+          {config.errors.increase, config.errors.window.value(), config.errors.severity}};
+}
 namespace {
 
 struct CounterName {
@@ -142,7 +147,7 @@ void NvlinkSource::Configure(const config::NvlinkConfig& config) {
     gpus_.clear();
   }
   config_ = config;
-  for (auto& [key, link] : links_) link.health.Reconfigure(config);
+  for (auto& [key, link] : links_) link.health.Reconfigure(NvLinkParams(config));
 }
 
 void NvlinkSource::PollOnce() {

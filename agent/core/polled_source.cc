@@ -1,8 +1,8 @@
-#include "rdma/source/polled_source.h"
+#include "agent/core/polled_source.h"
 
 #include "agent/core/text_exposition.h"
 
-namespace ncclscope::rdma {
+namespace ncclscope {
 
 PolledSource::~PolledSource() { poller_.Stop(); }
 
@@ -43,4 +43,4 @@ void PolledSource::Publish(std::string text, SourceStatus status) {
   status_ = std::move(status);
 }
 
-}  // namespace ncclscope::rdma
+}  // namespace ncclscope

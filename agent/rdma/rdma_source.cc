@@ -1,12 +1,14 @@
-#include "rdma/source/rdma_source.h"
+#include "agent/rdma/rdma_source.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <string_view>
 
 #include "agent/core/log.h"
 #include "agent/core/metric_family.h"
 #include "agent/core/text_exposition.h"
+#include "agent/rdma/health_config.h"
 #include "rdma/counters/counter_state.h"
 #include "rdma/sysfs/attributes.h"
 #include "rdma/topology/pci_topology.h"
@@ -30,6 +32,9 @@ double UnixNow() {
 }
 
 std::string PortLabel(std::uint32_t port) { return std::to_string(port); }
+
+// ncclscope_infiniband_<name>.
+std::string Ib(std::string_view name) { return "ncclscope_infiniband_" + std::string(name); }
 
 // Attributes of a port this poll, from sysfs, else from verbs.
 struct PortAttributes {
@@ -69,6 +74,20 @@ bool NeedsVerbs(const sysfs::PortLayout& layout, const sysfs::PortReading& readi
 
 }  // namespace
 
+struct RdmaSource::JudgedPort {
+  const sysfs::DeviceLayout* device;
+  std::size_t port_index;
+  const sysfs::PortReading* reading;
+  PortAttributes attrs;
+  bool eligible;  // of rdma.expected.link_layer
+};
+
+struct RdmaSource::Judgement {
+  std::vector<JudgedPort> ports;
+  std::uint32_t good = 0;  // eligible, ACTIVE, LinkUp and at least rdma.expected.rate_gbps
+  bool below_expected = false;
+};
+
 RdmaSource::RdmaSource() : RdmaSource(Deps{}) {}
 
 RdmaSource::RdmaSource(Deps deps) : PolledSource("rdma"), deps_(std::move(deps)) {
@@ -92,13 +111,13 @@ void RdmaSource::ApplyConfigLocked(const config::RdmaConfig& config) {
       sysfs::DeviceFilter(config.include_devices, config.exclude_devices,
                           config.exclude_pci_addresses),
       options);
-  specs_ = health::ThresholdSpecs(config.thresholds);
+  specs_ = ThresholdSpecs(config.thresholds);
   if (!same_tree) {
     ports_.clear();
     affinity_.clear();
   }
   for (auto& [key, port] : ports_) {
-    port.health.Reconfigure(&specs_, health::LinkParams(config.link));
+    port.health.Reconfigure(&specs_, LinkParams(config.link));
     port.bound_layout = nullptr;
   }
 }
@@ -178,7 +197,7 @@ void RdmaSource::PollOnce() {
       const sysfs::PortLayout& layout = device.layout->ports[p];
       const sysfs::PortReading& reading = device.ports[p];
       auto [it, inserted] = ports_.try_emplace({device.layout->name, layout.number}, &specs_,
-                                               health::LinkParams(config_.link));
+                                               LinkParams(config_.link));
       PortState& port = it->second;
       if (port.bound_layout != &layout || port.bound.size() != layout.files.size()) {
         // Once per discovery: what each file is, and where its state lives (map nodes are
@@ -237,26 +256,28 @@ void RdmaSource::PollOnce() {
   Publish(std::move(text), std::move(status));
 }
 
+// The poll's rendering, one group of families at a time. The families are created on first use
+// (FamilySet), so each keeps the place of its first sample in the text.
 std::string RdmaSource::RenderLocked(const sysfs::Snapshot& snapshot, health::TimePoint now,
                                      double poll_seconds) {
   metrics::FamilySet out;
-  const std::string ib = "ncclscope_infiniband_";
+  const Judgement judgement = JudgePorts(snapshot);
+  RenderDevices(out, snapshot);
+  for (const JudgedPort& j : judgement.ports) RenderPort(out, j, now, judgement.below_expected);
+  RenderVanishedPorts(out, now);
+  RenderNode(out, judgement);
+  RenderSelf(out, snapshot, poll_seconds);
+  return out.Text();
+}
 
-  // Expected ports (gpud ExpectedPortStates): which ports count, and how many are fine.
+// Expected ports (gpud ExpectedPortStates): which ports count, and how many are fine.
+RdmaSource::Judgement RdmaSource::JudgePorts(const sysfs::Snapshot& snapshot) const {
   const config::RdmaExpectedConfig& expected = config_.expected;
-  struct Judged {
-    const sysfs::DeviceLayout* device;
-    std::size_t port_index;
-    const sysfs::PortReading* reading;
-    PortAttributes attrs;
-    bool eligible;
-  };
-  std::vector<Judged> judged;
-  std::uint32_t good = 0;
+  Judgement judgement;
   for (const sysfs::DeviceReading& device : snapshot.devices) {
     for (std::size_t p = 0; p < device.ports.size(); ++p) {
       const sysfs::PortLayout& layout = device.layout->ports[p];
-      Judged j{
+      JudgedPort j{
           device.layout, p, &device.ports[p],
           Attributes(layout, device.ports[p],
                      config_.verbs ? verbs_.Find(device.layout->name, layout.number) : nullptr),
@@ -265,17 +286,19 @@ std::string RdmaSource::RenderLocked(const sysfs::Snapshot& snapshot, health::Ti
       if (j.eligible && j.attrs.state == sysfs::kStateActive &&
           j.attrs.phys_state == sysfs::kPhysStateLinkUp &&
           (expected.rate_gbps == 0 || j.attrs.gbps >= expected.rate_gbps)) {
-        ++good;
+        ++judgement.good;
       }
-      judged.push_back(std::move(j));
+      judgement.ports.push_back(std::move(j));
     }
   }
-  const bool below_expected = expected.ports > 0 && good < expected.ports;
+  judgement.below_expected = expected.ports > 0 && judgement.good < expected.ports;
+  return judgement;
+}
 
-  // Devices.
+void RdmaSource::RenderDevices(metrics::FamilySet& out, const sysfs::Snapshot& snapshot) const {
   for (const sysfs::DeviceReading& device : snapshot.devices) {
     const sysfs::DeviceLayout& d = *device.layout;
-    out.Gauge(ib + "info",
+    out.Gauge(Ib("info"),
               "Constant 1 per RDMA device, labeled with its firmware, board, HCA type, node "
               "GUID and PCI address.")
         .Add({{"device", d.name},
@@ -286,135 +309,157 @@ std::string RdmaSource::RenderLocked(const sysfs::Snapshot& snapshot, health::Ti
               {"pci_address", d.pci_address}},
              1);
   }
+}
 
-  std::vector<health::Finding> findings;
-  for (const Judged& j : judged) {
-    const sysfs::DeviceLayout& d = *j.device;
-    const sysfs::PortLayout& layout = d.ports[j.port_index];
-    const sysfs::PortReading& reading = *j.reading;
-    const std::string port_label = PortLabel(layout.number);
-    const metrics::Labels labels = {{"device", d.name}, {"port", port_label}};
-    PortState& port = ports_.at({d.name, layout.number});
+// One port: its attributes, counters and health.
+void RdmaSource::RenderPort(metrics::FamilySet& out, const JudgedPort& j, health::TimePoint now,
+                            bool below_expected) {
+  const sysfs::DeviceLayout& d = *j.device;
+  const sysfs::PortLayout& layout = d.ports[j.port_index];
+  const sysfs::PortReading& reading = *j.reading;
+  const std::string port_label = PortLabel(layout.number);
+  const metrics::Labels labels = {{"device", d.name}, {"port", port_label}};
+  PortState& port = ports_.at({d.name, layout.number});
 
-    out.Gauge(ib + "port_info",
-              "Constant 1 per port, labeled with link layer, active width and speed, and the "
-              "network interface (RoCE, IPoIB).")
-        .Add({{"device", d.name},
-              {"port", port_label},
-              {"link_layer", j.attrs.link_layer},
-              {"width", j.attrs.width},
-              {"speed", j.attrs.speed},
-              {"netdev", layout.netdev}},
-             1);
-    if (j.attrs.state >= 0) {
-      out.Gauge(ib + "state_id",
-                "Port state (1: down, 2: init, 3: armed, 4: active, 5: active defer).")
-          .Add(labels, j.attrs.state);
-    }
-    if (j.attrs.phys_state >= 0) {
-      out.Gauge(ib + "physical_state_id",
-                "Physical port state (1: sleep, 2: polling, 3: disabled, 4: port configuration "
-                "training, 5: link up, 6: link error recovery, 7: phy test).")
-          .Add(labels, j.attrs.phys_state);
-    }
-    if (j.attrs.gbps >= 0) {
-      out.Gauge(ib + "rate_bytes_per_second",
-                "Nominal signalling rate of the port (lanes x lane speed), in bytes per second.")
-          .Add(labels, j.attrs.gbps * 125'000'000.0);
-    }
-
-    // Counters, in catalogue order within the port's files.
-    std::uint32_t saturated = 0;
-    for (std::size_t f = 0; f < layout.files.size(); ++f) {
-      const sysfs::CounterFile& file = layout.files[f];
-      if (!reading.values[f] || port.states[f] == nullptr) continue;
-      const counters::CounterState& state = *port.states[f];
-      const CounterInfo* info = port.bound[f];
-      if (info == nullptr) {
-        out.Counter(std::string(counters::kUnknownHwCounterMetric),
-                    "hw_counters files not in the catalogue (rdma.unknown_hw_counters).")
-            .Add({{"device", d.name}, {"port", port_label}, {"counter", file.name}},
-                 state.extended());
-        continue;
-      }
-      if (!config_.packet_counters && counters::IsPacketCounter(*info)) continue;
-      const std::string metric(info->metric);
-      const std::string help(info->help);
-      if (info->behavior == Behavior::kGauge) {
-        out.Gauge(metric, help).Add(labels, static_cast<double>(state.raw()) * info->scale);
-        continue;
-      }
-      out.Counter(metric, help).Add(labels, state.extended() * info->scale);
-      if (state.saturated()) {
-        ++saturated;
-        out.Gauge(ib + "port_saturated",
-                  "1 while a counter sits at its maximum (2^width-1): it no longer counts, so "
-                  "its rate reads 0 whatever happens. Absent while not saturated.")
-            .Add({{"device", d.name}, {"port", port_label}, {"counter", file.name}}, 1);
-      }
-      if (state.resets() > 0) {
-        out.Counter(ib + "port_clears_total",
-                    "Times a counter went down other than by a 32-bit wrap (perfquery -R, "
-                    "driver reload). Present once a reset was seen.")
-            .Add({{"device", d.name}, {"port", port_label}, {"counter", file.name}},
-                 static_cast<double>(state.resets()));
-      }
-    }
-    // These three are 0 on a healthy port: series only while they are not (rules test == 1, the
-    // dashboards sum or take the max), as the findings.
-    if (saturated > 0) {
-      out.Gauge(ib + "port_saturated_counters",
-                "Number of the port's counters sitting at their maximum; absent while none is.")
-          .Add(labels, saturated);
-    }
-    for (const auto& [reason, count] : reading.unreadable) {
-      out.Gauge(ib + "port_unreadable_files",
-                "Port files that gave no value this poll, by reason (errno name, no_pma, "
-                "malformed, restricted). Failing files are not read again.")
-          .Add({{"device", d.name}, {"port", port_label}, {"reason", reason}}, count);
-    }
-    if (reading.restricted) {
-      out.Gauge(ib + "port_restricted",
-                "1 when the port's PMA counters fail with EINVAL (restricted PF): they are no "
-                "longer read. Absent otherwise.")
-          .Add(labels, 1);
-    }
-
-    for (const auto& [transition, count] : port.health.transitions()) {
-      out.Counter(ib + "port_state_transitions_total",
-                  "Port state changes seen between polls, by from and to state.")
-          .Add({{"device", d.name},
-                {"port", port_label},
-                {"from", transition.first},
-                {"to", transition.second}},
-               static_cast<double>(count));
-    }
-    if (const std::size_t episodes = port.health.history().Episodes(now); episodes > 0) {
-      out.Gauge(ib + "port_flap_episodes",
-                "Link-down-then-ACTIVE episodes within rdma.link.flap_window; absent while "
-                "there is none.")
-          .Add(labels, static_cast<double>(episodes));
-    }
-
-    findings.clear();
-    port.health.Findings(now, below_expected && j.eligible, &findings);
-    if (expected.rate_gbps > 0 && j.eligible) {
-      findings.push_back({"rate_degraded", "warning",
-                          j.attrs.state == sysfs::kStateActive && j.attrs.gbps >= 0 &&
-                              j.attrs.gbps < expected.rate_gbps});
-    }
-    for (const health::Finding& finding : findings) {
-      if (!finding.active) continue;
-      out.Gauge(ib + "finding", kFindingHelp)
-          .Add({{"device", d.name},
-                {"port", port_label},
-                {"finding", finding.name},
-                {"severity", finding.severity}},
-               1);
-    }
+  out.Gauge(Ib("port_info"),
+            "Constant 1 per port, labeled with link layer, active width and speed, and the "
+            "network interface (RoCE, IPoIB).")
+      .Add({{"device", d.name},
+            {"port", port_label},
+            {"link_layer", j.attrs.link_layer},
+            {"width", j.attrs.width},
+            {"speed", j.attrs.speed},
+            {"netdev", layout.netdev}},
+           1);
+  if (j.attrs.state >= 0) {
+    out.Gauge(Ib("state_id"),
+              "Port state (1: down, 2: init, 3: armed, 4: active, 5: active defer).")
+        .Add(labels, j.attrs.state);
+  }
+  if (j.attrs.phys_state >= 0) {
+    out.Gauge(Ib("physical_state_id"),
+              "Physical port state (1: sleep, 2: polling, 3: disabled, 4: port configuration "
+              "training, 5: link up, 6: link error recovery, 7: phy test).")
+        .Add(labels, j.attrs.phys_state);
+  }
+  if (j.attrs.gbps >= 0) {
+    out.Gauge(Ib("rate_bytes_per_second"),
+              "Nominal signalling rate of the port (lanes x lane speed), in bytes per second.")
+        .Add(labels, j.attrs.gbps * 125'000'000.0);
   }
 
-  // Ports of devices that vanished keep their link findings for a while.
+  RenderPortCounters(out, d.name, port_label, labels, layout, reading, port);
+  RenderPortHealth(out, j, port, now, below_expected);
+}
+
+// Counters, in catalogue order within the port's files.
+void RdmaSource::RenderPortCounters(metrics::FamilySet& out, const std::string& device,
+                                    const std::string& port_label, const metrics::Labels& labels,
+                                    const sysfs::PortLayout& layout,
+                                    const sysfs::PortReading& reading,
+                                    const PortState& port) const {
+  std::uint32_t saturated = 0;
+  for (std::size_t f = 0; f < layout.files.size(); ++f) {
+    const sysfs::CounterFile& file = layout.files[f];
+    if (!reading.values[f] || port.states[f] == nullptr) continue;
+    const counters::CounterState& state = *port.states[f];
+    const CounterInfo* info = port.bound[f];
+    if (info == nullptr) {
+      out.Counter(std::string(counters::kUnknownHwCounterMetric),
+                  "hw_counters files not in the catalogue (rdma.unknown_hw_counters).")
+          .Add({{"device", device}, {"port", port_label}, {"counter", file.name}},
+               state.extended());
+      continue;
+    }
+    if (!config_.packet_counters && counters::IsPacketCounter(*info)) continue;
+    const std::string metric(info->metric);
+    const std::string help(info->help);
+    if (info->behavior == Behavior::kGauge) {
+      out.Gauge(metric, help).Add(labels, static_cast<double>(state.raw()) * info->scale);
+      continue;
+    }
+    out.Counter(metric, help).Add(labels, state.extended() * info->scale);
+    if (state.saturated()) {
+      ++saturated;
+      out.Gauge(Ib("port_saturated"),
+                "1 while a counter sits at its maximum (2^width-1): it no longer counts, so "
+                "its rate reads 0 whatever happens. Absent while not saturated.")
+          .Add({{"device", device}, {"port", port_label}, {"counter", file.name}}, 1);
+    }
+    if (state.resets() > 0) {
+      out.Counter(Ib("port_clears_total"),
+                  "Times a counter went down other than by a 32-bit wrap (perfquery -R, "
+                  "driver reload). Present once a reset was seen.")
+          .Add({{"device", device}, {"port", port_label}, {"counter", file.name}},
+               static_cast<double>(state.resets()));
+    }
+  }
+  // These three are 0 on a healthy port: series only while they are not (rules test == 1, the
+  // dashboards sum or take the max), as the findings.
+  if (saturated > 0) {
+    out.Gauge(Ib("port_saturated_counters"),
+              "Number of the port's counters sitting at their maximum; absent while none is.")
+        .Add(labels, saturated);
+  }
+  for (const auto& [reason, count] : reading.unreadable) {
+    out.Gauge(Ib("port_unreadable_files"),
+              "Port files that gave no value this poll, by reason (errno name, no_pma, "
+              "malformed, restricted). Failing files are not read again.")
+        .Add({{"device", device}, {"port", port_label}, {"reason", reason}}, count);
+  }
+  if (reading.restricted) {
+    out.Gauge(Ib("port_restricted"),
+              "1 when the port's PMA counters fail with EINVAL (restricted PF): they are no "
+              "longer read. Absent otherwise.")
+        .Add(labels, 1);
+  }
+}
+
+// State changes, flaps and the port's findings.
+void RdmaSource::RenderPortHealth(metrics::FamilySet& out, const JudgedPort& j,
+                                  const PortState& port, health::TimePoint now,
+                                  bool below_expected) const {
+  const config::RdmaExpectedConfig& expected = config_.expected;
+  const std::string& device = j.device->name;
+  const std::string port_label = PortLabel(j.device->ports[j.port_index].number);
+  const metrics::Labels labels = {{"device", device}, {"port", port_label}};
+  std::vector<health::Finding> findings;
+  for (const auto& [transition, count] : port.health.transitions()) {
+    out.Counter(Ib("port_state_transitions_total"),
+                "Port state changes seen between polls, by from and to state.")
+        .Add({{"device", device},
+              {"port", port_label},
+              {"from", transition.first},
+              {"to", transition.second}},
+             static_cast<double>(count));
+  }
+  if (const std::size_t episodes = port.health.history().Episodes(now); episodes > 0) {
+    out.Gauge(Ib("port_flap_episodes"),
+              "Link-down-then-ACTIVE episodes within rdma.link.flap_window; absent while "
+              "there is none.")
+        .Add(labels, static_cast<double>(episodes));
+  }
+
+  port.health.Findings(now, below_expected && j.eligible, &findings);
+  if (expected.rate_gbps > 0 && j.eligible) {
+    findings.push_back({"rate_degraded", "warning",
+                        j.attrs.state == sysfs::kStateActive && j.attrs.gbps >= 0 &&
+                            j.attrs.gbps < expected.rate_gbps});
+  }
+  for (const health::Finding& finding : findings) {
+    if (!finding.active) continue;
+    out.Gauge(Ib("finding"), kFindingHelp)
+        .Add({{"device", device},
+              {"port", port_label},
+              {"finding", finding.name},
+              {"severity", finding.severity}},
+             1);
+  }
+}
+
+// Ports of devices that vanished keep their link findings for a while.
+void RdmaSource::RenderVanishedPorts(metrics::FamilySet& out, health::TimePoint now) const {
+  std::vector<health::Finding> findings;
   for (auto& [key, port] : ports_) {
     if (port.present) continue;
     findings.clear();
@@ -423,7 +468,7 @@ std::string RdmaSource::RenderLocked(const sysfs::Snapshot& snapshot, health::Ti
       if (!finding.active || (finding.name != "link_down" && finding.name != "link_flapping")) {
         continue;
       }
-      out.Gauge(ib + "finding", kFindingHelp)
+      out.Gauge(Ib("finding"), kFindingHelp)
           .Add({{"device", key.first},
                 {"port", PortLabel(key.second)},
                 {"finding", finding.name},
@@ -431,22 +476,25 @@ std::string RdmaSource::RenderLocked(const sysfs::Snapshot& snapshot, health::Ti
                1);
     }
   }
+}
 
-  // Node level.
-  out.Gauge(ib + "active_ports",
+// Node level: expected ports and rate, GPU-NIC affinity.
+void RdmaSource::RenderNode(metrics::FamilySet& out, const Judgement& judgement) const {
+  const config::RdmaExpectedConfig& expected = config_.expected;
+  out.Gauge(Ib("active_ports"),
             "Ports of rdma.expected.link_layer that are ACTIVE, LinkUp and at least "
             "rdma.expected.rate_gbps.")
-      .Add({}, good);
+      .Add({}, judgement.good);
   if (expected.ports > 0) {
-    out.Gauge(ib + "expected_active_ports", "rdma.expected.ports: ports the node should have.")
+    out.Gauge(Ib("expected_active_ports"), "rdma.expected.ports: ports the node should have.")
         .Add({}, expected.ports);
-    if (below_expected) {
-      out.Gauge(ib + "finding", kFindingHelp)
+    if (judgement.below_expected) {
+      out.Gauge(Ib("finding"), kFindingHelp)
           .Add({{"finding", "ports_below_expected"}, {"severity", "critical"}}, 1);
     }
   }
   if (expected.rate_gbps > 0) {
-    out.Gauge(ib + "expected_rate_bytes_per_second", "rdma.expected.rate_gbps in bytes per second.")
+    out.Gauge(Ib("expected_rate_bytes_per_second"), "rdma.expected.rate_gbps in bytes per second.")
         .Add({}, expected.rate_gbps * 125'000'000.0);
   }
 
@@ -463,8 +511,11 @@ std::string RdmaSource::RenderLocked(const sysfs::Snapshot& snapshot, health::Ti
               {"pci_distance", std::to_string(row.distance)}},
              1);
   }
+}
 
-  // The source itself.
+// The source itself.
+void RdmaSource::RenderSelf(metrics::FamilySet& out, const sysfs::Snapshot& snapshot,
+                            double poll_seconds) const {
   std::size_t vanished_devices = 0;
   {
     std::vector<std::string> names;
@@ -499,7 +550,6 @@ std::string RdmaSource::RenderLocked(const sysfs::Snapshot& snapshot, health::Ti
       .Add({}, poll_seconds);
   out.Gauge("ncclscope_rdma_last_poll_timestamp_seconds", "Unix time of the latest poll.")
       .Add({}, UnixNow());
-  return out.Text();
 }
 
 }  // namespace ncclscope::rdma
