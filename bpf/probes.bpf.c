@@ -60,7 +60,7 @@ struct {
 
 struct {
   __uint(type, BPF_MAP_TYPE_ARRAY);
-  __uint(max_entries, NCCLSCOPE_COUNTER_COUNT);
+  __uint(max_entries, NCCLSCOPE_BPF_COUNTER_COUNT);
   __type(key, __u32);
   __type(value, __u64);
 } counters SEC(".maps");
@@ -96,7 +96,7 @@ static __always_inline void add_call(__u32 op, __u64 calls_delta, __u64 bytes) {
     bpf_map_update_elem(&calls, &key, &zero, BPF_NOEXIST);
     stats = bpf_map_lookup_elem(&calls, &key);
     if (!stats) {
-      bump(NCCLSCOPE_COUNTER_CALLS_FULL);
+      bump(NCCLSCOPE_BPF_CALLS_FULL);
       return;
     }
   }
@@ -114,7 +114,7 @@ static __always_inline void add_result(void *map, __u32 op, __s64 value) {
     bpf_map_update_elem(map, &key, &zero, BPF_NOEXIST);
     count = bpf_map_lookup_elem(map, &key);
     if (!count) {
-      bump(NCCLSCOPE_COUNTER_RESULTS_FULL);
+      bump(NCCLSCOPE_BPF_RESULTS_FULL);
       return;
     }
   }
@@ -124,7 +124,7 @@ static __always_inline void add_result(void *map, __u32 op, __s64 value) {
 static __always_inline struct ncclscope_event *new_event(__u32 kind, __u32 op) {
   struct ncclscope_event *event = bpf_ringbuf_reserve(&events, sizeof(*event), 0);
   if (!event) {
-    bump(NCCLSCOPE_COUNTER_EVENTS_LOST);
+    bump(NCCLSCOPE_BPF_EVENTS_LOST);
     return 0;
   }
   struct ncclscope_proc_key key = {};

@@ -154,14 +154,14 @@ void Runtime::Render(metrics::TextWriter& out) const {
   scans.Add({}, static_cast<double>(scans_.load()));
   metrics::Family& dropped = families.Counter("ncclscope_ebpf_dropped_total",
                                               "Things the eBPF source had to drop, by reason.");
-  std::uint64_t counters[NCCLSCOPE_COUNTER_COUNT] = {};
-  for (std::uint32_t i = 0; i < NCCLSCOPE_COUNTER_COUNT; ++i) {
+  std::uint64_t counters[NCCLSCOPE_BPF_COUNTER_COUNT] = {};
+  for (std::uint32_t i = 0; i < NCCLSCOPE_BPF_COUNTER_COUNT; ++i) {
     bpf_map_lookup_elem(objects_->counters_fd(), &i, &counters[i]);
   }
   const std::pair<const char*, std::uint64_t> reasons[] = {
-      {"events_lost", counters[NCCLSCOPE_COUNTER_EVENTS_LOST]},
-      {"calls_map_full", counters[NCCLSCOPE_COUNTER_CALLS_FULL]},
-      {"results_map_full", counters[NCCLSCOPE_COUNTER_RESULTS_FULL]},
+      {"events_lost", counters[NCCLSCOPE_BPF_EVENTS_LOST]},
+      {"calls_map_full", counters[NCCLSCOPE_BPF_CALLS_FULL]},
+      {"results_map_full", counters[NCCLSCOPE_BPF_RESULTS_FULL]},
       {"rescan_queue_full", rescan_overflows_.load()},
       {"label_sets_overflow", attributor_->overflows()},
       {"communicators_overflow", communicator_overflows_.load()},

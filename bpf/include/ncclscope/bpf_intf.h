@@ -98,12 +98,14 @@ struct ncclscope_stash {
   __u64 arg[3]; /* op-specific, see probes.bpf.c */
 };
 
-/* Indexes of the `counters` array map: things the BPF side had to drop. */
-enum ncclscope_counter {
-  NCCLSCOPE_COUNTER_EVENTS_LOST = 0,  /* ring buffer full */
-  NCCLSCOPE_COUNTER_CALLS_FULL = 1,   /* `calls` map full: a process/op pair was not counted */
-  NCCLSCOPE_COUNTER_RESULTS_FULL = 2, /* `results` or `qp_states` map full */
-  NCCLSCOPE_COUNTER_COUNT = 3,
+/* Indexes of the `counters` array map: things the BPF side had to drop. (NCCLSCOPE_BPF_: the
+ * plugin ring header, plugin/ring/ncclscope_ring.h, has an ncclscope_counter of its own, and the
+ * two headers are included together.) */
+enum ncclscope_bpf_counter {
+  NCCLSCOPE_BPF_EVENTS_LOST = 0,  /* ring buffer full */
+  NCCLSCOPE_BPF_CALLS_FULL = 1,   /* `calls` map full: a process/op pair was not counted */
+  NCCLSCOPE_BPF_RESULTS_FULL = 2, /* `results` or `qp_states` map full */
+  NCCLSCOPE_BPF_COUNTER_COUNT = 3,
 };
 
 /* Ring-buffer records: process lifecycle and rare API events the agent keeps state for. */
