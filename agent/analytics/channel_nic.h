@@ -47,28 +47,10 @@
 
 namespace ncclscope::analytics {
 
-enum class OwnerStatus : std::uint8_t {
-  kOk,
-  kUnknown,    // no process holds the ring's lock with the ring's pid (gone, other pid namespace)
-  kAmbiguous,  // several do
-};
-
-// The host process that wrote a ring.
-struct RingOwner {
-  OwnerStatus status = OwnerStatus::kUnknown;
-  std::int32_t pid = 0;  // thread group id in the agent's pid namespace
-};
-
-// What the join needs to know about the host's processes (agent/profiler/ring_owner.h reads
-// /proc; tests inject their own).
-class HostProcesses {
- public:
-  virtual ~HostProcesses() = default;
-  // The process that writes `origin`'s ring.
-  virtual RingOwner OwnerOf(const profiler::RingOrigin& origin) = 0;
-  // The process (thread group id) that task `task` (a thread id) belongs to; nullopt when gone.
-  virtual std::optional<std::int32_t> ThreadGroupOf(std::int32_t task) = 0;
-};
+// Which host process wrote a ring: the reader's side answers (agent/profiler/record_sink.h).
+using profiler::HostProcesses;
+using profiler::OwnerStatus;
+using profiler::RingOwner;
 
 // Why a lookup found no NIC: the `reason` label.
 enum class NicFailure : std::uint8_t {

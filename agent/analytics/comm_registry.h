@@ -33,7 +33,6 @@
 
 #include "agent/analytics/label_cap.h"
 #include "agent/profiler/record_sink.h"
-#include "agent/profiler/ring_directory.h"
 
 namespace ncclscope::analytics {
 

@@ -33,7 +33,6 @@
 #include "agent/analytics/p2p_series.h"
 #include "agent/core/text_exposition.h"
 #include "agent/profiler/record_sink.h"
-#include "agent/profiler/ring_directory.h"
 
 namespace ncclscope::analytics {
 

@@ -1,10 +1,14 @@
 #pragma once
 
-// What the ring reader hands on: validated records, grouped (an op with all its channel times),
-// tagged with the process they came from. The NCCL analytics (agent/analytics) are the profiler
-// source's sink; further sinks plug in with ProfilerSource::AddSink without touching the reader.
+// The seam between the ring reader (agent/profiler) and its sinks (the NCCL analytics,
+// agent/analytics; further sinks plug in with ProfilerSource::AddSink): what the reader hands on
+// (validated records, grouped: an op with all its channel times, tagged with the process they
+// came from; each pass's live communicators) and what a sink may ask of the reader's side (which
+// host process wrote a ring). A sink includes this header and nothing else of the reader's.
 
+#include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "plugin/ring/ncclscope_ring.h"
@@ -40,6 +44,61 @@ struct OpView {
   std::uint32_t n_channels = 0;  // entries in channels[], ascending channel order
   ncclscope_channel_time channels[NCCLSCOPE_MAX_CHANNELS] = {};
   std::uint8_t channel_ids[NCCLSCOPE_MAX_CHANNELS] = {};
+};
+
+// One live or finalized communicator from the comm table (consistent copy).
+struct CommSlotSnapshot {
+  std::uint32_t index = 0;
+  std::uint32_t state = 0;  // ncclscope_comm_state
+  std::uint64_t comm_id = 0;
+  std::uint64_t context = 0;
+  std::int32_t rank = 0;
+  std::int32_t nranks = 0;
+  std::int32_t nnodes = 0;
+  std::int32_t cuda_device = -1;
+  std::string name;
+  std::string gpu_uuid;
+  std::string pci_bus_id;
+  std::uint64_t ops_enqueued = 0;
+  std::uint64_t ops_completed = 0;
+  std::uint64_t last_enqueue_ns = 0;
+  std::uint64_t last_enqueue_seq = 0;
+  std::uint32_t last_enqueue_func = 0;
+  std::uint64_t last_complete_ns = 0;
+  std::uint64_t last_complete_seq = 0;
+  std::uint32_t last_complete_func = 0;
+  std::array<ncclscope_recent_op, NCCLSCOPE_RECENT_OPS> recent{};
+};
+
+// A communicator from a live ring's comm table, with where it runs.
+struct LiveComm {
+  CommSlotSnapshot slot;
+  std::string hostname;
+  std::int32_t pid = 0;
+  const RingOrigin* origin = nullptr;  // the ring's, valid until the next Poll()
+};
+
+enum class OwnerStatus : std::uint8_t {
+  kOk,
+  kUnknown,    // no process holds the ring's lock with the ring's pid (gone, other pid namespace)
+  kAmbiguous,  // several do
+};
+
+// The host process that wrote a ring.
+struct RingOwner {
+  OwnerStatus status = OwnerStatus::kUnknown;
+  std::int32_t pid = 0;  // thread group id in the agent's pid namespace
+};
+
+// What the join needs to know about the host's processes (ring_owner.h reads /proc; tests inject
+// their own).
+class HostProcesses {
+ public:
+  virtual ~HostProcesses() = default;
+  // The process that writes `origin`'s ring.
+  virtual RingOwner OwnerOf(const profiler::RingOrigin& origin) = 0;
+  // The process (thread group id) that task `task` (a thread id) belongs to; nullopt when gone.
+  virtual std::optional<std::int32_t> ThreadGroupOf(std::int32_t task) = 0;
 };
 
 class RecordSink {

@@ -31,14 +31,6 @@
 
 namespace ncclscope::profiler {
 
-// A communicator from a live ring's comm table, with where it runs.
-struct LiveComm {
-  CommSlotSnapshot slot;
-  std::string hostname;
-  std::int32_t pid = 0;
-  const RingOrigin* origin = nullptr;  // the ring's, valid until the next Poll()
-};
-
 // Bounds a pass works within whatever the directory holds.
 struct DirectoryLimits {
   std::uint32_t max_rings = 256;             // rings held open (plugin.max_rings)

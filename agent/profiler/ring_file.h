@@ -39,30 +39,6 @@ struct RingHeaderSnapshot {
   ncclscope_governor_state governor{};  // as the plugin wrote it: untrusted, check before use
 };
 
-// One live or finalized communicator from the comm table (consistent copy).
-struct CommSlotSnapshot {
-  std::uint32_t index = 0;
-  std::uint32_t state = 0;  // ncclscope_comm_state
-  std::uint64_t comm_id = 0;
-  std::uint64_t context = 0;
-  std::int32_t rank = 0;
-  std::int32_t nranks = 0;
-  std::int32_t nnodes = 0;
-  std::int32_t cuda_device = -1;
-  std::string name;
-  std::string gpu_uuid;
-  std::string pci_bus_id;
-  std::uint64_t ops_enqueued = 0;
-  std::uint64_t ops_completed = 0;
-  std::uint64_t last_enqueue_ns = 0;
-  std::uint64_t last_enqueue_seq = 0;
-  std::uint32_t last_enqueue_func = 0;
-  std::uint64_t last_complete_ns = 0;
-  std::uint64_t last_complete_seq = 0;
-  std::uint32_t last_complete_func = 0;
-  std::array<ncclscope_recent_op, NCCLSCOPE_RECENT_OPS> recent{};
-};
-
 struct DrainStats {
   std::uint64_t records = 0;  // valid records delivered (continuations included)
   std::array<std::uint64_t, NCCLSCOPE_REC_TYPE_MAX + 1> by_type{};

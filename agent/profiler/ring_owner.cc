@@ -107,8 +107,8 @@ std::optional<std::string> ProcRingOwners::Status(std::int32_t pid) const {
                                   kMaxStatusBytes);
 }
 
-analytics::RingOwner ProcRingOwners::OwnerOf(const RingOrigin& origin) {
-  analytics::RingOwner unknown;
+RingOwner ProcRingOwners::OwnerOf(const RingOrigin& origin) {
+  RingOwner unknown;
   // Names come from the directory listing; still, only a plain name may be joined to the path.
   if (origin.ring.empty() || origin.ring.find('/') != std::string::npos || origin.ring == "." ||
       origin.ring == ".." || origin.pid <= 0) {
@@ -137,7 +137,7 @@ analytics::RingOwner ProcRingOwners::OwnerOf(const RingOrigin& origin) {
   std::vector<std::int32_t>& candidates = exact.empty() ? by_inode : exact;
   std::sort(candidates.begin(), candidates.end());
   candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
-  analytics::RingOwner found;
+  RingOwner found;
   int matches = 0;
   for (const std::int32_t pid : candidates) {
     const std::optional<std::string> status = Status(pid);
@@ -146,10 +146,10 @@ analytics::RingOwner ProcRingOwners::OwnerOf(const RingOrigin& origin) {
     ++matches;
   }
   if (matches == 1) {
-    found.status = analytics::OwnerStatus::kOk;
+    found.status = OwnerStatus::kOk;
     return found;
   }
-  if (matches > 1) return {analytics::OwnerStatus::kAmbiguous, 0};
+  if (matches > 1) return {OwnerStatus::kAmbiguous, 0};
   return unknown;
 }
 

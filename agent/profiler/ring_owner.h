@@ -26,7 +26,7 @@
 #include <string_view>
 #include <vector>
 
-#include "agent/analytics/channel_nic.h"
+#include "agent/profiler/record_sink.h"
 
 namespace ncclscope::profiler {
 
@@ -47,11 +47,11 @@ inline constexpr std::size_t kMaxProcLocksBytes = 16u << 20;
 std::optional<std::int32_t> StatusField(std::string_view status, std::string_view field);
 std::optional<std::int32_t> InnermostPid(std::string_view status);
 
-class ProcRingOwners : public analytics::HostProcesses {
+class ProcRingOwners : public HostProcesses {
  public:
   ProcRingOwners(std::string ring_dir, std::string proc_root);
 
-  analytics::RingOwner OwnerOf(const RingOrigin& origin) override;
+  RingOwner OwnerOf(const RingOrigin& origin) override;
   std::optional<std::int32_t> ThreadGroupOf(std::int32_t task) override;
 
  private:

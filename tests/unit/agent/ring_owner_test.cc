@@ -96,24 +96,22 @@ TEST(RingOwnerTest, FindsThisProcessAsTheHolderOfItsRing) {
   LockedFile ring(dir.path() + "/" + name);
   ASSERT_TRUE(ring.locked());
   ProcRingOwners owners(dir.path(), "/proc");
-  const analytics::RingOwner owner = owners.OwnerOf(Origin(name, ::getpid()));
-  EXPECT_EQ(owner.status, analytics::OwnerStatus::kOk);
+  const RingOwner owner = owners.OwnerOf(Origin(name, ::getpid()));
+  EXPECT_EQ(owner.status, OwnerStatus::kOk);
   EXPECT_EQ(owner.pid, ::getpid());
   // The header's pid must be the holder's own: a ring claiming another pid has no owner.
-  EXPECT_EQ(owners.OwnerOf(Origin(name, ::getpid() + 1)).status, analytics::OwnerStatus::kUnknown);
+  EXPECT_EQ(owners.OwnerOf(Origin(name, ::getpid() + 1)).status, OwnerStatus::kUnknown);
   // Nobody holds this one; this one does not exist; these are no plain names.
   dir.WriteFile("ncclscope-1-2.ring", "x");
-  EXPECT_EQ(owners.OwnerOf(Origin("ncclscope-1-2.ring", ::getpid())).status,
-            analytics::OwnerStatus::kUnknown);
-  EXPECT_EQ(owners.OwnerOf(Origin("ncclscope-9-9.ring", ::getpid())).status,
-            analytics::OwnerStatus::kUnknown);
+  EXPECT_EQ(owners.OwnerOf(Origin("ncclscope-1-2.ring", ::getpid())).status, OwnerStatus::kUnknown);
+  EXPECT_EQ(owners.OwnerOf(Origin("ncclscope-9-9.ring", ::getpid())).status, OwnerStatus::kUnknown);
   for (const char* bad : {"../"
                           "x",
                           "a/b", "..", ""}) {
-    EXPECT_EQ(owners.OwnerOf(Origin(bad, ::getpid())).status, analytics::OwnerStatus::kUnknown);
+    EXPECT_EQ(owners.OwnerOf(Origin(bad, ::getpid())).status, OwnerStatus::kUnknown);
   }
   ProcRingOwners no_proc(dir.path(), dir.path() + "/no-proc");
-  EXPECT_EQ(no_proc.OwnerOf(Origin(name, ::getpid())).status, analytics::OwnerStatus::kUnknown);
+  EXPECT_EQ(no_proc.OwnerOf(Origin(name, ::getpid())).status, OwnerStatus::kUnknown);
 }
 
 // A process that is pid 1 of a new pid namespace (as a job's main process in a pod), holding a
@@ -196,15 +194,15 @@ TEST(RingOwnerTest, FindsTheHostPidOfAWriterInItsOwnPidNamespace) {
   ASSERT_EQ(job.inner_pid(), 1);
   ASSERT_GT(job.host_pid(), 1);
   ProcRingOwners owners(dir.path(), "/proc");
-  const analytics::RingOwner owner = owners.OwnerOf(Origin(name, 1));
-  EXPECT_EQ(owner.status, analytics::OwnerStatus::kOk);
+  const RingOwner owner = owners.OwnerOf(Origin(name, 1));
+  EXPECT_EQ(owner.status, OwnerStatus::kOk);
   EXPECT_EQ(owner.pid, job.host_pid());
 
   // A second "container" whose writer is pid 1 too, holding the same file (a hostile pod
   // locking another job's ring): no way to tell which wrote it.
   Container other(dir.path() + "/" + name);
   ASSERT_EQ(other.error(), 0);
-  EXPECT_EQ(owners.OwnerOf(Origin(name, 1)).status, analytics::OwnerStatus::kAmbiguous);
+  EXPECT_EQ(owners.OwnerOf(Origin(name, 1)).status, OwnerStatus::kAmbiguous);
 }
 
 TEST(RingOwnerTest, ThreadsMapToTheirProcess) {
