@@ -11,6 +11,7 @@
 
 #include "agent/core/log.h"
 #include "agent/ebpf/proc/errno_text.h"
+#include "agent/ebpf/proc/unique_fd.h"
 #include "probes.skel.h"
 #include "vma_iter.skel.h"
 
@@ -57,23 +58,30 @@ std::string LoadError(int err) {
 
 }  // namespace
 
-const Features& ProbeFeatures() {
-  static const Features features = [] {
-    Features f;
-    f.has_uprobe_pmu = access("/sys/bus/event_source/devices/uprobe/type", R_OK) == 0;
-    std::string error;
-    auto objects = BpfObjects::Load(&error);
-    if (!objects) {
-      f.reason = error;
-      return f;
-    }
-    if (!f.has_uprobe_pmu) {
-      f.reason = "the kernel has no uprobe PMU (CONFIG_UPROBE_EVENTS)";
-      return f;
-    }
-    f.can_load = true;
-    f.has_vma_iterator = objects->ExecutableMappings(getpid()).has_value();
+Features DecideFeatures(const FeatureFacts& facts) {
+  Features f;
+  f.has_uprobe_pmu = facts.uprobe_pmu;
+  if (!facts.objects_loaded) {
+    f.reason = facts.load_error;
     return f;
+  }
+  if (!facts.uprobe_pmu) {
+    f.reason = "the kernel has no uprobe PMU (CONFIG_UPROBE_EVENTS)";
+    return f;
+  }
+  f.can_load = true;
+  f.has_vma_iterator = facts.vma_iterator;
+  return f;
+}
+
+Features ProbeKernelFeatures() {
+  static const Features features = [] {
+    FeatureFacts facts;
+    facts.uprobe_pmu = access("/sys/bus/event_source/devices/uprobe/type", R_OK) == 0;
+    auto objects = BpfObjects::Load(&facts.load_error);
+    facts.objects_loaded = objects != nullptr;
+    facts.vma_iterator = objects && objects->ExecutableMappings(getpid()).has_value();
+    return DecideFeatures(facts);
   }();
   return features;
 }
@@ -116,11 +124,44 @@ bool BpfObjects::AttachLifecycle(std::string* error) {
 
 bpf_program* BpfObjects::entry_program() const { return probes_->progs.ncclscope_entry; }
 bpf_program* BpfObjects::return_program() const { return probes_->progs.ncclscope_return; }
-int BpfObjects::calls_fd() const { return bpf_map__fd(probes_->maps.calls); }
-int BpfObjects::results_fd() const { return bpf_map__fd(probes_->maps.results); }
-int BpfObjects::qp_states_fd() const { return bpf_map__fd(probes_->maps.qp_states); }
-int BpfObjects::counters_fd() const { return bpf_map__fd(probes_->maps.counters); }
-int BpfObjects::events_fd() const { return bpf_map__fd(probes_->maps.events); }
+BpfMap<ncclscope_proc_key, ncclscope_call_stats> BpfObjects::calls() const {
+  return BpfMap<ncclscope_proc_key, ncclscope_call_stats>(bpf_map__fd(probes_->maps.calls));
+}
+BpfMap<ncclscope_result_key, std::uint64_t> BpfObjects::results() const {
+  return BpfMap<ncclscope_result_key, std::uint64_t>(bpf_map__fd(probes_->maps.results));
+}
+BpfMap<ncclscope_result_key, std::uint64_t> BpfObjects::qp_states() const {
+  return BpfMap<ncclscope_result_key, std::uint64_t>(bpf_map__fd(probes_->maps.qp_states));
+}
+BpfMap<std::uint32_t, std::uint64_t> BpfObjects::counters() const {
+  return BpfMap<std::uint32_t, std::uint64_t>(bpf_map__fd(probes_->maps.counters));
+}
+
+std::unique_ptr<EventRing> EventRing::Open(const BpfObjects& objects, Handler handler,
+                                           std::string* error) {
+  std::unique_ptr<EventRing> ring(new EventRing(std::move(handler)));
+  ring->ring_ = ring_buffer__new(bpf_map__fd(objects.probes_->maps.events), &EventRing::OnRecord,
+                                 ring.get(), nullptr);
+  if (ring->ring_ == nullptr) {
+    *error = std::string("cannot open the BPF ring buffer: ") + ErrnoText(errno);
+    return nullptr;
+  }
+  return ring;
+}
+
+EventRing::~EventRing() {
+  if (ring_ != nullptr) ring_buffer__free(ring_);
+}
+
+int EventRing::Poll(int timeout_ms) { return ring_buffer__poll(ring_, timeout_ms); }
+
+int EventRing::OnRecord(void* ctx, void* data, std::size_t size) {
+  if (size < sizeof(ncclscope_event)) return 0;
+  ncclscope_event event;
+  std::memcpy(&event, data, sizeof(event));
+  static_cast<EventRing*>(ctx)->handler_(event);
+  return 0;
+}
 
 std::optional<std::vector<ncclscope_vma_record>> BpfObjects::ExecutableMappings(pid_t pid) const {
   if (vma_ == nullptr) return std::nullopt;
@@ -132,20 +173,19 @@ std::optional<std::vector<ncclscope_vma_record>> BpfObjects::ExecutableMappings(
   opts.link_info_len = sizeof(info);
   const AttachedProbe link(bpf_program__attach_iter(vma_->progs.ncclscope_vmas, &opts));
   if (!link.valid()) return std::nullopt;
-  const int fd = bpf_iter_create(bpf_link__fd(link.get()));
-  if (fd < 0) return std::nullopt;
+  const UniqueFd fd(bpf_iter_create(bpf_link__fd(link.get())));
+  if (!fd.valid()) return std::nullopt;
   std::vector<ncclscope_vma_record> records;
   std::vector<char> bytes;
   char buffer[8192];
   constexpr std::size_t kMaxBytes = 16 << 20;  // a process with ~400k executable mappings
   for (;;) {
-    const ssize_t n = read(fd, buffer, sizeof(buffer));
+    const ssize_t n = read(fd.get(), buffer, sizeof(buffer));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     bytes.insert(bytes.end(), buffer, buffer + n);
     if (bytes.size() > kMaxBytes) break;
   }
-  close(fd);
   records.resize(bytes.size() / sizeof(ncclscope_vma_record));
   // An empty read (the process exited meanwhile) leaves both buffers without storage.
   if (!records.empty()) {

@@ -5,8 +5,8 @@
 
 namespace ncclscope::ebpf {
 
-EbpfSource::EbpfSource(RingWriters ring_writers)
-    : Source("ebpf"), ring_writers_(std::move(ring_writers)) {}
+EbpfSource::EbpfSource(RingWriters ring_writers, FeatureProbe features)
+    : Source("ebpf"), ring_writers_(std::move(ring_writers)), features_(std::move(features)) {}
 
 EbpfSource::~EbpfSource() { Stop(); }
 
@@ -20,7 +20,7 @@ SourceStatus EbpfSource::Start(const config::Config& config) {
     if (config.plugin.enabled && ring_writers_) {
       coverage = {config.plugin.ring_dir, ring_writers_};
     }
-    runtime = Runtime::Start(config.ebpf, coverage, &error);
+    runtime = Runtime::Start(config.ebpf, coverage, features_(), &error);
   } catch (const std::exception& e) {
     error = e.what();
   }

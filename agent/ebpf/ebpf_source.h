@@ -10,6 +10,7 @@
 
 #include "agent/config/config.h"
 #include "agent/core/source.h"
+#include "agent/ebpf/bpf_objects.h"
 #include "agent/ebpf/coverage.h"
 
 namespace ncclscope::ebpf {
@@ -19,8 +20,9 @@ class Runtime;
 class EbpfSource : public Source {
  public:
   // `ring_writers`: who holds a profiler ring, for ncclscope_ebpf_uncovered_processes (empty:
-  // coverage not exported).
-  explicit EbpfSource(RingWriters ring_writers = {});
+  // coverage not exported). `features`: what the kernel allows (tests inject kernels this
+  // machine is not).
+  explicit EbpfSource(RingWriters ring_writers = {}, FeatureProbe features = ProbeKernelFeatures);
   ~EbpfSource() override;
 
   bool Enabled(const config::Config& config) const override { return config.ebpf.enabled; }
@@ -31,6 +33,7 @@ class EbpfSource : public Source {
 
  private:
   RingWriters ring_writers_;
+  FeatureProbe features_;
   mutable std::mutex mutex_;  // guards runtime_ (start/stop against collect)
   std::shared_ptr<Runtime> runtime_;
 };

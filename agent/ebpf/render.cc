@@ -1,11 +1,8 @@
 // Runtime::Render: the eBPF source's metric families, built at scrape time from the BPF maps
 // (live processes) plus the totals folded from exited ones. Names and labels: docs/metrics.md.
 
-#include <bpf/bpf.h>
-
 #include "agent/core/metric_family.h"
 #include "agent/core/text_exposition.h"
-#include "agent/ebpf/bpf_map_walk.h"
 #include "agent/ebpf/functions.h"
 #include "agent/ebpf/runtime.h"
 
@@ -32,25 +29,22 @@ void Runtime::Render(metrics::TextWriter& out) const {
   };
   // Live processes that use NCCL (coverage.h): an NCCL call counted or a communicator known.
   std::map<ProcessKey, PodLabels> nccl_processes;
-  ForEachMapEntry<ncclscope_proc_key, ncclscope_call_stats>(
-      objects_->calls_fd(), [&](const ncclscope_proc_key& key, const ncclscope_call_stats& v) {
-        const ProbedFunction* f = FunctionForOp(key.op);
-        if (f != nullptr && f->library == Library::kNccl && v.calls > 0) {
-          nccl_processes.emplace(ProcessKey{static_cast<pid_t>(key.tgid), key.start_ticks},
-                                 labels_of(key));
-        }
-        auto& total = t.calls[{labels_of(key), key.op}];
-        total.calls += v.calls;
-        total.bytes += v.bytes;
-      });
-  ForEachMapEntry<ncclscope_result_key, std::uint64_t>(
-      objects_->results_fd(), [&](const ncclscope_result_key& key, std::uint64_t v) {
-        t.results[{labels_of(key.proc), key.proc.op, key.value}] += v;
-      });
-  ForEachMapEntry<ncclscope_result_key, std::uint64_t>(
-      objects_->qp_states_fd(), [&](const ncclscope_result_key& key, std::uint64_t v) {
-        t.qp_states[{labels_of(key.proc), key.value}] += v;
-      });
+  objects_->calls().ForEach([&](const ncclscope_proc_key& key, const ncclscope_call_stats& v) {
+    const ProbedFunction* f = FunctionForOp(key.op);
+    if (f != nullptr && f->library == Library::kNccl && v.calls > 0) {
+      nccl_processes.emplace(ProcessKey{static_cast<pid_t>(key.tgid), key.start_ticks},
+                             labels_of(key));
+    }
+    auto& total = t.calls[{labels_of(key), key.op}];
+    total.calls += v.calls;
+    total.bytes += v.bytes;
+  });
+  objects_->results().ForEach([&](const ncclscope_result_key& key, std::uint64_t v) {
+    t.results[{labels_of(key.proc), key.proc.op, key.value}] += v;
+  });
+  objects_->qp_states().ForEach([&](const ncclscope_result_key& key, std::uint64_t v) {
+    t.qp_states[{labels_of(key.proc), key.value}] += v;
+  });
 
   // Created in the order they are written (FamilySet: on first use).
   metrics::FamilySet families;
@@ -156,7 +150,7 @@ void Runtime::Render(metrics::TextWriter& out) const {
                                               "Things the eBPF source had to drop, by reason.");
   std::uint64_t counters[NCCLSCOPE_BPF_COUNTER_COUNT] = {};
   for (std::uint32_t i = 0; i < NCCLSCOPE_BPF_COUNTER_COUNT; ++i) {
-    bpf_map_lookup_elem(objects_->counters_fd(), &i, &counters[i]);
+    counters[i] = objects_->counters().Lookup(i).value_or(0);
   }
   const std::pair<const char*, std::uint64_t> reasons[] = {
       {"events_lost", counters[NCCLSCOPE_BPF_EVENTS_LOST]},

@@ -1,13 +1,8 @@
 #include "agent/ebpf/runtime.h"
 
-#include <bpf/bpf.h>
-#include <bpf/libbpf.h>
-
 #include <cerrno>
-#include <cstring>
 
 #include "agent/core/log.h"
-#include "agent/ebpf/bpf_map_walk.h"
 #include "agent/ebpf/functions.h"
 #include "agent/ebpf/proc/errno_text.h"
 #include "agent/ebpf/proc/maps.h"
@@ -37,8 +32,7 @@ constexpr std::chrono::seconds kCoverageRefresh{2};
 }  // namespace
 
 std::shared_ptr<Runtime> Runtime::Start(const config::EbpfConfig& config, Coverage coverage,
-                                        std::string* error) {
-  const Features& features = ProbeFeatures();
+                                        const Features& features, std::string* error) {
   if (!features.can_load) {
     *error = features.reason;
     return nullptr;
@@ -86,11 +80,10 @@ std::shared_ptr<Runtime> Runtime::Start(const config::EbpfConfig& config, Covera
       std::make_unique<cgroup::PodMetadata>(config.runtime_state_files),
       static_cast<std::size_t>(config.max_label_sets));
 
-  rt->ring_ = ring_buffer__new(rt->objects_->events_fd(), &Runtime::OnEvent, rt.get(), nullptr);
-  if (rt->ring_ == nullptr) {
-    *error = std::string("cannot open the BPF ring buffer: ") + ErrnoText(errno);
-    return nullptr;
-  }
+  rt->events_ = EventRing::Open(
+      *rt->objects_, [raw = rt.get()](const ncclscope_event& event) { raw->HandleEvent(event); },
+      error);
+  if (!rt->events_) return nullptr;
   if (!rt->objects_->AttachLifecycle(error)) return nullptr;
   rt->worker_ = std::thread([raw = rt.get()] { raw->Work(); });
   return rt;
@@ -99,7 +92,7 @@ std::shared_ptr<Runtime> Runtime::Start(const config::EbpfConfig& config, Covera
 Runtime::~Runtime() {
   stop_ = true;
   if (worker_.joinable()) worker_.join();
-  if (ring_ != nullptr) ring_buffer__free(ring_);
+  events_.reset();
   discovery_.reset();
   registry_.reset();  // detaches every file before the programs go away
   attacher_.reset();
@@ -119,7 +112,7 @@ void Runtime::Work() {
   auto next_sweep = Clock::now();
   auto next_coverage = Clock::now();
   while (!stop_) {
-    const int n = ring_buffer__poll(ring_, 100);
+    const int n = events_->Poll(100);
     if (n < 0 && n != -EINTR) {
       NCCLSCOPE_LOG(kError, "ebpf") << "ring buffer poll failed: " << ErrnoText(-n);
     }
@@ -155,14 +148,6 @@ void Runtime::Work() {
     scans_ = discovery_->scans();
     rescan_overflows_ = discovery_->queue_overflows();
   }
-}
-
-int Runtime::OnEvent(void* ctx, void* data, std::size_t size) {
-  if (size < sizeof(ncclscope_event)) return 0;
-  ncclscope_event event{};
-  std::memcpy(&event, data, sizeof(event));
-  static_cast<Runtime*>(ctx)->HandleEvent(event);
-  return 0;
 }
 
 void Runtime::HandleEvent(const ncclscope_event& event) {
@@ -238,15 +223,13 @@ void Runtime::HandleEvent(const ncclscope_event& event) {
 
 std::set<ProcessKey> Runtime::DeadInMaps() const {
   std::set<ProcessKey> seen;
-  ForEachMapEntry<ncclscope_proc_key, ncclscope_call_stats>(
-      objects_->calls_fd(), [&](const ncclscope_proc_key& key, const auto&) {
-        seen.insert({static_cast<pid_t>(key.tgid), key.start_ticks});
-      });
-  for (int fd : {objects_->results_fd(), objects_->qp_states_fd()}) {
-    ForEachMapEntry<ncclscope_result_key, std::uint64_t>(
-        fd, [&](const ncclscope_result_key& key, std::uint64_t) {
-          seen.insert({static_cast<pid_t>(key.proc.tgid), key.proc.start_ticks});
-        });
+  objects_->calls().ForEach([&](const ncclscope_proc_key& key, const auto&) {
+    seen.insert({static_cast<pid_t>(key.tgid), key.start_ticks});
+  });
+  for (const auto& map : {objects_->results(), objects_->qp_states()}) {
+    map.ForEach([&](const ncclscope_result_key& key, std::uint64_t) {
+      seen.insert({static_cast<pid_t>(key.proc.tgid), key.proc.start_ticks});
+    });
   }
   std::set<ProcessKey> dead;
   for (const ProcessKey& p : seen) {
@@ -264,29 +247,28 @@ void Runtime::Fold(const std::set<ProcessKey>& dead) {
     return attributor_->For({static_cast<pid_t>(k.tgid), k.start_ticks}, k.cgroup_id);
   };
   std::vector<ncclscope_proc_key> call_keys;
-  ForEachMapEntry<ncclscope_proc_key, ncclscope_call_stats>(
-      objects_->calls_fd(), [&](const ncclscope_proc_key& key, const ncclscope_call_stats& value) {
-        if (!is_dead(key)) return;
-        auto& total = totals_.calls[{labels_of(key), key.op}];
-        total.calls += value.calls;
-        total.bytes += value.bytes;
-        call_keys.push_back(key);
-      });
-  for (const auto& key : call_keys) bpf_map_delete_elem(objects_->calls_fd(), &key);
+  const auto calls = objects_->calls();
+  calls.ForEach([&](const ncclscope_proc_key& key, const ncclscope_call_stats& value) {
+    if (!is_dead(key)) return;
+    auto& total = totals_.calls[{labels_of(key), key.op}];
+    total.calls += value.calls;
+    total.bytes += value.bytes;
+    call_keys.push_back(key);
+  });
+  for (const auto& key : call_keys) calls.Delete(key);
   for (const bool qp : {false, true}) {
-    const int fd = qp ? objects_->qp_states_fd() : objects_->results_fd();
+    const auto map = qp ? objects_->qp_states() : objects_->results();
     std::vector<ncclscope_result_key> keys;
-    ForEachMapEntry<ncclscope_result_key, std::uint64_t>(
-        fd, [&](const ncclscope_result_key& key, std::uint64_t value) {
-          if (!is_dead(key.proc)) return;
-          if (qp) {
-            totals_.qp_states[{labels_of(key.proc), key.value}] += value;
-          } else {
-            totals_.results[{labels_of(key.proc), key.proc.op, key.value}] += value;
-          }
-          keys.push_back(key);
-        });
-    for (const auto& key : keys) bpf_map_delete_elem(fd, &key);
+    map.ForEach([&](const ncclscope_result_key& key, std::uint64_t value) {
+      if (!is_dead(key.proc)) return;
+      if (qp) {
+        totals_.qp_states[{labels_of(key.proc), key.value}] += value;
+      } else {
+        totals_.results[{labels_of(key.proc), key.proc.op, key.value}] += value;
+      }
+      keys.push_back(key);
+    });
+    for (const auto& key : keys) map.Delete(key);
   }
   for (const ProcessKey& p : dead) {
     if (auto it = communicators_.find(p); it != communicators_.end()) {

@@ -26,8 +26,6 @@
 #include "agent/ebpf/coverage.h"
 #include "agent/ebpf/discovery.h"
 
-struct ring_buffer;
-
 namespace ncclscope::ebpf {
 
 // Counts of exited processes, kept so counters never go down when a process's BPF map entries
@@ -56,7 +54,7 @@ class Runtime {
   // Loads, attaches the lifecycle tracepoints and starts the worker; nullptr with *error when the
   // source cannot run.
   static std::shared_ptr<Runtime> Start(const config::EbpfConfig& config, Coverage coverage,
-                                        std::string* error);
+                                        const Features& features, std::string* error);
   ~Runtime();
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
@@ -66,7 +64,6 @@ class Runtime {
  private:
   Runtime() = default;
   void Work();
-  static int OnEvent(void* ctx, void* data, std::size_t size);
   void HandleEvent(const ncclscope_event& event);
   // Moves the BPF map entries of `dead` processes into totals_ (state_mutex_ held).
   void Fold(const std::set<ProcessKey>& dead);
@@ -83,7 +80,7 @@ class Runtime {
   std::unique_ptr<AttachRegistry> registry_;
   std::unique_ptr<Discovery> discovery_;
   std::unique_ptr<Attributor> attributor_;
-  ring_buffer* ring_ = nullptr;
+  std::unique_ptr<EventRing> events_;
 
   mutable std::mutex state_mutex_;
   Totals totals_;
