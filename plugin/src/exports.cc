@@ -299,6 +299,27 @@ abi::Result InitAny(void** context, std::uint64_t comm_id, int* mask, const char
 
 // ---- v6 ----
 
+// The general path of a start: through the chain when one is loaded, else ncclscope's own.
+template <typename Descr, abi::Result (*Own)(void*, void**, Descr*)>
+__attribute__((noinline, flatten)) abi::Result StartGeneral(void* context, void** handle,
+                                                            Descr* d) {
+  if (__builtin_expect(chain::Active(), 0)) return chain::Start(Own, context, handle, d);
+  return Own(context, handle, d);
+}
+
+// A start entry point (one per ABI version, tables below): the KernelCh entry (top of file),
+// every other event the general path.
+template <typename Descr, abi::Result (*Own)(void*, void**, Descr*)>
+__attribute__((flatten)) abi::Result StartEntry(void* context, void** handle, Descr* d) {
+  if (__builtin_expect(IsPlainKernelChStart(d), 1)) {
+    return Guard([&] {
+      StartKernelCh(context, handle, d->parentObj, d->kernelCh.channelId, d->kernelCh.pTimer);
+      return abi::kSuccess;
+    });
+  }
+  return StartGeneral<Descr, Own>(context, handle, d);
+}
+
 abi::Result InitV6(void** context, std::uint64_t comm_id, int* mask, const char* name, int nnodes,
                    int nranks, int rank, abi::DebugLogger logger) {
   return InitAny(context, comm_id, mask, name, nnodes, nranks, rank, logger, 6);
@@ -350,24 +371,6 @@ abi::Result StartV6Own(void* context, void** handle, abi::EventDescrV6* d) {
   });
 }
 
-__attribute__((noinline, flatten)) abi::Result StartV6General(void* context, void** handle,
-                                                              abi::EventDescrV6* d) {
-  if (__builtin_expect(chain::Active(), 0)) {
-    return chain::Start(StartV6Own, context, handle, d);
-  }
-  return StartV6Own(context, handle, d);
-}
-
-__attribute__((flatten)) abi::Result StartV6(void* context, void** handle, abi::EventDescrV6* d) {
-  if (__builtin_expect(IsPlainKernelChStart(d), 1)) {  // KernelCh entry (top of file)
-    return Guard([&] {
-      StartKernelCh(context, handle, d->parentObj, d->kernelCh.channelId, d->kernelCh.pTimer);
-      return abi::kSuccess;
-    });
-  }
-  return StartV6General(context, handle, d);
-}
-
 // ---- v5 ----
 
 abi::Result InitV5(void** context, std::uint64_t comm_id, int* mask, const char* name, int nnodes,
@@ -391,24 +394,6 @@ abi::Result StartV5Own(void* context, void** handle, abi::EventDescrV5* d) {
   });
 }
 
-__attribute__((noinline, flatten)) abi::Result StartV5General(void* context, void** handle,
-                                                              abi::EventDescrV5* d) {
-  if (__builtin_expect(chain::Active(), 0)) {
-    return chain::Start(StartV5Own, context, handle, d);
-  }
-  return StartV5Own(context, handle, d);
-}
-
-__attribute__((flatten)) abi::Result StartV5(void* context, void** handle, abi::EventDescrV5* d) {
-  if (__builtin_expect(IsPlainKernelChStart(d), 1)) {  // KernelCh entry (top of file)
-    return Guard([&] {
-      StartKernelCh(context, handle, d->parentObj, d->kernelCh.channelId, d->kernelCh.pTimer);
-      return abi::kSuccess;
-    });
-  }
-  return StartV5General(context, handle, d);
-}
-
 // ---- v4: init takes (mask, commName, commHash, ...) and the event type is one byte. ----
 
 abi::Result InitV4(void** context, int* mask, const char* name, std::uint64_t comm_hash, int nnodes,
@@ -427,24 +412,6 @@ abi::Result StartV4Own(void* context, void** handle, abi::EventDescrV4* d) {
   });
 }
 
-__attribute__((noinline, flatten)) abi::Result StartV4General(void* context, void** handle,
-                                                              abi::EventDescrV4* d) {
-  if (__builtin_expect(chain::Active(), 0)) {
-    return chain::Start(StartV4Own, context, handle, d);
-  }
-  return StartV4Own(context, handle, d);
-}
-
-__attribute__((flatten)) abi::Result StartV4(void* context, void** handle, abi::EventDescrV4* d) {
-  if (__builtin_expect(IsPlainKernelChStart(d), 1)) {  // KernelCh entry (top of file)
-    return Guard([&] {
-      StartKernelCh(context, handle, d->parentObj, d->kernelCh.channelId, d->kernelCh.pTimer);
-      return abi::kSuccess;
-    });
-  }
-  return StartV4General(context, handle, d);
-}
-
 }  // namespace
 }  // namespace ncclscope::plugin
 
@@ -453,7 +420,7 @@ extern "C" {
 __attribute__((visibility("default"))) ncclscope::abi::ProfilerV6 ncclProfiler_v6 = {
     "ncclscope",
     ncclscope::plugin::InitV6,
-    ncclscope::plugin::StartV6,
+    ncclscope::plugin::StartEntry<ncclscope::abi::EventDescrV6, ncclscope::plugin::StartV6Own>,
     ncclscope::plugin::StopV,
     ncclscope::plugin::RecordV,
     ncclscope::plugin::FinalizeV,
@@ -462,7 +429,7 @@ __attribute__((visibility("default"))) ncclscope::abi::ProfilerV6 ncclProfiler_v
 __attribute__((visibility("default"))) ncclscope::abi::ProfilerV5 ncclProfiler_v5 = {
     "ncclscope",
     ncclscope::plugin::InitV5,
-    ncclscope::plugin::StartV5,
+    ncclscope::plugin::StartEntry<ncclscope::abi::EventDescrV5, ncclscope::plugin::StartV5Own>,
     ncclscope::plugin::StopV,
     ncclscope::plugin::RecordV,
     ncclscope::plugin::FinalizeV,
@@ -471,7 +438,7 @@ __attribute__((visibility("default"))) ncclscope::abi::ProfilerV5 ncclProfiler_v
 __attribute__((visibility("default"))) ncclscope::abi::ProfilerV4 ncclProfiler_v4 = {
     "ncclscope",
     ncclscope::plugin::InitV4,
-    ncclscope::plugin::StartV4,
+    ncclscope::plugin::StartEntry<ncclscope::abi::EventDescrV4, ncclscope::plugin::StartV4Own>,
     ncclscope::plugin::StopV,
     ncclscope::plugin::RecordV,
     ncclscope::plugin::FinalizeV,
