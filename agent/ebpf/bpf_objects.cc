@@ -157,7 +157,7 @@ int EventRing::Poll(int timeout_ms) { return ring_buffer__poll(ring_, timeout_ms
 
 int EventRing::OnRecord(void* ctx, void* data, std::size_t size) {
   if (size < sizeof(ncclscope_event)) return 0;
-  ncclscope_event event;
+  ncclscope_event event{};
   std::memcpy(&event, data, sizeof(event));
   static_cast<EventRing*>(ctx)->handler_(event);
   return 0;
