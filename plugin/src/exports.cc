@@ -194,9 +194,6 @@ bool ParentTimed(const Descr* d) {
   return true;
 }
 
-// A start whose parent is timed (a child of a timed op; Coll/P2p starts time themselves in
-// StartOp): `own` gets a copy of the descriptor whose parent has the bit cleared, and the child's
-// handle is marked.
 // A KernelCh start of an untimed op, no chained plugin loaded.
 template <typename Descr>
 bool IsPlainKernelChStart(const Descr* d) {
@@ -204,6 +201,9 @@ bool IsPlainKernelChStart(const Descr* d) {
          !governor::IsTimed(d->parentObj);
 }
 
+// A start whose parent is timed (a child of a timed op; Coll/P2p starts time themselves in
+// StartOp): `own` gets a copy of the descriptor whose parent has the bit cleared, and the child's
+// handle is marked.
 template <typename Descr>
 __attribute__((noinline, cold)) abi::Result TimedStart(abi::Result (*own)(void*, void**, Descr*),
                                                        void* context, void** handle, Descr* d,
@@ -221,14 +221,14 @@ __attribute__((noinline, cold)) abi::Result TimedStart(abi::Result (*own)(void*,
   return result;
 }
 
-// Stop and record: the chain calls these same functions back with ncclscope's own handle, which
-// is never a chain handle, so the handlers keep one caller and the unchained cost stays one
-// predictable branch (on the handle's kind: a chain handle exists only while chaining).
 // An untimed KernelCh handle (the timed bit is in the sub byte, above any channel number).
 bool IsPlainKernelCh(const void* handle) {
   return DecodeHandle(handle).kind == HandleKind::kKernelCh && !governor::IsTimed(handle);
 }
 
+// Stop and record: the chain calls these same functions back with ncclscope's own handle, which
+// is never a chain handle, so the handlers keep one caller and the unchained cost stays one
+// predictable branch (on the handle's kind: a chain handle exists only while chaining).
 __attribute__((noinline)) abi::Result StopGeneral(void* handle) {
   if (__builtin_expect(DecodeHandle(handle).kind == HandleKind::kChain, 0)) {
     return chain::Stop(StopV, handle);  // a tail call: chain.h throws nothing
