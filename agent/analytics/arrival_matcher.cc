@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "agent/analytics/analytics_metrics.h"
+
 namespace ncclscope::analytics {
 namespace {
 
@@ -170,68 +172,42 @@ const ArrivalMatcher::RankStats* ArrivalMatcher::Find(std::uint32_t comm_label,
 }
 
 void ArrivalMatcher::Render(metrics::TextWriter& out) const {
-  out.Header("ncclscope_nccl_coll_matched_total",
-             "Collectives matched across every local rank of the communicator on this node "
-             "(by comm, func and seq), the denominator of the last-arriver fraction.",
-             "counter");
+  out.Header(kNcclCollMatchedTotal);
   for (const auto& row : matched_.rows()) {
-    out.Sample("ncclscope_nccl_coll_matched_total", row.labels, row.stats);
+    out.Sample(kNcclCollMatchedTotal, row.labels, row.stats);
   }
   const auto& rows = ranks_.rows();
-  out.Header("ncclscope_nccl_coll_last_arrivals_total",
-             "Matched collectives this rank arrived at last among the node's ranks: the others "
-             "waited inside the collective for it.",
-             "counter");
+  out.Header(kNcclCollLastArrivalsTotal);
   for (const auto& row : rows) {
-    out.Sample("ncclscope_nccl_coll_last_arrivals_total", row.labels, row.stats.last_arrivals);
+    out.Sample(kNcclCollLastArrivalsTotal, row.labels, row.stats.last_arrivals);
   }
-  out.Header("ncclscope_nccl_coll_last_arrival_delay_seconds_total",
-             "For the collectives this rank arrived at last: how much later than the second-last "
-             "local rank, summed.",
-             "counter");
+  out.Header(kNcclCollLastArrivalDelaySecondsTotal);
   for (const auto& row : rows) {
-    out.Sample("ncclscope_nccl_coll_last_arrival_delay_seconds_total", row.labels,
+    out.Sample(kNcclCollLastArrivalDelaySecondsTotal, row.labels,
                static_cast<double>(row.stats.last_delay_ns) * 1e-9);
   }
-  out.Header("ncclscope_nccl_coll_arrival_lag_seconds_total",
-             "How long after the node's first rank this rank arrived at matched collectives "
-             "(kernel start on the GPU, one clock for the node), summed; over "
-             "ncclscope_nccl_coll_matched_total, its mean lag.",
-             "counter");
+  out.Header(kNcclCollArrivalLagSecondsTotal);
   for (const auto& row : rows) {
-    out.Sample("ncclscope_nccl_coll_arrival_lag_seconds_total", row.labels,
+    out.Sample(kNcclCollArrivalLagSecondsTotal, row.labels,
                static_cast<double>(row.stats.lag.sum_ns) * 1e-9);
   }
   if (lag_histogram_) {
-    out.Header("ncclscope_nccl_coll_arrival_lag_seconds",
-               "Per matched collective, how long after the node's first rank this rank arrived "
-               "(kernel start on the GPU, one clock for the node); with plugin.rank_histograms.",
-               "histogram");
+    out.Header(kNcclCollArrivalLagSeconds);
     for (const auto& row : rows) {
-      out.Histogram("ncclscope_nccl_coll_arrival_lag_seconds", row.labels, LatencyBounds(),
-                    row.stats.lag.counts, static_cast<double>(row.stats.lag.sum_ns) * 1e-9);
+      out.Histogram(kNcclCollArrivalLagSeconds, row.labels, LatencyBounds(), row.stats.lag.counts,
+                    static_cast<double>(row.stats.lag.sum_ns) * 1e-9);
     }
   }
-  out.Header("ncclscope_nccl_coll_wait_seconds_total",
-             "Time this rank waited inside matched collectives for the node's last arriver "
-             "(latest local arrival minus its own), summed.",
-             "counter");
+  out.Header(kNcclCollWaitSecondsTotal);
   for (const auto& row : rows) {
-    out.Sample("ncclscope_nccl_coll_wait_seconds_total", row.labels,
+    out.Sample(kNcclCollWaitSecondsTotal, row.labels,
                static_cast<double>(row.stats.wait_ns) * 1e-9);
   }
-  out.Header("ncclscope_nccl_coll_match_evictions_total",
-             "Collectives given up before every local rank's record arrived: incomplete (waited "
-             "detection.match_timeout: a record dropped, or the collective hangs) or capacity "
-             "(detection.match_window instances were waiting).",
-             "counter");
-  out.Sample("ncclscope_nccl_coll_match_evictions_total", "reason=\"incomplete\"",
-             evictions_[kIncomplete]);
-  out.Sample("ncclscope_nccl_coll_match_evictions_total", "reason=\"capacity\"",
-             evictions_[kCapacity]);
-  out.Header("ncclscope_nccl_coll_match_pending",
-             "Collectives waiting for the rest of the node's ranks.", "gauge");
-  out.Sample("ncclscope_nccl_coll_match_pending", "", static_cast<std::uint64_t>(pending_.size()));
+  out.Header(kNcclCollMatchEvictionsTotal);
+  out.Sample(kNcclCollMatchEvictionsTotal, "reason=\"incomplete\"", evictions_[kIncomplete]);
+  out.Sample(kNcclCollMatchEvictionsTotal, "reason=\"capacity\"", evictions_[kCapacity]);
+  out.Header(kNcclCollMatchPending);
+  out.Sample(kNcclCollMatchPending, "", static_cast<std::uint64_t>(pending_.size()));
 }
 
 }  // namespace ncclscope::analytics

@@ -1,5 +1,6 @@
 #include "agent/analytics/channel_nic.h"
 
+#include "agent/analytics/analytics_metrics.h"
 #include "agent/analytics/network_waits.h"
 
 namespace ncclscope::analytics {
@@ -285,57 +286,36 @@ void ChannelNic::DropLabels(const absl::flat_hash_set<std::uint32_t>& labels) {
 std::size_t ChannelNic::series() const { return channels_.size(); }
 
 void ChannelNic::Render(metrics::TextWriter& out, bool per_channel) const {
-  out.Header("ncclscope_nccl_network_ops_by_net_type_total",
-             "Network proxy operations by the net-plugin events NCCL sent with them: ib (NCCL's "
-             "IB transport: QP numbers), socket (NCCL's socket transport), other (an external "
-             "net plugin's own events), none (no net-plugin events).",
-             "counter");
+  out.Header(kNcclNetworkOpsByNetTypeTotal);
   for (std::size_t i = 0; i < kNetTypeNames.size(); ++i) {
-    out.Sample("ncclscope_nccl_network_ops_by_net_type_total",
-               Labeled("net_type", kNetTypeNames[i]), by_net_type_[i]);
+    out.Sample(kNcclNetworkOpsByNetTypeTotal, Labeled("net_type", kNetTypeNames[i]),
+               by_net_type_[i]);
   }
   // The rest is the per-channel join, off without plugin.channel_metrics.
   if (!per_channel) return;
-  out.Header("ncclscope_nccl_channel_nic_info",
-             "Constant 1 for each HCA device and port a network channel of a rank used (from the "
-             "QPs of NCCL's IB net-plugin events and the kernel's QP table): join on device, port "
-             "with the InfiniBand port metrics.",
-             "gauge");
+  out.Header(kNcclChannelNicInfo);
   for (const auto& row : channels_.rows()) {
     for (std::uint64_t bits = row.stats.nics; bits != 0; bits &= bits - 1) {
       const Nic& nic = nics_[static_cast<std::size_t>(__builtin_ctzll(bits))];
-      out.Sample("ncclscope_nccl_channel_nic_info", row.labels, nic.labels, 1.0);
+      out.Sample(kNcclChannelNicInfo, row.labels, nic.labels, 1.0);
     }
   }
   std::uint64_t failed = 0;
   for (const std::uint64_t f : failures_) failed += f;
-  out.Header("ncclscope_nccl_channel_nic_lookups_total",
-             "QP numbers of IB network operations looked up in the QP table, resolved or failed "
-             "(counted when decided).",
-             "counter");
-  out.Sample("ncclscope_nccl_channel_nic_lookups_total", "", resolved_ + failed);
-  out.Header("ncclscope_nccl_channel_nic_lookup_failures_total",
-             "Lookups that named no NIC, by reason: owner_unknown, owner_ambiguous (the ring's "
-             "writer process), qp_table_unavailable, qp_not_found, qp_ambiguous, no_qp, limit.",
-             "counter");
+  out.Header(kNcclChannelNicLookupsTotal);
+  out.Sample(kNcclChannelNicLookupsTotal, "", resolved_ + failed);
+  out.Header(kNcclChannelNicLookupFailuresTotal);
   for (std::size_t i = 0; i < failures_.size(); ++i) {
-    out.Sample("ncclscope_nccl_channel_nic_lookup_failures_total",
+    out.Sample(kNcclChannelNicLookupFailuresTotal,
                Labeled("reason", NicFailureName(static_cast<NicFailure>(i))), failures_[i]);
   }
-  out.Header("ncclscope_nccl_qp_table_refreshes_total",
-             "Dumps of the kernel's QP table (rdma netlink), by result: ok, unsupported (no rdma "
-             "netlink in this kernel), error.",
-             "counter");
+  out.Header(kNcclQpTableRefreshesTotal);
   for (std::size_t i = 0; i < kRefreshResults.size(); ++i) {
-    out.Sample("ncclscope_nccl_qp_table_refreshes_total", Labeled("result", kRefreshResults[i]),
-               refreshes_[i]);
+    out.Sample(kNcclQpTableRefreshesTotal, Labeled("result", kRefreshResults[i]), refreshes_[i]);
   }
-  out.Header("ncclscope_nccl_qp_table_qps",
-             "QPs of user processes with a port in the latest QP table.", "gauge");
-  out.Sample("ncclscope_nccl_qp_table_qps", "", table_qps_);
-  out.Header("ncclscope_nccl_qp_table_skipped_total",
-             "QP table entries and netlink messages not used, by reason (summed over dumps).",
-             "counter");
+  out.Header(kNcclQpTableQps);
+  out.Sample(kNcclQpTableQps, "", table_qps_);
+  out.Header(kNcclQpTableSkippedTotal);
   const std::pair<std::string_view, std::uint64_t> skipped[] = {
       {"malformed_message", table_stats_.malformed_messages},
       {"malformed_entry", table_stats_.malformed_entries},
@@ -346,7 +326,7 @@ void ChannelNic::Render(metrics::TextWriter& out, bool per_channel) const {
       {"no_port", table_no_port_},
   };
   for (const auto& [reason, count] : skipped) {
-    out.Sample("ncclscope_nccl_qp_table_skipped_total", Labeled("reason", reason), count);
+    out.Sample(kNcclQpTableSkippedTotal, Labeled("reason", reason), count);
   }
 }
 

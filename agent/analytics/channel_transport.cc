@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "agent/analytics/analytics_metrics.h"
+
 namespace ncclscope::analytics {
 namespace {
 
@@ -216,47 +218,31 @@ void ChannelTransport::Render(metrics::TextWriter& out, bool intra_node_channels
       rows.push_back(std::move(row));
     }
   }
-  out.Header("ncclscope_nccl_channel_gpu_busy_seconds_total",
-             "GPU time of each channel (KernelCh start to stop, summed over operations).",
-             "counter");
+  out.Header(kNcclChannelGpuBusySecondsTotal);
   for (const Row& row : rows) {
-    out.Sample("ncclscope_nccl_channel_gpu_busy_seconds_total", row.labels, std::string_view(),
+    out.Sample(kNcclChannelGpuBusySecondsTotal, row.labels, std::string_view(),
                static_cast<double>(row.stats->gpu_busy_ns) * 1e-9);
   }
-  out.Header("ncclscope_nccl_channel_bytes_total",
-             "Bytes each channel sent, by transport: network (its network steps) or nvlink (the "
-             "rest of its share of the operation's bus bytes: NVLink, PCIe P2P or shared memory). "
-             "Single-node communicators and operations with network steps recorded.",
-             "counter");
+  out.Header(kNcclChannelBytesTotal);
   for (const Row& row : rows) {
     for (int t = 0; t < 2; ++t) {
       if (t == kNetwork && !row.stats->networked) continue;
-      out.Sample("ncclscope_nccl_channel_bytes_total", row.labels, kTransport[t],
-                 row.stats->bytes[t]);
+      out.Sample(kNcclChannelBytesTotal, row.labels, kTransport[t], row.stats->bytes[t]);
     }
   }
-  out.Header("ncclscope_nccl_channel_busy_seconds_total",
-             "Time each channel was busy sending by transport: network steps' start-to-end "
-             "window, or the channel's GPU time for intra-node bytes. Bytes over this is the "
-             "channel's NVLink or network bandwidth.",
-             "counter");
+  out.Header(kNcclChannelBusySecondsTotal);
   for (const Row& row : rows) {
     for (int t = 0; t < 2; ++t) {
       if (t == kNetwork && !row.stats->networked) continue;
-      out.Sample("ncclscope_nccl_channel_busy_seconds_total", row.labels, kTransport[t],
+      out.Sample(kNcclChannelBusySecondsTotal, row.labels, kTransport[t],
                  static_cast<double>(row.stats->busy_ns[t]) * 1e-9);
     }
   }
-  out.Header("ncclscope_nccl_channel_attribution_total",
-             "Operations with GPU timing by how their channels' bytes were attributed: intra_node "
-             "(single-node communicator), split (network steps joined), unsampled (no network "
-             "steps recorded: GPU time only), overflow (join window full); late_network counts "
-             "network records that found no operation to join.",
-             "counter");
+  out.Header(kNcclChannelAttributionTotal);
   for (int r = 0; r < kResults; ++r) {
     std::string label;
     metrics::AppendLabel(label, "result", kResultNames[r]);
-    out.Sample("ncclscope_nccl_channel_attribution_total", label, results_[r]);
+    out.Sample(kNcclChannelAttributionTotal, label, results_[r]);
   }
 }
 

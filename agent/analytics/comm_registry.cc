@@ -7,6 +7,23 @@
 #include "plugin/ring/ring_text.h"
 
 namespace ncclscope::analytics {
+namespace {
+
+// Where the rank runs, from the ring that wrote it: the plugin's claims (pid, hostname, job id)
+// and what the agent found out (pod, attribution). Set by the rank's comm-init record and again
+// by every pass whose live table lists it (a restarted process writes another ring).
+void Place(LocalRank& r, const profiler::RingOrigin& origin) {
+  r.pid = origin.pid;
+  r.ring = origin.ring;
+  r.hostname = origin.hostname;
+  r.job_id = origin.job_id;
+  r.namespace_name = origin.namespace_name;
+  r.pod = origin.pod;
+  r.container = origin.container;
+  r.attribution = origin.attribution;
+}
+
+}  // namespace
 
 std::string CommLabel(std::uint64_t comm_id) {
   char text[24];
@@ -234,14 +251,7 @@ void CommRegistry::OnCommInit(const profiler::RingOrigin& origin,
   }
   if (comm.name.empty()) comm.name = ring::FieldText(record.name);
   LocalRank& r = *admitted;
-  r.namespace_name = origin.namespace_name;
-  r.pod = origin.pod;
-  r.container = origin.container;
-  r.attribution = origin.attribution;
-  r.pid = origin.pid;
-  r.ring = origin.ring;
-  r.hostname = origin.hostname;
-  r.job_id = origin.job_id;
+  Place(r, origin);
   r.cuda_device = record.cuda_device;
   r.gpu_uuid = ring::FieldText(record.gpu_uuid);
   r.pci_bus_id = ring::FieldText(record.pci_bus_id);
@@ -280,13 +290,11 @@ void CommRegistry::OnPass(const std::vector<profiler::LiveComm>& comms, Clock::t
     LocalRank& r = *admitted;
     r.in_table = true;
     r.finalized = false;
-    r.pid = live.pid;
-    r.hostname = live.hostname;
     if (live.origin != nullptr) {
-      r.namespace_name = live.origin->namespace_name;
-      r.pod = live.origin->pod;
-      r.container = live.origin->container;
-      r.attribution = live.origin->attribution;
+      Place(r, *live.origin);
+    } else {  // not from a ring directory (tests, benchmarks)
+      r.pid = live.pid;
+      r.hostname = live.hostname;
     }
     if (r.cuda_device < 0) r.cuda_device = slot.cuda_device;
     if (r.gpu_uuid.empty()) r.gpu_uuid = slot.gpu_uuid;

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/analytics/analytics_metrics.h"
 #include "agent/analytics/series_table.h"
 
 namespace ncclscope::analytics {
@@ -71,39 +72,28 @@ void RenderProgress(const CommRegistry& registry, std::uint64_t now_ns,
     rows.push_back(std::move(row));
   }
 
-  out.Header("ncclscope_nccl_ops_in_flight",
-             "Operations enqueued on the communicator rank and not yet completed.", "gauge");
-  for (const Row& row : rows)
-    out.Sample("ncclscope_nccl_ops_in_flight", row.labels, row.p.in_flight);
-  out.Header("ncclscope_nccl_last_op_completion_timestamp_seconds",
-             "Host time the communicator rank last completed an operation (0: none yet): its "
-             "last progress.",
-             "gauge");
+  out.Header(kNcclOpsInFlight);
+  for (const Row& row : rows) out.Sample(kNcclOpsInFlight, row.labels, row.p.in_flight);
+  out.Header(kNcclLastOpCompletionTimestampSeconds);
   for (const Row& row : rows) {
-    out.Sample("ncclscope_nccl_last_op_completion_timestamp_seconds", row.labels,
+    out.Sample(kNcclLastOpCompletionTimestampSeconds, row.labels,
                static_cast<double>(row.p.last_completion_ns) * 1e-9);
   }
-  out.Header("ncclscope_nccl_oldest_in_flight_op_age_seconds",
-             "How long the oldest operation in flight on the communicator rank has been enqueued "
-             "(0 when none), computed at scrape time.",
-             "gauge");
+  out.Header(kNcclOldestInFlightOpAgeSeconds);
   for (const Row& row : rows) {
-    out.Sample("ncclscope_nccl_oldest_in_flight_op_age_seconds", row.labels,
+    out.Sample(kNcclOldestInFlightOpAgeSeconds, row.labels,
                static_cast<double>(row.p.oldest_age_ns) * 1e-9);
   }
-  out.Header("ncclscope_nccl_ops_hung",
-             "Operations in flight for longer than detection.hang_timeout on the communicator "
-             "rank. The series exists only while there is one.",
-             "gauge");
+  out.Header(kNcclOpsHung);
   // Only hung ranks, as the findings: the rules test `> 0`, and a healthy node's 24 communicator
   // ranks were 24 series at 0 (docs/metrics.md, "Cost").
   for (const Row& row : rows) {
     if (row.p.hung == 0) continue;
-    out.Sample("ncclscope_nccl_ops_hung", row.labels, row.p.hung);
+    out.Sample(kNcclOpsHung, row.labels, row.p.hung);
   }
 
-  auto seq_family = [&](const char* name, const char* help, bool completed) {
-    out.Header(name, help, "gauge");
+  auto seq_family = [&](const metrics::MetricDef& family, bool completed) {
+    out.Header(family);
     for (const Row& row : rows) {
       if (row.rank == nullptr) continue;
       // The completed seq tells something the enqueued one and ops_in_flight do not only while
@@ -114,18 +104,12 @@ void RenderProgress(const CommRegistry& registry, std::uint64_t now_ns,
         if ((seqs.known & (1u << f)) == 0) continue;
         std::string func;
         metrics::AppendLabel(func, "func", ncclscope_func_name(f));
-        out.Sample(name, row.labels, func, static_cast<double>(seqs.seq[f]));
+        out.Sample(family, row.labels, func, static_cast<double>(seqs.seq[f]));
       }
     }
   };
-  seq_family("ncclscope_nccl_last_enqueued_seq",
-             "Highest NCCL seqNumber the rank enqueued per collective function (equal across "
-             "the ranks of a communicator when they are in step).",
-             false);
-  seq_family("ncclscope_nccl_last_completed_seq",
-             "Highest NCCL seqNumber the rank completed per collective function, while an "
-             "operation of the rank is hung (past detection.hang_timeout).",
-             true);
+  seq_family(kNcclLastEnqueuedSeq, false);
+  seq_family(kNcclLastCompletedSeq, true);
 }
 
 }  // namespace ncclscope::analytics

@@ -1,5 +1,6 @@
 #include "agent/analytics/nccl_analytics.h"
 
+#include "agent/analytics/analytics_metrics.h"
 #include "agent/analytics/gpu_index.h"
 #include "agent/analytics/hang_tracker.h"
 
@@ -156,14 +157,7 @@ void NcclAnalytics::EndPass(const std::vector<profiler::LiveComm>& comms, Clock:
 }
 
 void NcclAnalytics::RenderInfo(metrics::TextWriter& out) const {
-  out.Header("ncclscope_nccl_comm_info",
-             "Constant 1 for each live communicator rank on this node: its name (the framework's "
-             "parallelism group), size, local rank, process and GPU, for joins with "
-             "dcgm-exporter (gpu, UUID, pci_bus_id) and grouping by parallelism group. "
-             "namespace, pod and container are the agent's own finding (the ring lock holder's "
-             "cgroup; attribution=\"verified\"); pid, process_hostname, job_id and the GPU "
-             "fields are what the plugin claims.",
-             "gauge");
+  out.Header(kNcclCommInfo);
   registry_.ForEach([&](const Comm& comm) {
     if (comm.label == LabelCap::kOverflow) return;
     int local_rank = 0;
@@ -195,32 +189,23 @@ void NcclAnalytics::RenderInfo(metrics::TextWriter& out) const {
       add("gpu", r.gpu_index >= 0 ? std::to_string(r.gpu_index) : "");
       add("UUID", r.gpu_uuid);
       add("pci_bus_id", DcgmPciBusId(r.pci_bus_id));
-      out.Sample("ncclscope_nccl_comm_info", labels, std::uint64_t{1});
+      out.Sample(kNcclCommInfo, labels, std::uint64_t{1});
     }
   });
 }
 
 void NcclAnalytics::RenderLimits(metrics::TextWriter& out) const {
-  out.Header("ncclscope_nccl_records_foreign_total",
-             "Records and table slots refused because they would add to or rewrite what another "
-             "tenant owns: foreign_comm (a communicator another principal, Kubernetes namespace or "
-             "file owner, named first), foreign_rank (a communicator rank another live ring "
-             "writes).",
-             "counter");
+  out.Header(kNcclRecordsForeignTotal);
   for (Refusal r : {Refusal::kForeignComm, Refusal::kForeignRank}) {
     std::string labels;
     metrics::AppendLabel(labels, "reason", RefusalName(r));
-    out.Sample("ncclscope_nccl_records_foreign_total", labels, registry_.refusals(r));
+    out.Sample(kNcclRecordsForeignTotal, labels, registry_.refusals(r));
   }
-  out.Header("ncclscope_nccl_analytics_limits_total",
-             "What the NCCL analytics refused or forgot to stay bounded, by limit: rank_range "
-             "(rank outside the communicator), ranks_per_comm, ranks_per_ring, comms_evicted "
-             "(plugin.max_tracked_comms), series_<group> (label sets beyond a group's row cap).",
-             "counter");
+  out.Header(kNcclAnalyticsLimitsTotal);
   auto limit = [&](std::string_view name, std::uint64_t value) {
     std::string labels;
     metrics::AppendLabel(labels, "limit", name);
-    out.Sample("ncclscope_nccl_analytics_limits_total", labels, value);
+    out.Sample(kNcclAnalyticsLimitsTotal, labels, value);
   };
   for (Refusal r :
        {Refusal::kRankRange, Refusal::kRanksPerComm, Refusal::kRanksPerRing, Refusal::kEvicted}) {
@@ -231,11 +216,8 @@ void NcclAnalytics::RenderLimits(metrics::TextWriter& out) const {
   limit("series_network", network_.refused());
   limit("series_channel", channels_.refused());
   limit("series_arrival", arrivals_.refused());
-  out.Header("ncclscope_nccl_comms_tracked",
-             "Communicator ids the analytics track (labelled or not), at most "
-             "plugin.max_tracked_comms.",
-             "gauge");
-  out.Sample("ncclscope_nccl_comms_tracked", "", static_cast<std::uint64_t>(registry_.tracked()));
+  out.Header(kNcclCommsTracked);
+  out.Sample(kNcclCommsTracked, "", static_cast<std::uint64_t>(registry_.tracked()));
 }
 
 void NcclAnalytics::Render(metrics::TextWriter& out, std::uint64_t now_ns) const {
@@ -250,42 +232,26 @@ void NcclAnalytics::Render(metrics::TextWriter& out, std::uint64_t now_ns) const
   RenderProgress(registry_, now_ns, static_cast<std::uint64_t>(settings_.hang_timeout.count()),
                  out);
 
-  out.Header("ncclscope_nccl_comms",
-             "Communicator ids that have their own comm label (at most plugin.max_comms).",
-             "gauge");
-  out.Sample("ncclscope_nccl_comms", "", static_cast<std::uint64_t>(registry_.admitted()));
-  out.Header("ncclscope_nccl_comms_over_limit_total",
-             "Communicators beyond plugin.max_comms, whose records are aggregated under "
-             "comm=\"other\".",
-             "counter");
-  out.Sample("ncclscope_nccl_comms_over_limit_total", "", registry_.overflowed());
-  out.Header("ncclscope_nccl_peers_over_limit_total",
-             "Network peers beyond plugin.max_peers of a communicator rank, whose per-channel "
-             "series are aggregated under peer=\"other\".",
-             "counter");
-  out.Sample("ncclscope_nccl_peers_over_limit_total", "", registry_.peers_overflowed());
-  out.Header("ncclscope_nccl_network_ops_unattributed_total",
-             "Network operations raised for another process (PXN) whose communicator no live "
-             "ring's table names; counted under comm=\"unknown\".",
-             "counter");
-  out.Sample("ncclscope_nccl_network_ops_unattributed_total", "", unknown_network_ops_);
+  out.Header(kNcclComms);
+  out.Sample(kNcclComms, "", static_cast<std::uint64_t>(registry_.admitted()));
+  out.Header(kNcclCommsOverLimitTotal);
+  out.Sample(kNcclCommsOverLimitTotal, "", registry_.overflowed());
+  out.Header(kNcclPeersOverLimitTotal);
+  out.Sample(kNcclPeersOverLimitTotal, "", registry_.peers_overflowed());
+  out.Header(kNcclNetworkOpsUnattributedTotal);
+  out.Sample(kNcclNetworkOpsUnattributedTotal, "", unknown_network_ops_);
   RenderLimits(out);
-  out.Header("ncclscope_nccl_analytics_series",
-             "Label sets the NCCL analytics hold, by group (each renders into several series).",
-             "gauge");
-  out.Sample("ncclscope_nccl_analytics_series", "group=\"op\"",
-             static_cast<std::uint64_t>(ops_.series()));
-  out.Sample("ncclscope_nccl_analytics_series", "group=\"p2p\"",
-             static_cast<std::uint64_t>(p2p_.series()));
-  out.Sample("ncclscope_nccl_analytics_series", "group=\"network\"",
+  out.Header(kNcclAnalyticsSeries);
+  out.Sample(kNcclAnalyticsSeries, "group=\"op\"", static_cast<std::uint64_t>(ops_.series()));
+  out.Sample(kNcclAnalyticsSeries, "group=\"p2p\"", static_cast<std::uint64_t>(p2p_.series()));
+  out.Sample(kNcclAnalyticsSeries, "group=\"network\"",
              static_cast<std::uint64_t>(network_.series()));
-  out.Sample("ncclscope_nccl_analytics_series", "group=\"channel\"",
+  out.Sample(kNcclAnalyticsSeries, "group=\"channel\"",
              static_cast<std::uint64_t>(channels_.series()));
-  out.Sample("ncclscope_nccl_analytics_series", "group=\"arrival\"",
+  out.Sample(kNcclAnalyticsSeries, "group=\"arrival\"",
              static_cast<std::uint64_t>(arrivals_.series()));
-  out.Sample("ncclscope_nccl_analytics_series", "group=\"nic\"",
-             static_cast<std::uint64_t>(nic_.series()));
-  out.Sample("ncclscope_nccl_analytics_series", "group=\"detection\"",
+  out.Sample(kNcclAnalyticsSeries, "group=\"nic\"", static_cast<std::uint64_t>(nic_.series()));
+  out.Sample(kNcclAnalyticsSeries, "group=\"detection\"",
              static_cast<std::uint64_t>(detection_.series()));
 }
 

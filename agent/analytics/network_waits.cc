@@ -1,5 +1,7 @@
 #include "agent/analytics/network_waits.h"
 
+#include "agent/analytics/analytics_metrics.h"
+
 namespace ncclscope::analytics {
 namespace {
 
@@ -108,27 +110,20 @@ void NetworkWaits::Render(metrics::TextWriter& out, bool per_channel) const {
   // are their sums over channel and peer (bytes, step states), so they are not exported twice:
   // 160 series on the simulated 8-GPU node (docs/metrics.md, "Cost").
   const auto& totals = totals_.rows();
-  out.Header("ncclscope_nccl_network_ops_total",
-             "Network proxy operations (one channel, one peer, one direction) recorded while "
-             "ProxyOp events were on.",
-             "counter");
+  out.Header(kNcclNetworkOpsTotal);
   for (const auto& row : totals) {
-    out.Sample("ncclscope_nccl_network_ops_total", row.labels, row.stats.ops);
+    out.Sample(kNcclNetworkOpsTotal, row.labels, row.stats.ops);
   }
-  out.Header("ncclscope_nccl_network_bytes_total",
-             "Bytes the network proxy operations transferred.", "counter");
+  out.Header(kNcclNetworkBytesTotal);
   for (const auto& row : totals) {
-    out.Sample("ncclscope_nccl_network_bytes_total", row.labels, row.stats.bytes);
+    out.Sample(kNcclNetworkBytesTotal, row.labels, row.stats.bytes);
   }
-  out.Header("ncclscope_nccl_network_step_state_seconds_total",
-             "Time network steps spent in each state (send_gpu_wait, send_peer_wait, send_wait, "
-             "recv_wait, recv_flush_wait, recv_gpu_wait), summed over steps.",
-             "counter");
+  out.Header(kNcclNetworkStepStateSecondsTotal);
   for (const auto& row : totals) {
     const bool send = (row.key & 1) != 0;
     for (std::uint32_t i = 0; i < NCCLSCOPE_STEP_STATE_COUNT; ++i) {
       if (SendState(i) != send) continue;  // a send step has no recv states and vice versa
-      out.Sample("ncclscope_nccl_network_step_state_seconds_total", row.labels, StateLabel(i),
+      out.Sample(kNcclNetworkStepStateSecondsTotal, row.labels, StateLabel(i),
                  static_cast<double>(row.stats.state_ns[i]) * 1e-9);
     }
   }
@@ -136,29 +131,21 @@ void NetworkWaits::Render(metrics::TextWriter& out, bool per_channel) const {
 
 void NetworkWaits::RenderChannels(metrics::TextWriter& out) const {
   const auto& channels = channels_.rows();
-  out.Header("ncclscope_nccl_channel_network_bytes_total",
-             "Bytes of the network operations, per channel and peer rank.", "counter");
+  out.Header(kNcclChannelNetworkBytesTotal);
   for (const auto& row : channels) {
-    out.Sample("ncclscope_nccl_channel_network_bytes_total", row.labels, row.stats.bytes);
+    out.Sample(kNcclChannelNetworkBytesTotal, row.labels, row.stats.bytes);
   }
-  out.Header("ncclscope_nccl_channel_network_busy_seconds_total",
-             "Time the network operations of a channel and peer were in progress (start to end, "
-             "summed): bytes over this is the channel's effective network bandwidth.",
-             "counter");
+  out.Header(kNcclChannelNetworkBusySecondsTotal);
   for (const auto& row : channels) {
-    out.Sample("ncclscope_nccl_channel_network_busy_seconds_total", row.labels,
+    out.Sample(kNcclChannelNetworkBusySecondsTotal, row.labels,
                static_cast<double>(row.stats.busy_ns) * 1e-9);
   }
-  out.Header("ncclscope_nccl_channel_step_state_seconds_total",
-             "Wait decomposition of network steps per channel and peer: time in each step state "
-             "(GPU wait: send_gpu_wait, recv_flush_wait, recv_gpu_wait; peer credit wait: "
-             "send_peer_wait; network wait: send_wait, recv_wait), summed over steps.",
-             "counter");
+  out.Header(kNcclChannelStepStateSecondsTotal);
   for (const auto& row : channels) {
     const bool send = (row.key & 1) != 0;
     for (std::uint32_t i = 0; i < NCCLSCOPE_STEP_STATE_COUNT; ++i) {
       if (SendState(i) != send) continue;
-      out.Sample("ncclscope_nccl_channel_step_state_seconds_total", row.labels, StateLabel(i),
+      out.Sample(kNcclChannelStepStateSecondsTotal, row.labels, StateLabel(i),
                  static_cast<double>(row.stats.state_ns[i]) * 1e-9);
     }
   }

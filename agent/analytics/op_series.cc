@@ -1,5 +1,6 @@
 #include "agent/analytics/op_series.h"
 
+#include "agent/analytics/analytics_metrics.h"
 #include "agent/analytics/size_bucket.h"
 
 namespace ncclscope::analytics {
@@ -64,54 +65,32 @@ void OpSeries::Observe(const CommRegistry& registry, std::uint32_t comm_label,
 
 void OpSeries::Render(metrics::TextWriter& out) const {
   const auto& rows = table_.rows();
-  out.Header("ncclscope_nccl_ops_total",
-             "Completed NCCL operations recorded by the profiler plugin, by communicator, rank, "
-             "function, algorithm, protocol and message-size bucket.",
-             "counter");
-  for (const auto& row : rows) out.Sample("ncclscope_nccl_ops_total", row.labels, row.stats.ops);
-  out.Header("ncclscope_nccl_op_bytes_total",
-             "Message bytes of the completed operations (count x datatype size, per rank).",
-             "counter");
+  out.Header(kNcclOpsTotal);
+  for (const auto& row : rows) out.Sample(kNcclOpsTotal, row.labels, row.stats.ops);
+  out.Header(kNcclOpBytesTotal);
   for (const auto& row : rows) {
-    out.Sample("ncclscope_nccl_op_bytes_total", row.labels, row.stats.bytes);
+    out.Sample(kNcclOpBytesTotal, row.labels, row.stats.bytes);
   }
-  out.Header("ncclscope_nccl_ops_timed_total",
-             "Completed operations with GPU timing (KernelCh timestamps; see the kernel duty "
-             "cycle).",
-             "counter");
+  out.Header(kNcclOpsTimedTotal);
   for (const auto& row : rows) {
-    out.Sample("ncclscope_nccl_ops_timed_total", row.labels, row.stats.timed);
+    out.Sample(kNcclOpsTimedTotal, row.labels, row.stats.timed);
   }
-  out.Header("ncclscope_nccl_op_gpu_seconds_total",
-             "GPU execution time of the timed operations (latest channel end minus earliest "
-             "channel start): over ncclscope_nccl_ops_timed_total the rank's mean time inside.",
-             "counter");
+  out.Header(kNcclOpGpuSecondsTotal);
   for (const auto& row : rows) {
-    out.Sample("ncclscope_nccl_op_gpu_seconds_total", row.labels,
-               static_cast<double>(row.stats.gpu_ns) * 1e-9);
+    out.Sample(kNcclOpGpuSecondsTotal, row.labels, static_cast<double>(row.stats.gpu_ns) * 1e-9);
   }
-  out.Header("ncclscope_nccl_op_gpu_duration_seconds",
-             "GPU execution time of completed operations with GPU timing, the node's ranks of "
-             "the communicator together (per rank with plugin.rank_histograms); collectives, and "
-             "Send/Recv with plugin.p2p_histograms.",
-             "histogram");
+  out.Header(kNcclOpGpuDurationSeconds);
   for (const auto& row : histograms_.rows()) {
-    out.Histogram("ncclscope_nccl_op_gpu_duration_seconds", row.labels, LatencyBounds(),
-                  row.stats.counts, static_cast<double>(row.stats.sum_ns) * 1e-9);
+    out.Histogram(kNcclOpGpuDurationSeconds, row.labels, LatencyBounds(), row.stats.counts,
+                  static_cast<double>(row.stats.sum_ns) * 1e-9);
   }
-  out.Header("ncclscope_nccl_op_algo_bytes_total",
-             "nccl-tests algorithm bytes (S) of the operations with GPU timing: divided by their "
-             "GPU time (ncclscope_nccl_op_gpu_seconds_total) it is the algorithm bandwidth.",
-             "counter");
+  out.Header(kNcclOpAlgoBytesTotal);
   for (const auto& row : rows) {
-    out.Sample("ncclscope_nccl_op_algo_bytes_total", row.labels, row.stats.algo_bytes);
+    out.Sample(kNcclOpAlgoBytesTotal, row.labels, row.stats.algo_bytes);
   }
-  out.Header("ncclscope_nccl_op_bus_bytes_total",
-             "nccl-tests bus bytes (S x the function's factor for nranks) of the operations with "
-             "GPU timing: divided by their GPU time it is the bus bandwidth.",
-             "counter");
+  out.Header(kNcclOpBusBytesTotal);
   for (const auto& row : rows) {
-    out.Sample("ncclscope_nccl_op_bus_bytes_total", row.labels, row.stats.bus_bytes);
+    out.Sample(kNcclOpBusBytesTotal, row.labels, row.stats.bus_bytes);
   }
 }
 

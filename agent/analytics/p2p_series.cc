@@ -1,5 +1,6 @@
 #include "agent/analytics/p2p_series.h"
 
+#include "agent/analytics/analytics_metrics.h"
 #include "agent/analytics/size_bucket.h"
 
 namespace ncclscope::analytics {
@@ -38,28 +39,19 @@ void P2pSeries::Observe(const CommRegistry& registry, const Comm& comm,
 
 void P2pSeries::Render(metrics::TextWriter& out) const {
   const auto& rows = table_.rows();
-  out.Header("ncclscope_nccl_p2p_ops_total",
-             "Completed Send/Recv operations (AlltoAll, Gather and Scatter included, which NCCL "
-             "runs as per-peer Send/Recv) by peer class: same_node, other_node or self.",
-             "counter");
-  for (const auto& row : rows)
-    out.Sample("ncclscope_nccl_p2p_ops_total", row.labels, row.stats.ops);
-  out.Header("ncclscope_nccl_p2p_bytes_total", "Message bytes of those operations.", "counter");
+  out.Header(kNcclP2pOpsTotal);
+  for (const auto& row : rows) out.Sample(kNcclP2pOpsTotal, row.labels, row.stats.ops);
+  out.Header(kNcclP2pBytesTotal);
   for (const auto& row : rows) {
-    out.Sample("ncclscope_nccl_p2p_bytes_total", row.labels, row.stats.bytes);
+    out.Sample(kNcclP2pBytesTotal, row.labels, row.stats.bytes);
   }
-  out.Header("ncclscope_nccl_p2p_gpu_seconds_total",
-             "GPU time of those operations that had GPU timing.", "counter");
+  out.Header(kNcclP2pGpuSecondsTotal);
   for (const auto& row : rows) {
-    out.Sample("ncclscope_nccl_p2p_gpu_seconds_total", row.labels,
-               static_cast<double>(row.stats.gpu_ns) * 1e-9);
+    out.Sample(kNcclP2pGpuSecondsTotal, row.labels, static_cast<double>(row.stats.gpu_ns) * 1e-9);
   }
-  out.Header("ncclscope_nccl_p2p_bus_bytes_total",
-             "Bytes of the operations with GPU timing (bus bytes: factor 1): divided by "
-             "ncclscope_nccl_p2p_gpu_seconds_total it is the p2p bandwidth per peer class.",
-             "counter");
+  out.Header(kNcclP2pBusBytesTotal);
   for (const auto& row : rows) {
-    out.Sample("ncclscope_nccl_p2p_bus_bytes_total", row.labels, row.stats.timed_bytes);
+    out.Sample(kNcclP2pBusBytesTotal, row.labels, row.stats.timed_bytes);
   }
 }
 

@@ -5,10 +5,6 @@
 namespace ncclscope::metrics {
 namespace {
 
-std::string_view TypeName(MetricType type) {
-  return type == MetricType::kCounter ? "counter" : "gauge";
-}
-
 std::string LabelText(const Labels& labels) {
   std::string text;
   for (const Label& label : labels) {
@@ -20,32 +16,24 @@ std::string LabelText(const Labels& labels) {
 
 }  // namespace
 
-Family::Family(std::string name, std::string help, MetricType type)
-    : name_(std::move(name)), help_(std::move(help)), type_(type) {}
+Family::Family(const MetricDef& def)
+    : name_(def.name), help_(def.help), type_(def.type), unit_(def.unit) {}
 
 void Family::Add(const Labels& labels, double value) {
-  TextWriter(samples_).Sample(name_, LabelText(labels), value);
+  TextWriter(samples_).Sample(Def(), LabelText(labels), value);
   ++series_;
 }
 
 void Family::WriteTo(TextWriter& out) const {
   if (series_ == 0) return;
-  out.Header(name_, help_, TypeName(type_));
+  out.Header(Def());
   out.out() += samples_;
 }
 
-Family& FamilySet::Get(std::string_view name, std::string_view help, MetricType type) {
-  const auto [it, added] = index_.try_emplace(std::string(name), families_.size());
-  if (added) families_.emplace_back(std::string(name), std::string(help), type);
+Family& FamilySet::Get(const MetricDef& def) {
+  const auto [it, added] = index_.try_emplace(std::string(def.name), families_.size());
+  if (added) families_.emplace_back(def);
   return families_[it->second];
-}
-
-Family& FamilySet::Gauge(std::string_view name, std::string_view help) {
-  return Get(name, help, MetricType::kGauge);
-}
-
-Family& FamilySet::Counter(std::string_view name, std::string_view help) {
-  return Get(name, help, MetricType::kCounter);
 }
 
 void FamilySet::WriteTo(TextWriter& out) const {

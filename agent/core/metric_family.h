@@ -2,7 +2,8 @@
 
 // Metric families whose samples arrive in any order: one walk over a source's data (ports,
 // processes, communicators) feeds several families, and the text format wants each family's
-// samples together after its HELP and TYPE lines. A FamilySet creates each family on first use,
+// samples together after its HELP and TYPE lines. A FamilySet creates each family (a MetricDef,
+// agent/core/metric_def.h) on first use,
 // each Family keeps its samples as text, and WriteTo writes them whole, in creation order, through
 // the one exposition path (agent/core/text_exposition.h). A source that renders one family at a
 // time writes to the TextWriter directly instead.
@@ -13,11 +14,11 @@
 #include <unordered_map>
 #include <vector>
 
+#include "agent/core/metric_def.h"
+
 namespace ncclscope::metrics {
 
 class TextWriter;
-
-enum class MetricType { kCounter, kGauge };
 
 struct Label {
   std::string name;
@@ -27,13 +28,10 @@ using Labels = std::vector<Label>;
 
 class Family {
  public:
-  Family(std::string name, std::string help, MetricType type);
+  explicit Family(const MetricDef& def);
 
-  const std::string& name() const { return name_; }
-  MetricType type() const { return type_; }
   // Series added so far.
   std::size_t size() const { return series_; }
-  bool empty() const { return series_ == 0; }
 
   // One sample. (Histograms, all of them the analytics', are written with TextWriter::Histogram.)
   void Add(const Labels& labels, double value);
@@ -42,19 +40,21 @@ class Family {
   void WriteTo(TextWriter& out) const;
 
  private:
+  // Copies: a family's name can be built at run time (rdma's counter families come from the
+  // catalogue in rdma/counters, a test's from its source's name).
   std::string name_;
   std::string help_;
   MetricType type_;
+  std::string unit_;
+  MetricDef Def() const { return {name_, type_, unit_, help_}; }
   std::string samples_;  // the sample lines, as the format spells them
   std::size_t series_ = 0;
 };
 
 class FamilySet {
  public:
-  // The family of that name, created (with this help and type) on first use. References stay
-  // valid for the set's life.
-  Family& Gauge(std::string_view name, std::string_view help);
-  Family& Counter(std::string_view name, std::string_view help);
+  // The family of that name, created on first use. References stay valid for the set's life.
+  Family& Get(const MetricDef& def);
 
   // Every family with samples, in creation order.
   void WriteTo(TextWriter& out) const;
@@ -62,7 +62,6 @@ class FamilySet {
   std::string Text() const;
 
  private:
-  Family& Get(std::string_view name, std::string_view help, MetricType type);
   std::deque<Family> families_;
   std::unordered_map<std::string, std::size_t> index_;
 };

@@ -107,15 +107,15 @@ HistogramBounds::HistogramBounds(std::vector<double> bounds) : bounds_(std::move
   le_.emplace_back("le=\"+Inf\"");
 }
 
-void TextWriter::Header(std::string_view name, std::string_view help, std::string_view type) {
+void TextWriter::Header(const MetricDef& family) {
   out_ += "# HELP ";
-  out_ += name;
+  out_ += family.name;
   out_ += ' ';
-  AppendEscaped(out_, help, false);
+  AppendEscaped(out_, family.help, false);
   out_ += "\n# TYPE ";
-  out_ += name;
+  out_ += family.name;
   out_ += ' ';
-  out_ += type;
+  out_ += TypeName(family.type);
   out_ += '\n';
 }
 
@@ -133,27 +133,28 @@ void TextWriter::Start(std::string_view name, std::string_view suffix, std::stri
   out_ += ' ';
 }
 
-void TextWriter::Sample(std::string_view name, std::string_view labels, double value) {
-  Start(name, "", labels);
+void TextWriter::Sample(const MetricDef& family, std::string_view labels, double value) {
+  Start(family.name, "", labels);
   AppendNumber(out_, value);
   out_ += '\n';
 }
 
-void TextWriter::Sample(std::string_view name, std::string_view labels, std::uint64_t value) {
-  Start(name, "", labels);
+void TextWriter::Sample(const MetricDef& family, std::string_view labels, std::uint64_t value) {
+  Start(family.name, "", labels);
   AppendNumber(out_, value);
   out_ += '\n';
 }
 
-void TextWriter::Sample(std::string_view name, std::string_view labels, std::string_view extra,
+void TextWriter::Sample(const MetricDef& family, std::string_view labels, std::string_view extra,
                         double value) {
-  Start(name, "", labels, extra);
+  Start(family.name, "", labels, extra);
   AppendNumber(out_, value);
   out_ += '\n';
 }
 
-void TextWriter::Histogram(std::string_view name, std::string_view labels,
+void TextWriter::Histogram(const MetricDef& family, std::string_view labels,
                            const HistogramBounds& bounds, const std::uint64_t* counts, double sum) {
+  const std::string_view name = family.name;
   std::uint64_t cumulative = 0;
   for (std::size_t i = 0; i < bounds.buckets(); ++i) {
     cumulative += counts[i];

@@ -14,6 +14,8 @@
 #include <string_view>
 #include <vector>
 
+#include "agent/core/metric_def.h"
+
 namespace ncclscope::metrics {
 
 // Appends `name="value"` with the value escaped as the format requires (\\, \", \n).
@@ -41,18 +43,19 @@ class TextWriter {
  public:
   explicit TextWriter(std::string& out) : out_(out) {}
 
-  // "# HELP name help" and "# TYPE name type" (type: counter, gauge, histogram, untyped).
-  void Header(std::string_view name, std::string_view help, std::string_view type);
+  // "# HELP name help" and "# TYPE name type" of a family (agent/core/metric_def.h).
+  void Header(const MetricDef& family);
 
   // `name{labels} value`, where `labels` is the inside of the braces, already formatted with
   // AppendLabel and separated by commas (empty: no braces).
-  void Sample(std::string_view name, std::string_view labels, double value);
-  void Sample(std::string_view name, std::string_view labels, std::uint64_t value);
+  void Sample(const MetricDef& family, std::string_view labels, double value);
+  void Sample(const MetricDef& family, std::string_view labels, std::uint64_t value);
   // Same, with one more pre-formatted label (`state="send_wait"`) after `labels`.
-  void Sample(std::string_view name, std::string_view labels, std::string_view extra, double value);
+  void Sample(const MetricDef& family, std::string_view labels, std::string_view extra,
+              double value);
 
   // One histogram: `counts` holds bounds.buckets() per-bucket (not cumulative) counts.
-  void Histogram(std::string_view name, std::string_view labels, const HistogramBounds& bounds,
+  void Histogram(const MetricDef& family, std::string_view labels, const HistogramBounds& bounds,
                  const std::uint64_t* counts, double sum);
 
   std::string& out() { return out_; }

@@ -3,6 +3,7 @@
 
 #include "agent/core/metric_family.h"
 #include "agent/core/text_exposition.h"
+#include "agent/ebpf/ebpf_metrics.h"
 #include "agent/ebpf/functions.h"
 #include "agent/ebpf/runtime.h"
 
@@ -48,22 +49,13 @@ void Runtime::Render(metrics::TextWriter& out) const {
 
   // Created in the order they are written (FamilySet: on first use).
   metrics::FamilySet families;
-  metrics::Family& nccl_calls = families.Counter(
-      "ncclscope_ebpf_nccl_calls_total", "NCCL API calls made by applications, by function.");
-  metrics::Family& nccl_bytes = families.Counter(
-      "ncclscope_ebpf_nccl_bytes_total",
-      "Bytes named by NCCL collective and point-to-point calls (count x datatype size).");
-  metrics::Family& nccl_errors = families.Counter(
-      "ncclscope_ebpf_nccl_errors_total", "NCCL API calls that returned an error, by result.");
-  metrics::Family& ibv_calls = families.Counter("ncclscope_ebpf_ibv_calls_total",
-                                                "libibverbs control-path calls, by function.");
-  metrics::Family& ibv_bytes = families.Counter("ncclscope_ebpf_ibv_registered_bytes_total",
-                                                "Bytes of memory regions successfully registered.");
-  metrics::Family& ibv_errors = families.Counter(
-      "ncclscope_ebpf_ibv_errors_total", "libibverbs control-path calls that failed, by result.");
-  metrics::Family& qp =
-      families.Counter("ncclscope_ebpf_ibv_qp_transitions_total",
-                       "Successful ibv_modify_qp state changes, by target state.");
+  metrics::Family& nccl_calls = families.Get(kEbpfNcclCallsTotal);
+  metrics::Family& nccl_bytes = families.Get(kEbpfNcclBytesTotal);
+  metrics::Family& nccl_errors = families.Get(kEbpfNcclErrorsTotal);
+  metrics::Family& ibv_calls = families.Get(kEbpfIbvCallsTotal);
+  metrics::Family& ibv_bytes = families.Get(kEbpfIbvRegisteredBytesTotal);
+  metrics::Family& ibv_errors = families.Get(kEbpfIbvErrorsTotal);
+  metrics::Family& qp = families.Get(kEbpfIbvQpTransitionsTotal);
   for (const auto& [key, v] : t.calls) {
     const auto& [labels, op] = key;
     const ProbedFunction* f = FunctionForOp(op);
@@ -91,14 +83,11 @@ void Runtime::Render(metrics::TextWriter& out) const {
            static_cast<double>(count));
   }
 
-  metrics::Family& aborts =
-      families.Counter("ncclscope_ebpf_nccl_communicator_aborts_total",
-                       "ncclCommAbort calls (communicators torn down after an error).");
+  metrics::Family& aborts = families.Get(kEbpfNcclCommunicatorAbortsTotal);
   for (const auto& [labels, count] : t.aborts) {
     aborts.Add(PodLabelSet(labels), static_cast<double>(count));
   }
-  metrics::Family& comms = families.Gauge("ncclscope_ebpf_nccl_communicators",
-                                          "Live NCCL communicators per process, by size and rank.");
+  metrics::Family& comms = families.Get(kEbpfNcclCommunicators);
   std::map<std::tuple<PodLabels, pid_t, std::int32_t, std::int32_t>, int> grouped;
   for (const auto& [process, list] : communicators_) {
     for (const auto& [handle, c] : list) ++grouped[{c.labels, process.pid, c.nranks, c.rank}];
@@ -114,10 +103,7 @@ void Runtime::Render(metrics::TextWriter& out) const {
               count);
   }
 
-  metrics::Family& uncovered = families.Gauge(
-      "ncclscope_ebpf_uncovered_processes",
-      "Processes using NCCL (a communicator or an NCCL call seen) that hold no profiler ring: "
-      "jobs without NCCL_PROFILER_PLUGIN. 0 for pods whose every NCCL process has one.");
+  metrics::Family& uncovered = families.Get(kEbpfUncoveredProcesses);
   if (ring_writers_) {
     for (const auto& [labels, count] : UncoveredByPod(nccl_processes, *ring_writers_)) {
       uncovered.Add(PodLabelSet(labels), static_cast<double>(count));
@@ -126,16 +112,10 @@ void Runtime::Render(metrics::TextWriter& out) const {
 
   // Self-metrics of the probes.
   const AttachRegistry::Stats stats = registry_->stats();
-  metrics::Family& files =
-      families.Gauge("ncclscope_ebpf_attached_files",
-                     "Distinct library files (real inodes) with probes attached.");
-  metrics::Family& probes =
-      families.Gauge("ncclscope_ebpf_attached_probes", "Uprobe and uretprobe links attached.");
-  metrics::Family& processes = families.Gauge(
-      "ncclscope_ebpf_processes", "Processes mapping a library file with probes attached.");
-  metrics::Family& failures =
-      families.Counter("ncclscope_ebpf_attach_failures_total",
-                       "Library files that could not be attached (reason in the log).");
+  metrics::Family& files = families.Get(kEbpfAttachedFiles);
+  metrics::Family& probes = families.Get(kEbpfAttachedProbes);
+  metrics::Family& processes = families.Get(kEbpfProcesses);
+  metrics::Family& failures = families.Get(kEbpfAttachFailuresTotal);
   for (int lib = 0; lib < kLibraryCount; ++lib) {
     const metrics::Labels set = {{"library", std::string(LibraryName(static_cast<Library>(lib)))}};
     files.Add(set, static_cast<double>(stats.files[lib]));
@@ -143,11 +123,9 @@ void Runtime::Render(metrics::TextWriter& out) const {
     processes.Add(set, static_cast<double>(stats.processes[lib]));
     failures.Add(set, static_cast<double>(stats.failures[lib]));
   }
-  metrics::Family& scans = families.Counter("ncclscope_ebpf_process_scans_total",
-                                            "Reads of /proc/<pid>/maps looking for the libraries.");
+  metrics::Family& scans = families.Get(kEbpfProcessScansTotal);
   scans.Add({}, static_cast<double>(scans_.load()));
-  metrics::Family& dropped = families.Counter("ncclscope_ebpf_dropped_total",
-                                              "Things the eBPF source had to drop, by reason.");
+  metrics::Family& dropped = families.Get(kEbpfDroppedTotal);
   std::uint64_t counters[NCCLSCOPE_BPF_COUNTER_COUNT] = {};
   for (std::uint32_t i = 0; i < NCCLSCOPE_BPF_COUNTER_COUNT; ++i) {
     counters[i] = objects_->counters().Lookup(i).value_or(0);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "agent/core/text_exposition.h"
+#include "agent/exporter/exporter_metrics.h"
 
 namespace ncclscope {
 namespace {
@@ -71,18 +72,14 @@ void CollectProcessMetrics(metrics::TextWriter& out, const std::string& proc_roo
   const double start_ticks = std::stod(f[22 - 3]);
   const double vsize = std::stod(f[23 - 3]);
   const double rss_pages = std::stod(f[24 - 3]);
-  const auto one = [&](std::string_view name, std::string_view type, std::string_view help,
-                       double value) {
-    out.Header(name, help, type);
-    out.Sample(name, "", value);
+  const auto one = [&](const metrics::MetricDef& family, double value) {
+    out.Header(family);
+    out.Sample(family, "", value);
   };
-  one("process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.",
-      (utime + stime) / ticks);
-  one("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.", rss_pages * page);
-  one("process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.", vsize);
-  one("process_start_time_seconds", "gauge",
-      "Start time of the process since unix epoch in seconds.",
-      BootTime(proc_root) + start_ticks / ticks);
+  one(kProcessCpuSecondsTotal, (utime + stime) / ticks);
+  one(kProcessResidentMemoryBytes, rss_pages * page);
+  one(kProcessVirtualMemoryBytes, vsize);
+  one(kProcessStartTimeSeconds, BootTime(proc_root) + start_ticks / ticks);
 
   std::error_code ec;
   double fds = 0;
@@ -90,13 +87,12 @@ void CollectProcessMetrics(metrics::TextWriter& out, const std::string& proc_roo
        !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
     ++fds;
   }
-  one("process_open_fds", "gauge", "Number of open file descriptors.", fds);
+  one(kProcessOpenFds, fds);
   if (const std::optional<double> max = SoftLimit(proc_root, "Max open files")) {
-    one("process_max_fds", "gauge", "Maximum number of open file descriptors.", *max);
+    one(kProcessMaxFds, *max);
   }
   if (const std::optional<double> max = SoftLimit(proc_root, "Max address space")) {
-    one("process_virtual_memory_max_bytes", "gauge",
-        "Maximum amount of virtual memory available in bytes.", *max);
+    one(kProcessVirtualMemoryMaxBytes, *max);
   }
 }
 

@@ -7,6 +7,7 @@
 #include "agent/core/metric_family.h"
 #include "agent/core/text_exposition.h"
 #include "agent/exporter/build_info.h"
+#include "agent/exporter/exporter_metrics.h"
 #include "agent/exporter/process_metrics.h"
 
 namespace ncclscope {
@@ -14,24 +15,16 @@ namespace {
 
 void WriteSelfMetrics(const SourceSet& sources, const ReloadStats& reload,
                       metrics::FamilySet& out) {
-  metrics::Family& build = out.Gauge(
-      "ncclscope_build_info",
-      "A metric with a constant '1' value labeled by version, revision and compiler of the agent.");
+  metrics::Family& build = out.Get(kBuildInfo);
   build.Add({{"version", std::string(kVersion)},
              {"revision", std::string(kRevision)},
              {"compiler", std::string(kCompiler)}},
             1);
 
-  metrics::Family& up = out.Gauge("ncclscope_source_up",
-                                  "1 when the source is running and healthy, 0 when it is down or "
-                                  "disabled (see the agent log for why).");
-  metrics::Family& enabled =
-      out.Gauge("ncclscope_source_enabled", "1 when the config enables the source.");
-  metrics::Family& errors = out.Counter("ncclscope_source_errors_total",
-                                        "Errors a source met, by kind; the source keeps running.");
-  metrics::Family& duration =
-      out.Gauge("ncclscope_source_collection_duration_seconds",
-                "Time the source took to render its metrics for this scrape.");
+  metrics::Family& up = out.Get(kSourceUp);
+  metrics::Family& enabled = out.Get(kSourceEnabled);
+  metrics::Family& errors = out.Get(kSourceErrorsTotal);
+  metrics::Family& duration = out.Get(kSourceCollectionDurationSeconds);
   for (const auto& entry : sources.entries()) {
     const std::string& name = entry->source->name();
     const bool is_enabled = entry->enabled.load();
@@ -46,14 +39,10 @@ void WriteSelfMetrics(const SourceSet& sources, const ReloadStats& reload,
     }
   }
 
-  out.Gauge("ncclscope_config_last_reload_successful",
-            "Whether the last configuration reload attempt was successful.")
-      .Add({}, reload.last_successful.load() ? 1 : 0);
-  out.Gauge("ncclscope_config_last_reload_success_timestamp_seconds",
-            "Timestamp of the last successful configuration load.")
+  out.Get(kConfigLastReloadSuccessful).Add({}, reload.last_successful.load() ? 1 : 0);
+  out.Get(kConfigLastReloadSuccessTimestampSeconds)
       .Add({}, reload.last_success_time_seconds.load());
-  metrics::Family& reloads = out.Counter("ncclscope_config_reloads_total",
-                                         "Configuration reload attempts (SIGHUP), by result.");
+  metrics::Family& reloads = out.Get(kConfigReloadsTotal);
   reloads.Add({{"result", "success"}}, static_cast<double>(reload.successes.load()));
   reloads.Add({{"result", "failure"}}, static_cast<double>(reload.failures.load()));
 }
@@ -91,14 +80,9 @@ std::string ScrapeCollector::RenderText() const {
   try {
     metrics::FamilySet self;
     WriteSelfMetrics(*sources_, *reload_, self);
-    self.Counter("ncclscope_scrapes_total",
-                 "Scrapes of the metrics path served, this one included.")
-        .Add({}, static_cast<double>(scrapes_.fetch_add(1) + 1));
-    self.Gauge("ncclscope_scrape_duration_seconds",
-               "Time the previous scrape took to render every family into the response text.")
-        .Add({}, last_duration_seconds_.load());
-    self.Gauge("ncclscope_scrape_bytes", "Size of the previous scrape's text.")
-        .Add({}, static_cast<double>(last_bytes_.load()));
+    self.Get(kScrapesTotal).Add({}, static_cast<double>(scrapes_.fetch_add(1) + 1));
+    self.Get(kScrapeDurationSeconds).Add({}, last_duration_seconds_.load());
+    self.Get(kScrapeBytes).Add({}, static_cast<double>(last_bytes_.load()));
     metrics::TextWriter writer(text);
     self.WriteTo(writer);
     CollectProcessMetrics(writer);

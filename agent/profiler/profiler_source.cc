@@ -13,6 +13,7 @@
 #include "agent/core/log.h"
 #include "agent/core/metric_family.h"
 #include "agent/core/text_exposition.h"
+#include "agent/profiler/profiler_metrics.h"
 #include "agent/profiler/ring_owner.h"
 #include "rdma/netlink/netlink_qp_source.h"
 
@@ -48,44 +49,25 @@ std::uint64_t RealtimeNs() {
 
 // The plugins' overhead governors (plugin/src/governor.h), summed over the node's processes.
 void CollectGovernor(const DirectorySnapshot& s, metrics::FamilySet& out) {
-  metrics::Family& seconds = out.Counter(
-      "ncclscope_nccl_plugin_overhead_seconds_total",
-      "Estimated time the profiler plugins spent inside NCCL's calls, all processes on the "
-      "node (every call of 1 op in 256, NCCLSCOPE_OVERHEAD_SAMPLE, is timed and scaled up).");
+  metrics::Family& seconds = out.Get(kNcclPluginOverheadSecondsTotal);
   seconds.Add({}, static_cast<double>(s.plugin_counters[NCCLSCOPE_CTR_PLUGIN_TIME_NS]) * 1e-9);
-  metrics::Family& steps = out.Counter(
-      "ncclscope_nccl_plugin_governor_steps_total",
-      "Overhead governor steps of the plugins, by direction: down (a duty cycle lowered "
-      "because the plugin's time exceeded plugin.overhead_budget) or up (restored).");
+  metrics::Family& steps = out.Get(kNcclPluginGovernorStepsTotal);
   steps.Add({{"direction", "down"}},
             static_cast<double>(s.plugin_counters[NCCLSCOPE_CTR_GOVERNOR_DOWN]));
   steps.Add({{"direction", "up"}},
             static_cast<double>(s.plugin_counters[NCCLSCOPE_CTR_GOVERNOR_UP]));
   const DirectorySnapshot::Governor& g = s.governor;
-  metrics::Family& governed = out.Gauge(
-      "ncclscope_nccl_plugin_governed_processes",
-      "Processes whose plugin samples less than its controls ask because it exceeded its "
-      "overhead budget, by level: proxy (network steps sampled less or not at all), kernel "
-      "(also less GPU timing), floor (both off and still over budget).");
+  metrics::Family& governed = out.Get(kNcclPluginGovernedProcesses);
   governed.Add({{"level", "proxy"}}, g.by_level[NCCLSCOPE_GOVERNOR_PROXY]);
   governed.Add({{"level", "kernel"}}, g.by_level[NCCLSCOPE_GOVERNOR_KERNEL]);
   governed.Add({{"level", "floor"}}, g.by_level[NCCLSCOPE_GOVERNOR_FLOOR]);
   if (g.rings == 0) return;  // no live process: no duty cycle or load to show
-  metrics::Family& duty = out.Gauge(
-      "ncclscope_nccl_plugin_duty_cycle_ratio",
-      "The lowest duty cycle in force among the node's live processes, after their overhead "
-      "governor, by events: kernel_ch (GPU timing) or proxy (network steps).");
+  metrics::Family& duty = out.Get(kNcclPluginDutyCycleRatio);
   duty.Add({{"events", "kernel_ch"}}, g.min_kernel_duty_pm / 1000.0);
   duty.Add({{"events", "proxy"}}, g.min_proxy_duty_pm / 1000.0);
-  metrics::Family& load = out.Gauge(
-      "ncclscope_nccl_plugin_overhead_ratio",
-      "The highest plugin time share among the node's live processes in their last governor "
-      "window: plugin time / window / local GPUs (compare with plugin.overhead_budget).");
+  metrics::Family& load = out.Get(kNcclPluginOverheadRatio);
   load.Add({}, g.max_load_ppm / 1e6);
-  metrics::Family& per_op = out.Gauge(
-      "ncclscope_nccl_plugin_op_overhead_seconds",
-      "The highest mean plugin time per timed operation (its start, stop, kernel channels, "
-      "network ops and steps) among the node's live processes in their last governor window.");
+  metrics::Family& per_op = out.Get(kNcclPluginOpOverheadSeconds);
   per_op.Add({}, static_cast<double>(g.max_op_ns) * 1e-9);
 }
 
@@ -468,72 +450,43 @@ void ProfilerSource::Collect(metrics::TextWriter& writer) const {
     s = snapshot_;
   }
 
-  metrics::Family& rings = out.Gauge(
-      "ncclscope_nccl_rings",
-      "Plugin rings in the ring directory (one per process using the plugin), by state: live, "
-      "or closed (every communicator finalized, process still running).");
+  metrics::Family& rings = out.Get(kNcclRings);
   rings.Add({{"state", "live"}}, s.rings_live);
   rings.Add({{"state", "closed"}}, s.rings_closed);
-  metrics::Family& reclaimed =
-      out.Counter("ncclscope_nccl_rings_reclaimed_total",
-                  "Rings of exited processes, drained to the end and deleted.");
+  metrics::Family& reclaimed = out.Get(kNcclRingsReclaimedTotal);
   reclaimed.Add({}, static_cast<double>(s.rings_reclaimed));
-  metrics::Family& rejected = out.Counter(
-      "ncclscope_nccl_rings_rejected_total",
-      "Ring files that failed validation, by reason (magic, version, format, geometry, size, "
-      "sparse, not_regular, open, map), plus rings dropped because their file broke while read "
-      "(reason fault).");
+  metrics::Family& rejected = out.Get(kNcclRingsRejectedTotal);
   for (const auto& [reason, count] : s.rings_rejected) {
     rejected.Add({{"reason", reason}}, static_cast<double>(count));
   }
   rejected.Add({{"reason", "fault"}}, static_cast<double>(s.ring_faults));
 
-  metrics::Family& records =
-      out.Counter("ncclscope_nccl_records_total", "Valid records read from the rings, by type.");
+  metrics::Family& records = out.Get(kNcclRecordsTotal);
   for (std::size_t type = 1; type < s.records.size(); ++type) {
     if (const char* name = ncclscope_record_type_name(static_cast<unsigned>(type))) {
       records.Add({{"type", name}}, static_cast<double>(s.records[type]));
     }
   }
-  metrics::Family& corrupt = out.Counter(
-      "ncclscope_nccl_records_corrupt_total",
-      "Records skipped because they failed validation, by reason (checksum, position, type, "
-      "layout, field, continuation, lane_resync: records skipped after a nonsensical lane "
-      "head/tail).");
+  metrics::Family& corrupt = out.Get(kNcclRecordsCorruptTotal);
   for (std::size_t reason = 1; reason < s.corrupt.size(); ++reason) {
     corrupt.Add({{"reason", std::string(CorruptReasonName(static_cast<CorruptReason>(reason)))}},
                 static_cast<double>(s.corrupt[reason]));
   }
   corrupt.Add({{"reason", "lane_resync"}}, static_cast<double>(s.lane_resyncs));
-  metrics::Family& dropped = out.Counter(
-      "ncclscope_nccl_records_dropped_total",
-      "Records the plugins could not write, by reason: ring_full (the agent had not consumed "
-      "the lane yet) or lane_busy (every lane tried was being written).");
+  metrics::Family& dropped = out.Get(kNcclRecordsDroppedTotal);
   dropped.Add({{"reason", "ring_full"}}, static_cast<double>(s.dropped_ring_full));
   dropped.Add({{"reason", "lane_busy"}},
               static_cast<double>(s.plugin_counters[NCCLSCOPE_CTR_DROPPED_CONTENTION]));
-  metrics::Family& limited = out.Counter(
-      "ncclscope_nccl_ring_limits_total",
-      "What the ring reader left out because one of its bounds was reached, by limit: rings "
-      "(plugin.max_rings held), opens_per_pass, rejected_names (oldest forgotten), "
-      "directory_entries, comm_slots_per_ring, comm_slots_total (docs/trust-model.md).");
+  metrics::Family& limited = out.Get(kNcclRingLimitsTotal);
   for (std::size_t limit = 0; limit < s.limited.size(); ++limit) {
     limited.Add({{"limit", DirectoryLimitName(static_cast<DirectoryLimit>(limit))}},
                 static_cast<double>(s.limited[limit]));
   }
-  metrics::Family& mapped =
-      out.Gauge("ncclscope_nccl_ring_mapped_bytes",
-                "Bytes of ring metadata (header, comm table, lanes) the agent maps, "
-                "all rings held; record data is read, never mapped.");
+  metrics::Family& mapped = out.Get(kNcclRingMappedBytes);
   mapped.Add({}, static_cast<double>(s.mapped_bytes));
-  metrics::Family& repairs = out.Counter(
-      "ncclscope_nccl_controls_file_repairs_total",
-      "Times <ring_dir>/ncclscope.controls was found changed, replaced or removed by someone "
-      "else, and rewritten.");
+  metrics::Family& repairs = out.Get(kNcclControlsFileRepairsTotal);
   repairs.Add({}, static_cast<double>(s.controls_file_repairs));
-  metrics::Family& events = out.Counter(
-      "ncclscope_nccl_plugin_events_total",
-      "Plugin-side event outcomes other than recording, by event (see docs/metrics.md).");
+  metrics::Family& events = out.Get(kNcclPluginEventsTotal);
   for (std::size_t counter = 0; counter < s.plugin_counters.size(); ++counter) {
     if (const char* name = ncclscope_counter_name(static_cast<unsigned>(counter))) {
       events.Add({{"event", name}}, static_cast<double>(s.plugin_counters[counter]));

@@ -9,18 +9,13 @@
 #include "agent/core/metric_family.h"
 #include "agent/core/text_exposition.h"
 #include "agent/rdma/health_config.h"
+#include "agent/rdma/rdma_metrics.h"
 #include "rdma/counters/counter_state.h"
 #include "rdma/sysfs/attributes.h"
 #include "rdma/topology/pci_topology.h"
 
 namespace ncclscope::rdma {
 namespace {
-
-// Findings are series only while they hold: the rules test == 1, and a finding at 0 would be a
-// series per port and finding kind for nothing (12 a port).
-constexpr const char* kFindingHelp =
-    "1 while a health finding holds for the port (or node); the series exists only then. "
-    "Severity critical, warning or info.";
 
 using counters::Behavior;
 using counters::CounterInfo;
@@ -32,9 +27,6 @@ double UnixNow() {
 }
 
 std::string PortLabel(std::uint32_t port) { return std::to_string(port); }
-
-// ncclscope_infiniband_<name>.
-std::string Ib(std::string_view name) { return "ncclscope_infiniband_" + std::string(name); }
 
 // Attributes of a port this poll, from sysfs, else from verbs.
 struct PortAttributes {
@@ -298,9 +290,7 @@ RdmaSource::Judgement RdmaSource::JudgePorts(const sysfs::Snapshot& snapshot) co
 void RdmaSource::RenderDevices(metrics::FamilySet& out, const sysfs::Snapshot& snapshot) const {
   for (const sysfs::DeviceReading& device : snapshot.devices) {
     const sysfs::DeviceLayout& d = *device.layout;
-    out.Gauge(Ib("info"),
-              "Constant 1 per RDMA device, labeled with its firmware, board, HCA type, node "
-              "GUID and PCI address.")
+    out.Get(kInfinibandInfo)
         .Add({{"device", d.name},
               {"board_id", d.board_id},
               {"firmware_version", d.firmware_version},
@@ -321,9 +311,7 @@ void RdmaSource::RenderPort(metrics::FamilySet& out, const JudgedPort& j, health
   const metrics::Labels labels = {{"device", d.name}, {"port", port_label}};
   PortState& port = ports_.at({d.name, layout.number});
 
-  out.Gauge(Ib("port_info"),
-            "Constant 1 per port, labeled with link layer, active width and speed, and the "
-            "network interface (RoCE, IPoIB).")
+  out.Get(kInfinibandPortInfo)
       .Add({{"device", d.name},
             {"port", port_label},
             {"link_layer", j.attrs.link_layer},
@@ -332,20 +320,13 @@ void RdmaSource::RenderPort(metrics::FamilySet& out, const JudgedPort& j, health
             {"netdev", layout.netdev}},
            1);
   if (j.attrs.state >= 0) {
-    out.Gauge(Ib("state_id"),
-              "Port state (1: down, 2: init, 3: armed, 4: active, 5: active defer).")
-        .Add(labels, j.attrs.state);
+    out.Get(kInfinibandStateId).Add(labels, j.attrs.state);
   }
   if (j.attrs.phys_state >= 0) {
-    out.Gauge(Ib("physical_state_id"),
-              "Physical port state (1: sleep, 2: polling, 3: disabled, 4: port configuration "
-              "training, 5: link up, 6: link error recovery, 7: phy test).")
-        .Add(labels, j.attrs.phys_state);
+    out.Get(kInfinibandPhysicalStateId).Add(labels, j.attrs.phys_state);
   }
   if (j.attrs.gbps >= 0) {
-    out.Gauge(Ib("rate_bytes_per_second"),
-              "Nominal signalling rate of the port (lanes x lane speed), in bytes per second.")
-        .Add(labels, j.attrs.gbps * 125'000'000.0);
+    out.Get(kInfinibandRateBytesPerSecond).Add(labels, j.attrs.gbps * 125'000'000.0);
   }
 
   RenderPortCounters(out, d.name, port_label, labels, layout, reading, port);
@@ -365,31 +346,24 @@ void RdmaSource::RenderPortCounters(metrics::FamilySet& out, const std::string& 
     const counters::CounterState& state = *port.states[f];
     const CounterInfo* info = port.bound[f];
     if (info == nullptr) {
-      out.Counter(std::string(counters::kUnknownHwCounterMetric),
-                  "hw_counters files not in the catalogue (rdma.unknown_hw_counters).")
+      out.Get(kInfinibandHwCountersTotal)
           .Add({{"device", device}, {"port", port_label}, {"counter", file.name}},
                state.extended());
       continue;
     }
     if (!config_.packet_counters && counters::IsPacketCounter(*info)) continue;
-    const std::string metric(info->metric);
-    const std::string help(info->help);
     if (info->behavior == Behavior::kGauge) {
-      out.Gauge(metric, help).Add(labels, static_cast<double>(state.raw()) * info->scale);
+      out.Get(CounterFamily(*info)).Add(labels, static_cast<double>(state.raw()) * info->scale);
       continue;
     }
-    out.Counter(metric, help).Add(labels, state.extended() * info->scale);
+    out.Get(CounterFamily(*info)).Add(labels, state.extended() * info->scale);
     if (state.saturated()) {
       ++saturated;
-      out.Gauge(Ib("port_saturated"),
-                "1 while a counter sits at its maximum (2^width-1): it no longer counts, so "
-                "its rate reads 0 whatever happens. Absent while not saturated.")
+      out.Get(kInfinibandPortSaturated)
           .Add({{"device", device}, {"port", port_label}, {"counter", file.name}}, 1);
     }
     if (state.resets() > 0) {
-      out.Counter(Ib("port_clears_total"),
-                  "Times a counter went down other than by a 32-bit wrap (perfquery -R, "
-                  "driver reload). Present once a reset was seen.")
+      out.Get(kInfinibandPortClearsTotal)
           .Add({{"device", device}, {"port", port_label}, {"counter", file.name}},
                static_cast<double>(state.resets()));
     }
@@ -397,21 +371,14 @@ void RdmaSource::RenderPortCounters(metrics::FamilySet& out, const std::string& 
   // These three are 0 on a healthy port: series only while they are not (rules test == 1, the
   // dashboards sum or take the max), as the findings.
   if (saturated > 0) {
-    out.Gauge(Ib("port_saturated_counters"),
-              "Number of the port's counters sitting at their maximum; absent while none is.")
-        .Add(labels, saturated);
+    out.Get(kInfinibandPortSaturatedCounters).Add(labels, saturated);
   }
   for (const auto& [reason, count] : reading.unreadable) {
-    out.Gauge(Ib("port_unreadable_files"),
-              "Port files that gave no value this poll, by reason (errno name, no_pma, "
-              "malformed, restricted). Failing files are not read again.")
+    out.Get(kInfinibandPortUnreadableFiles)
         .Add({{"device", device}, {"port", port_label}, {"reason", reason}}, count);
   }
   if (reading.restricted) {
-    out.Gauge(Ib("port_restricted"),
-              "1 when the port's PMA counters fail with EINVAL (restricted PF): they are no "
-              "longer read. Absent otherwise.")
-        .Add(labels, 1);
+    out.Get(kInfinibandPortRestricted).Add(labels, 1);
   }
 }
 
@@ -425,8 +392,7 @@ void RdmaSource::RenderPortHealth(metrics::FamilySet& out, const JudgedPort& j,
   const metrics::Labels labels = {{"device", device}, {"port", port_label}};
   std::vector<health::Finding> findings;
   for (const auto& [transition, count] : port.health.transitions()) {
-    out.Counter(Ib("port_state_transitions_total"),
-                "Port state changes seen between polls, by from and to state.")
+    out.Get(kInfinibandPortStateTransitionsTotal)
         .Add({{"device", device},
               {"port", port_label},
               {"from", transition.first},
@@ -434,10 +400,7 @@ void RdmaSource::RenderPortHealth(metrics::FamilySet& out, const JudgedPort& j,
              static_cast<double>(count));
   }
   if (const std::size_t episodes = port.health.history().Episodes(now); episodes > 0) {
-    out.Gauge(Ib("port_flap_episodes"),
-              "Link-down-then-ACTIVE episodes within rdma.link.flap_window; absent while "
-              "there is none.")
-        .Add(labels, static_cast<double>(episodes));
+    out.Get(kInfinibandPortFlapEpisodes).Add(labels, static_cast<double>(episodes));
   }
 
   port.health.Findings(now, below_expected && j.eligible, &findings);
@@ -448,7 +411,7 @@ void RdmaSource::RenderPortHealth(metrics::FamilySet& out, const JudgedPort& j,
   }
   for (const health::Finding& finding : findings) {
     if (!finding.active) continue;
-    out.Gauge(Ib("finding"), kFindingHelp)
+    out.Get(kInfinibandFinding)
         .Add({{"device", device},
               {"port", port_label},
               {"finding", finding.name},
@@ -468,7 +431,7 @@ void RdmaSource::RenderVanishedPorts(metrics::FamilySet& out, health::TimePoint 
       if (!finding.active || (finding.name != "link_down" && finding.name != "link_flapping")) {
         continue;
       }
-      out.Gauge(Ib("finding"), kFindingHelp)
+      out.Get(kInfinibandFinding)
           .Add({{"device", key.first},
                 {"port", PortLabel(key.second)},
                 {"finding", finding.name},
@@ -481,27 +444,20 @@ void RdmaSource::RenderVanishedPorts(metrics::FamilySet& out, health::TimePoint 
 // Node level: expected ports and rate, GPU-NIC affinity.
 void RdmaSource::RenderNode(metrics::FamilySet& out, const Judgement& judgement) const {
   const config::RdmaExpectedConfig& expected = config_.expected;
-  out.Gauge(Ib("active_ports"),
-            "Ports of rdma.expected.link_layer that are ACTIVE, LinkUp and at least "
-            "rdma.expected.rate_gbps.")
-      .Add({}, judgement.good);
+  out.Get(kInfinibandActivePorts).Add({}, judgement.good);
   if (expected.ports > 0) {
-    out.Gauge(Ib("expected_active_ports"), "rdma.expected.ports: ports the node should have.")
-        .Add({}, expected.ports);
+    out.Get(kInfinibandExpectedActivePorts).Add({}, expected.ports);
     if (judgement.below_expected) {
-      out.Gauge(Ib("finding"), kFindingHelp)
+      out.Get(kInfinibandFinding)
           .Add({{"finding", "ports_below_expected"}, {"severity", "critical"}}, 1);
     }
   }
   if (expected.rate_gbps > 0) {
-    out.Gauge(Ib("expected_rate_bytes_per_second"), "rdma.expected.rate_gbps in bytes per second.")
-        .Add({}, expected.rate_gbps * 125'000'000.0);
+    out.Get(kInfinibandExpectedRateBytesPerSecond).Add({}, expected.rate_gbps * 125'000'000.0);
   }
 
   for (const AffinityRow& row : affinity_) {
-    out.Gauge("ncclscope_gpu_nic_affinity_info",
-              "Constant 1 per GPU and RDMA port: how they are connected in the PCIe tree "
-              "(relation PIX, PXB, PHB, NODE, SYS as nvidia-smi topo) and the hop count.")
+    out.Get(kGpuNicAffinityInfo)
         .Add({{"gpu_bus_id", row.gpu_bus_id},
               {"device", row.device},
               {"port", PortLabel(row.port)},
@@ -529,27 +485,16 @@ void RdmaSource::RenderSelf(metrics::FamilySet& out, const sysfs::Snapshot& snap
   const std::string devices_help =
       "RDMA devices by state: monitored, excluded by the filters (never read), vanished (gone, "
       "findings kept for rdma.link.flap_window).";
-  out.Gauge("ncclscope_rdma_devices", devices_help)
-      .Add({{"state", "monitored"}}, static_cast<double>(snapshot.devices.size()));
-  out.Gauge("ncclscope_rdma_devices", devices_help)
-      .Add({{"state", "excluded"}}, static_cast<double>(snapshot.excluded.size()));
-  out.Gauge("ncclscope_rdma_devices", devices_help)
-      .Add({{"state", "vanished"}}, static_cast<double>(vanished_devices));
+  out.Get(kRdmaDevices).Add({{"state", "monitored"}}, static_cast<double>(snapshot.devices.size()));
+  out.Get(kRdmaDevices).Add({{"state", "excluded"}}, static_cast<double>(snapshot.excluded.size()));
+  out.Get(kRdmaDevices).Add({{"state", "vanished"}}, static_cast<double>(vanished_devices));
   if (config_.verbs) {
-    out.Gauge("ncclscope_rdma_verbs_devices",
-              "RDMA devices libibverbs could open (0 without /dev/infiniband or a provider).")
-        .Add({}, static_cast<double>(verbs_.device_count()));
+    out.Get(kRdmaVerbsDevices).Add({}, static_cast<double>(verbs_.device_count()));
   }
-  out.Counter("ncclscope_rdma_polls_total", "Polls of the RDMA ports.")
-      .Add({}, static_cast<double>(polls_));
-  out.Counter("ncclscope_rdma_file_reads_total",
-              "sysfs attribute and counter files opened (each counters/ read is a firmware "
-              "command on the HCA).")
-      .Add({}, static_cast<double>(files_read_));
-  out.Gauge("ncclscope_rdma_poll_duration_seconds", "Wall time of the latest poll.")
-      .Add({}, poll_seconds);
-  out.Gauge("ncclscope_rdma_last_poll_timestamp_seconds", "Unix time of the latest poll.")
-      .Add({}, UnixNow());
+  out.Get(kRdmaPollsTotal).Add({}, static_cast<double>(polls_));
+  out.Get(kRdmaFileReadsTotal).Add({}, static_cast<double>(files_read_));
+  out.Get(kRdmaPollDurationSeconds).Add({}, poll_seconds);
+  out.Get(kRdmaLastPollTimestampSeconds).Add({}, UnixNow());
 }
 
 }  // namespace ncclscope::rdma

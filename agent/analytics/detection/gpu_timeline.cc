@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "agent/analytics/detection/detection_metrics.h"
+
 namespace ncclscope::analytics::detection {
 namespace {
 
@@ -83,28 +85,18 @@ const GpuTimeline::Stats* GpuTimeline::Find(std::uint32_t comm_label, std::int32
 
 void GpuTimeline::Render(metrics::TextWriter& out) const {
   const auto& rows = table_.rows();
-  out.Header("ncclscope_nccl_rank_compute_seconds_total",
-             "Time the rank's GPU was outside NCCL (computing, or idle) right before this "
-             "communicator's operations: each gap since the end of its previous NCCL operation "
-             "(of any communicator), counted for the operation that ends it. Only gaps between "
-             "two operations with GPU timing, each under a minute.",
-             "counter");
+  out.Header(kNcclRankComputeSecondsTotal);
   for (const auto& row : rows) {
-    out.Sample("ncclscope_nccl_rank_compute_seconds_total", row.labels,
+    out.Sample(kNcclRankComputeSecondsTotal, row.labels,
                static_cast<double>(row.stats.compute_ns) * 1e-9);
   }
-  out.Header("ncclscope_nccl_rank_compute_gaps_total",
-             "Gaps counted in ncclscope_nccl_rank_compute_seconds_total.", "counter");
+  out.Header(kNcclRankComputeGapsTotal);
   for (const auto& row : rows) {
-    out.Sample("ncclscope_nccl_rank_compute_gaps_total", row.labels, row.stats.gaps);
+    out.Sample(kNcclRankComputeGapsTotal, row.labels, row.stats.gaps);
   }
-  out.Header("ncclscope_nccl_rank_communication_seconds_total",
-             "Time the rank's GPU was inside this communicator's operations with GPU timing, "
-             "overlaps with the GPU's other NCCL operations counted once: with "
-             "ncclscope_nccl_rank_compute_seconds_total, the communication share of its time.",
-             "counter");
+  out.Header(kNcclRankCommunicationSecondsTotal);
   for (const auto& row : rows) {
-    out.Sample("ncclscope_nccl_rank_communication_seconds_total", row.labels,
+    out.Sample(kNcclRankCommunicationSecondsTotal, row.labels,
                static_cast<double>(row.stats.communication_ns) * 1e-9);
   }
 }

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "agent/analytics/detection/detection_metrics.h"
 #include "agent/analytics/op_series.h"
 #include "agent/analytics/size_bucket.h"
 #include "agent/core/log.h"
@@ -226,46 +227,27 @@ double LatencyBaselines::BaselineOf(std::uint32_t comm_label, std::int32_t rank,
 }
 
 void LatencyBaselines::Render(metrics::TextWriter& out) const {
-  out.Header("ncclscope_nccl_op_latency_baseline_ratio",
-             "GPU time of completed collectives divided by the usual P99 of their stable key "
-             "(communicator name, nranks, nnodes, rank, func, algo, proto, size bucket; kept in "
-             "detection.state_dir across restarts): P99 of this over 2 = P99 latency over twice "
-             "its baseline.",
-             "histogram");
+  out.Header(kNcclOpLatencyBaselineRatio);
   for (const auto& row : ratios_.rows()) {
-    out.Histogram("ncclscope_nccl_op_latency_baseline_ratio", row.labels, RatioBounds(),
-                  row.stats.counts, row.stats.sum);
+    out.Histogram(kNcclOpLatencyBaselineRatio, row.labels, RatioBounds(), row.stats.counts,
+                  row.stats.sum);
   }
-  out.Header("ncclscope_nccl_op_latency_unbaselined_total",
-             "Completed collectives with GPU timing whose key had no latency baseline yet (its "
-             "first learning window), so not in ncclscope_nccl_op_latency_baseline_ratio.",
-             "counter");
-  out.Sample("ncclscope_nccl_op_latency_unbaselined_total", "", unbaselined_);
-  out.Header("ncclscope_nccl_baselines",
-             "Latency baselines held (at most "
-             "detection.baseline_max_keys).",
-             "gauge");
-  out.Sample("ncclscope_nccl_baselines", "", static_cast<std::uint64_t>(store_.size()));
-  out.Header("ncclscope_nccl_baselines_loaded",
-             "Latency baselines read from detection.state_dir when the agent started.", "gauge");
-  out.Sample("ncclscope_nccl_baselines_loaded", "", loaded_);
-  out.Header("ncclscope_nccl_baseline_evictions_total",
-             "Latency baselines dropped to stay within detection.baseline_max_keys (least "
-             "recently seen first).",
-             "counter");
-  out.Sample("ncclscope_nccl_baseline_evictions_total", "", store_.evictions());
-  out.Header("ncclscope_nccl_baseline_store_errors_total",
-             "Failures of the baseline file in detection.state_dir: on load (unreadable, "
-             "too_large, corrupt: the agent starts without baselines) and on save (write).",
-             "counter");
-  out.Sample("ncclscope_nccl_baseline_store_errors_total", R"(op="load",reason="unreadable")",
+  out.Header(kNcclOpLatencyUnbaselinedTotal);
+  out.Sample(kNcclOpLatencyUnbaselinedTotal, "", unbaselined_);
+  out.Header(kNcclBaselines);
+  out.Sample(kNcclBaselines, "", static_cast<std::uint64_t>(store_.size()));
+  out.Header(kNcclBaselinesLoaded);
+  out.Sample(kNcclBaselinesLoaded, "", loaded_);
+  out.Header(kNcclBaselineEvictionsTotal);
+  out.Sample(kNcclBaselineEvictionsTotal, "", store_.evictions());
+  out.Header(kNcclBaselineStoreErrorsTotal);
+  out.Sample(kNcclBaselineStoreErrorsTotal, R"(op="load",reason="unreadable")",
              load_errors_[kUnreadable]);
-  out.Sample("ncclscope_nccl_baseline_store_errors_total", R"(op="load",reason="too_large")",
+  out.Sample(kNcclBaselineStoreErrorsTotal, R"(op="load",reason="too_large")",
              load_errors_[kTooLarge]);
-  out.Sample("ncclscope_nccl_baseline_store_errors_total", R"(op="load",reason="corrupt")",
+  out.Sample(kNcclBaselineStoreErrorsTotal, R"(op="load",reason="corrupt")",
              load_errors_[kCorrupt]);
-  out.Sample("ncclscope_nccl_baseline_store_errors_total", R"(op="save",reason="write")",
-             save_errors_);
+  out.Sample(kNcclBaselineStoreErrorsTotal, R"(op="save",reason="write")", save_errors_);
 }
 
 }  // namespace ncclscope::analytics::detection

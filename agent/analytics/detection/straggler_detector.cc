@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "agent/analytics/detection/detection_metrics.h"
+
 namespace ncclscope::analytics::detection {
 namespace {
 
@@ -65,36 +67,22 @@ const StragglerDetector::RankState* StragglerDetector::Find(std::uint32_t comm_l
 
 void StragglerDetector::Render(metrics::TextWriter& out) const {
   const auto& rows = ranks_.rows();
-  out.Header("ncclscope_nccl_straggler_cusum_seconds",
-             "The node's straggler CUSUM of the communicator rank: excess seconds the node's "
-             "other ranks waited for it beyond detection.straggler_min_cost / 2 of the wall "
-             "time, accumulated per second (capped at twice detection.straggler_threshold). The "
-             "series exists only while it is above 0.",
-             "gauge");
+  out.Header(kNcclStragglerCusumSeconds);
   // Only ranks with something accumulated, as the findings: a healthy node's ranks are at 0 and
   // would be a series each (docs/metrics.md, "Cost").
   for (const auto& row : rows) {
     if (row.stats.cusum_s <= 0) continue;
-    out.Sample("ncclscope_nccl_straggler_cusum_seconds", row.labels, row.stats.cusum_s);
+    out.Sample(kNcclStragglerCusumSeconds, row.labels, row.stats.cusum_s);
   }
-  out.Header("ncclscope_nccl_rank_finding",
-             "1 while the detector holds a finding on the communicator rank: straggler = the "
-             "node's other ranks keep waiting for it (its CUSUM reached "
-             "detection.straggler_threshold, until it falls under half of it). The series "
-             "exists only while the finding holds.",
-             "gauge");
+  out.Header(kNcclRankFinding);
   for (const auto& row : rows) {
     if (!row.stats.finding) continue;
-    out.Sample("ncclscope_nccl_rank_finding", row.labels,
-               R"(finding="straggler",severity="warning")", 1.0);
+    out.Sample(kNcclRankFinding, row.labels, R"(finding="straggler",severity="warning")", 1.0);
   }
-  out.Header("ncclscope_nccl_straggler_alarms_total",
-             "Times the straggler finding of the communicator rank turned on; a series from the "
-             "first time on.",
-             "counter");
+  out.Header(kNcclStragglerAlarmsTotal);
   for (const auto& row : rows) {
     if (row.stats.alarms == 0) continue;
-    out.Sample("ncclscope_nccl_straggler_alarms_total", row.labels, row.stats.alarms);
+    out.Sample(kNcclStragglerAlarmsTotal, row.labels, row.stats.alarms);
   }
 }
 

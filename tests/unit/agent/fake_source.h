@@ -30,11 +30,16 @@ class FakeSource : public Source {
   void Stop() override { ++stops; }
   // Two families: one written directly, one through a FamilySet.
   void Collect(metrics::TextWriter& out) const override {
-    out.Header("fake_" + name() + "_text_total", "A fake counter rendered as text.", "counter");
-    out.Sample("fake_" + name() + "_text_total", "k=\"t\"", std::uint64_t{7});
+    // Names built at run time (one per fake source), so the definitions are too.
+    const std::string text_name = "fake_" + name() + "_text_total";
+    const metrics::MetricDef text =
+        metrics::Counter(text_name, "", "A fake counter rendered as text.");
+    out.Header(text);
+    out.Sample(text, "k=\"t\"", std::uint64_t{7});
     if (collect_throws) throw std::runtime_error("render failed");
+    const std::string value_name = "fake_" + name() + "_value";
     metrics::FamilySet families;
-    families.Gauge("fake_" + name() + "_value", "A fake value.").Add({{"k", "v"}}, 42);
+    families.Get(metrics::Gauge(value_name, "", "A fake value.")).Add({{"k", "v"}}, 42);
     families.WriteTo(out);
   }
 

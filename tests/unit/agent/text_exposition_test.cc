@@ -16,15 +16,17 @@ namespace ncclscope::metrics {
 namespace {
 
 TEST(TextExpositionTest, FamiliesAreWrittenWholeInCreationOrder) {
+  constexpr MetricDef kBytes = Counter("test_bytes_total", "bytes", "Bytes, with a \\ backslash.");
   FamilySet families;
-  Family& counter = families.Counter("test_bytes_total", "Bytes, with a \\ backslash.");
-  Family& gauge = families.Gauge("test_value", "A gauge.");
-  families.Gauge("test_unused", "Never gets a sample: not written.");
+  Family& counter = families.Get(kBytes);
+  Family& gauge = families.Get(Gauge("test_value", "", "A gauge."));
+  families.Get(Gauge("test_unused", "", "Never gets a sample: not written."));
   counter.Add({{"a", "x"}, {"b", "quote \" and \\ and \n"}}, 1234567);
   gauge.Add({}, -3.5e-7);
   counter.Add({{"a", "y"}, {"b", ""}}, 0.25);
   gauge.Add({{"k", "big"}}, 1.5e20);
-  EXPECT_EQ(&families.Counter("test_bytes_total", "ignored"), &counter) << "one family per name";
+  EXPECT_EQ(&families.Get(Counter("test_bytes_total", "", "ignored")), &counter)
+      << "one family per name";
   EXPECT_EQ(counter.size(), 2u);
 
   EXPECT_EQ(families.Text(),
@@ -44,10 +46,11 @@ TEST(TextExpositionTest, WriterHistogramIsCumulativeWithPrecomputedBounds) {
   EXPECT_EQ(bounds.le(2), "le=\"+Inf\"");
   std::string text;
   TextWriter writer(text);
-  writer.Header("h_seconds", "H.", "histogram");
+  constexpr MetricDef kH = Histogram("h_seconds", "seconds", "H.");
+  writer.Header(kH);
   const std::uint64_t counts[] = {2, 0, 5};
-  writer.Histogram("h_seconds", "r=\"1\"", bounds, counts, 0.5);
-  writer.Sample("c_total", "", std::uint64_t{18446744073709551615ull});
+  writer.Histogram(kH, "r=\"1\"", bounds, counts, 0.5);
+  writer.Sample(Counter("c_total", "", "C."), "", std::uint64_t{18446744073709551615ull});
   EXPECT_EQ(text,
             "# HELP h_seconds H.\n# TYPE h_seconds histogram\n"
             "h_seconds_bucket{r=\"1\",le=\"1e-06\"} 2\n"
@@ -61,7 +64,7 @@ TEST(TextExpositionTest, WriterHistogramIsCumulativeWithPrecomputedBounds) {
 TEST(TextExpositionTest, HelpTextNewlinesAreEscaped) {
   // (prometheus-cpp 1.0.1 writes them raw, which breaks the exposition.)
   std::string text;
-  TextWriter(text).Header("x_total", "One.\nTwo.", "counter");
+  TextWriter(text).Header(Counter("x_total", "", "One.\nTwo."));
   EXPECT_EQ(text, "# HELP x_total One.\\nTwo.\n# TYPE x_total counter\n");
 }
 
