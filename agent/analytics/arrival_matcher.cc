@@ -172,25 +172,14 @@ const ArrivalMatcher::RankStats* ArrivalMatcher::Find(std::uint32_t comm_label,
 }
 
 void ArrivalMatcher::Render(metrics::TextWriter& out) const {
-  out.Header(kNcclCollMatchedTotal);
-  for (const auto& row : matched_.rows()) {
-    out.Sample(kNcclCollMatchedTotal, row.labels, row.stats);
-  }
+  out.Rows(kNcclCollMatchedTotal, matched_.rows(), [&](const auto& row) { return row.stats; });
   const auto& rows = ranks_.rows();
-  out.Header(kNcclCollLastArrivalsTotal);
-  for (const auto& row : rows) {
-    out.Sample(kNcclCollLastArrivalsTotal, row.labels, row.stats.last_arrivals);
-  }
-  out.Header(kNcclCollLastArrivalDelaySecondsTotal);
-  for (const auto& row : rows) {
-    out.Sample(kNcclCollLastArrivalDelaySecondsTotal, row.labels,
-               static_cast<double>(row.stats.last_delay_ns) * 1e-9);
-  }
-  out.Header(kNcclCollArrivalLagSecondsTotal);
-  for (const auto& row : rows) {
-    out.Sample(kNcclCollArrivalLagSecondsTotal, row.labels,
-               static_cast<double>(row.stats.lag.sum_ns) * 1e-9);
-  }
+  out.Rows(kNcclCollLastArrivalsTotal, rows,
+           [&](const auto& row) { return row.stats.last_arrivals; });
+  out.Rows(kNcclCollLastArrivalDelaySecondsTotal, rows,
+           [&](const auto& row) { return static_cast<double>(row.stats.last_delay_ns) * 1e-9; });
+  out.Rows(kNcclCollArrivalLagSecondsTotal, rows,
+           [&](const auto& row) { return static_cast<double>(row.stats.lag.sum_ns) * 1e-9; });
   if (lag_histogram_) {
     out.Header(kNcclCollArrivalLagSeconds);
     for (const auto& row : rows) {
@@ -198,11 +187,8 @@ void ArrivalMatcher::Render(metrics::TextWriter& out) const {
                     static_cast<double>(row.stats.lag.sum_ns) * 1e-9);
     }
   }
-  out.Header(kNcclCollWaitSecondsTotal);
-  for (const auto& row : rows) {
-    out.Sample(kNcclCollWaitSecondsTotal, row.labels,
-               static_cast<double>(row.stats.wait_ns) * 1e-9);
-  }
+  out.Rows(kNcclCollWaitSecondsTotal, rows,
+           [&](const auto& row) { return static_cast<double>(row.stats.wait_ns) * 1e-9; });
   out.Header(kNcclCollMatchEvictionsTotal);
   out.Sample(kNcclCollMatchEvictionsTotal, "reason=\"incomplete\"", evictions_[kIncomplete]);
   out.Sample(kNcclCollMatchEvictionsTotal, "reason=\"capacity\"", evictions_[kCapacity]);

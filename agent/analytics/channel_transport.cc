@@ -218,11 +218,9 @@ void ChannelTransport::Render(metrics::TextWriter& out, bool intra_node_channels
       rows.push_back(std::move(row));
     }
   }
-  out.Header(kNcclChannelGpuBusySecondsTotal);
-  for (const Row& row : rows) {
-    out.Sample(kNcclChannelGpuBusySecondsTotal, row.labels, std::string_view(),
-               static_cast<double>(row.stats->gpu_busy_ns) * 1e-9);
-  }
+  out.Rows(kNcclChannelGpuBusySecondsTotal, rows, [&](const Row& row) {
+    return std::string_view(), static_cast<double>(row.stats->gpu_busy_ns) * 1e-9;
+  });
   out.Header(kNcclChannelBytesTotal);
   for (const Row& row : rows) {
     for (int t = 0; t < 2; ++t) {

@@ -72,18 +72,11 @@ void RenderProgress(const CommRegistry& registry, std::uint64_t now_ns,
     rows.push_back(std::move(row));
   }
 
-  out.Header(kNcclOpsInFlight);
-  for (const Row& row : rows) out.Sample(kNcclOpsInFlight, row.labels, row.p.in_flight);
-  out.Header(kNcclLastOpCompletionTimestampSeconds);
-  for (const Row& row : rows) {
-    out.Sample(kNcclLastOpCompletionTimestampSeconds, row.labels,
-               static_cast<double>(row.p.last_completion_ns) * 1e-9);
-  }
-  out.Header(kNcclOldestInFlightOpAgeSeconds);
-  for (const Row& row : rows) {
-    out.Sample(kNcclOldestInFlightOpAgeSeconds, row.labels,
-               static_cast<double>(row.p.oldest_age_ns) * 1e-9);
-  }
+  out.Rows(kNcclOpsInFlight, rows, [&](const Row& row) { return row.p.in_flight; });
+  out.Rows(kNcclLastOpCompletionTimestampSeconds, rows,
+           [&](const Row& row) { return static_cast<double>(row.p.last_completion_ns) * 1e-9; });
+  out.Rows(kNcclOldestInFlightOpAgeSeconds, rows,
+           [&](const Row& row) { return static_cast<double>(row.p.oldest_age_ns) * 1e-9; });
   out.Header(kNcclOpsHung);
   // Only hung ranks, as the findings: the rules test `> 0`, and a healthy node's 24 communicator
   // ranks were 24 series at 0 (docs/metrics.md, "Cost").

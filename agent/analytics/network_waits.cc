@@ -110,14 +110,8 @@ void NetworkWaits::Render(metrics::TextWriter& out, bool per_channel) const {
   // are their sums over channel and peer (bytes, step states), so they are not exported twice:
   // 160 series on the simulated 8-GPU node (docs/metrics.md, "Cost").
   const auto& totals = totals_.rows();
-  out.Header(kNcclNetworkOpsTotal);
-  for (const auto& row : totals) {
-    out.Sample(kNcclNetworkOpsTotal, row.labels, row.stats.ops);
-  }
-  out.Header(kNcclNetworkBytesTotal);
-  for (const auto& row : totals) {
-    out.Sample(kNcclNetworkBytesTotal, row.labels, row.stats.bytes);
-  }
+  out.Rows(kNcclNetworkOpsTotal, totals, [&](const auto& row) { return row.stats.ops; });
+  out.Rows(kNcclNetworkBytesTotal, totals, [&](const auto& row) { return row.stats.bytes; });
   out.Header(kNcclNetworkStepStateSecondsTotal);
   for (const auto& row : totals) {
     const bool send = (row.key & 1) != 0;
@@ -131,15 +125,10 @@ void NetworkWaits::Render(metrics::TextWriter& out, bool per_channel) const {
 
 void NetworkWaits::RenderChannels(metrics::TextWriter& out) const {
   const auto& channels = channels_.rows();
-  out.Header(kNcclChannelNetworkBytesTotal);
-  for (const auto& row : channels) {
-    out.Sample(kNcclChannelNetworkBytesTotal, row.labels, row.stats.bytes);
-  }
-  out.Header(kNcclChannelNetworkBusySecondsTotal);
-  for (const auto& row : channels) {
-    out.Sample(kNcclChannelNetworkBusySecondsTotal, row.labels,
-               static_cast<double>(row.stats.busy_ns) * 1e-9);
-  }
+  out.Rows(kNcclChannelNetworkBytesTotal, channels,
+           [&](const auto& row) { return row.stats.bytes; });
+  out.Rows(kNcclChannelNetworkBusySecondsTotal, channels,
+           [&](const auto& row) { return static_cast<double>(row.stats.busy_ns) * 1e-9; });
   out.Header(kNcclChannelStepStateSecondsTotal);
   for (const auto& row : channels) {
     const bool send = (row.key & 1) != 0;

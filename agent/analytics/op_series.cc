@@ -65,33 +65,18 @@ void OpSeries::Observe(const CommRegistry& registry, std::uint32_t comm_label,
 
 void OpSeries::Render(metrics::TextWriter& out) const {
   const auto& rows = table_.rows();
-  out.Header(kNcclOpsTotal);
-  for (const auto& row : rows) out.Sample(kNcclOpsTotal, row.labels, row.stats.ops);
-  out.Header(kNcclOpBytesTotal);
-  for (const auto& row : rows) {
-    out.Sample(kNcclOpBytesTotal, row.labels, row.stats.bytes);
-  }
-  out.Header(kNcclOpsTimedTotal);
-  for (const auto& row : rows) {
-    out.Sample(kNcclOpsTimedTotal, row.labels, row.stats.timed);
-  }
-  out.Header(kNcclOpGpuSecondsTotal);
-  for (const auto& row : rows) {
-    out.Sample(kNcclOpGpuSecondsTotal, row.labels, static_cast<double>(row.stats.gpu_ns) * 1e-9);
-  }
+  out.Rows(kNcclOpsTotal, rows, [&](const auto& row) { return row.stats.ops; });
+  out.Rows(kNcclOpBytesTotal, rows, [&](const auto& row) { return row.stats.bytes; });
+  out.Rows(kNcclOpsTimedTotal, rows, [&](const auto& row) { return row.stats.timed; });
+  out.Rows(kNcclOpGpuSecondsTotal, rows,
+           [&](const auto& row) { return static_cast<double>(row.stats.gpu_ns) * 1e-9; });
   out.Header(kNcclOpGpuDurationSeconds);
   for (const auto& row : histograms_.rows()) {
     out.Histogram(kNcclOpGpuDurationSeconds, row.labels, LatencyBounds(), row.stats.counts,
                   static_cast<double>(row.stats.sum_ns) * 1e-9);
   }
-  out.Header(kNcclOpAlgoBytesTotal);
-  for (const auto& row : rows) {
-    out.Sample(kNcclOpAlgoBytesTotal, row.labels, row.stats.algo_bytes);
-  }
-  out.Header(kNcclOpBusBytesTotal);
-  for (const auto& row : rows) {
-    out.Sample(kNcclOpBusBytesTotal, row.labels, row.stats.bus_bytes);
-  }
+  out.Rows(kNcclOpAlgoBytesTotal, rows, [&](const auto& row) { return row.stats.algo_bytes; });
+  out.Rows(kNcclOpBusBytesTotal, rows, [&](const auto& row) { return row.stats.bus_bytes; });
 }
 
 }  // namespace ncclscope::analytics

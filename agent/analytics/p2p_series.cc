@@ -39,20 +39,11 @@ void P2pSeries::Observe(const CommRegistry& registry, const Comm& comm,
 
 void P2pSeries::Render(metrics::TextWriter& out) const {
   const auto& rows = table_.rows();
-  out.Header(kNcclP2pOpsTotal);
-  for (const auto& row : rows) out.Sample(kNcclP2pOpsTotal, row.labels, row.stats.ops);
-  out.Header(kNcclP2pBytesTotal);
-  for (const auto& row : rows) {
-    out.Sample(kNcclP2pBytesTotal, row.labels, row.stats.bytes);
-  }
-  out.Header(kNcclP2pGpuSecondsTotal);
-  for (const auto& row : rows) {
-    out.Sample(kNcclP2pGpuSecondsTotal, row.labels, static_cast<double>(row.stats.gpu_ns) * 1e-9);
-  }
-  out.Header(kNcclP2pBusBytesTotal);
-  for (const auto& row : rows) {
-    out.Sample(kNcclP2pBusBytesTotal, row.labels, row.stats.timed_bytes);
-  }
+  out.Rows(kNcclP2pOpsTotal, rows, [&](const auto& row) { return row.stats.ops; });
+  out.Rows(kNcclP2pBytesTotal, rows, [&](const auto& row) { return row.stats.bytes; });
+  out.Rows(kNcclP2pGpuSecondsTotal, rows,
+           [&](const auto& row) { return static_cast<double>(row.stats.gpu_ns) * 1e-9; });
+  out.Rows(kNcclP2pBusBytesTotal, rows, [&](const auto& row) { return row.stats.timed_bytes; });
 }
 
 }  // namespace ncclscope::analytics

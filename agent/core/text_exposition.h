@@ -54,6 +54,14 @@ class TextWriter {
   void Sample(const MetricDef& family, std::string_view labels, std::string_view extra,
               double value);
 
+  // A family whose series are the rows of a table (anything with a pre-formatted `labels`
+  // member): the header, then one sample per row, valued value_of(row).
+  template <typename RowRange, typename ValueOf>
+  void Rows(const MetricDef& family, const RowRange& rows, ValueOf value_of) {
+    Header(family);
+    for (const auto& row : rows) Sample(family, row.labels, value_of(row));
+  }
+
   // One histogram: `counts` holds bounds.buckets() per-bucket (not cumulative) counts.
   void Histogram(const MetricDef& family, std::string_view labels, const HistogramBounds& bounds,
                  const std::uint64_t* counts, double sum);

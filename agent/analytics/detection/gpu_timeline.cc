@@ -85,20 +85,11 @@ const GpuTimeline::Stats* GpuTimeline::Find(std::uint32_t comm_label, std::int32
 
 void GpuTimeline::Render(metrics::TextWriter& out) const {
   const auto& rows = table_.rows();
-  out.Header(kNcclRankComputeSecondsTotal);
-  for (const auto& row : rows) {
-    out.Sample(kNcclRankComputeSecondsTotal, row.labels,
-               static_cast<double>(row.stats.compute_ns) * 1e-9);
-  }
-  out.Header(kNcclRankComputeGapsTotal);
-  for (const auto& row : rows) {
-    out.Sample(kNcclRankComputeGapsTotal, row.labels, row.stats.gaps);
-  }
-  out.Header(kNcclRankCommunicationSecondsTotal);
-  for (const auto& row : rows) {
-    out.Sample(kNcclRankCommunicationSecondsTotal, row.labels,
-               static_cast<double>(row.stats.communication_ns) * 1e-9);
-  }
+  out.Rows(kNcclRankComputeSecondsTotal, rows,
+           [&](const auto& row) { return static_cast<double>(row.stats.compute_ns) * 1e-9; });
+  out.Rows(kNcclRankComputeGapsTotal, rows, [&](const auto& row) { return row.stats.gaps; });
+  out.Rows(kNcclRankCommunicationSecondsTotal, rows,
+           [&](const auto& row) { return static_cast<double>(row.stats.communication_ns) * 1e-9; });
 }
 
 }  // namespace ncclscope::analytics::detection
