@@ -126,7 +126,7 @@ void BM_Ingest(benchmark::State& state) {
   profiler::RingDirectory directory(job.dir);
   analytics::NcclAnalytics analytics;
   directory.Poll(analytics);  // the rings and their comm inits
-  analytics.EndPass(directory.snapshot().comms, analytics::Clock::now());
+  analytics.EndPass(analytics::Clock::now());
   std::int64_t records = 0;
   for (auto _ : state) {
     state.PauseTiming();
@@ -136,7 +136,7 @@ void BM_Ingest(benchmark::State& state) {
     // What the profiler source's reader thread does per pass.
     while (directory.Poll(analytics)) {
     }
-    analytics.EndPass(directory.snapshot().comms, analytics::Clock::now());
+    analytics.EndPass(analytics::Clock::now());
     records += static_cast<std::int64_t>(written);
   }
   state.SetItemsProcessed(records);
@@ -166,7 +166,8 @@ analytics::NcclAnalytics& Loaded() {
         live.push_back(c);
       }
     }
-    loaded->EndPass(live, analytics::Clock::now());
+    loaded->OnCommTables(live);
+    loaded->EndPass(analytics::Clock::now());
     const profiler::RingOrigin origin;
     const std::uint8_t funcs[] = {NCCLSCOPE_FUNC_ALL_REDUCE, NCCLSCOPE_FUNC_ALL_GATHER,
                                   NCCLSCOPE_FUNC_REDUCE_SCATTER};
@@ -201,7 +202,8 @@ analytics::NcclAnalytics& Loaded() {
         }
       }
     }
-    loaded->EndPass(live, analytics::Clock::now());
+    loaded->OnCommTables(live);
+    loaded->EndPass(analytics::Clock::now());
     return loaded;
   }();
   return *a;

@@ -110,7 +110,8 @@ void BM_NetworkRecord(benchmark::State& state) {
   // Resolve once, as the first sampled window of a job does.
   auto now = analytics::Clock::now();
   for (const auto& rec : records) a.OnProxyOp(origins[rec.rank], rec);
-  a.EndPass(live, now);
+  a.OnCommTables(live);
+  a.EndPass(now);
   const testing::nldev::Bytes replies = NodeReplies(4 * kChannels * 2);
   if (a.WantsQpRefresh()) {
     a.OnQpDump(rdma::netlink::ParseRecordedQpDump(replies.data(), replies.size()), now);
@@ -121,7 +122,10 @@ void BM_NetworkRecord(benchmark::State& state) {
     const ncclscope_proxy_op_record& rec = records[i];
     a.OnProxyOp(origins[rec.rank], rec);
     if (++i == records.size()) i = 0;
-    if ((++n & 4095) == 0) a.EndPass(live, now);
+    if ((++n & 4095) == 0) {
+      a.OnCommTables(live);
+      a.EndPass(now);
+    }
   }
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
   if (mode == 1 && a.nic().resolved() == 0) state.SkipWithError("nothing resolved");

@@ -267,7 +267,7 @@ void CommRegistry::OnCommFinalize(const profiler::RingOrigin& origin,
   }
 }
 
-void CommRegistry::OnPass(const std::vector<profiler::LiveComm>& comms, Clock::time_point now) {
+void CommRegistry::OnTables(const std::vector<profiler::LiveComm>& comms) {
   for (auto& [id, comm] : comms_) {
     comm->live = false;
     for (LocalRank& r : comm->ranks) r.in_table = false;
@@ -309,10 +309,15 @@ void CommRegistry::OnPass(const std::vector<profiler::LiveComm>& comms, Clock::t
     }
   }
   for (auto& [id, comm] : comms_) {
-    if (comm->active || comm->live) comm->last_activity = now;
-    comm->active = false;
     comm->live_ranks = 0;
     for (const LocalRank& r : comm->ranks) comm->live_ranks += r.in_table ? 1 : 0;
+  }
+}
+
+void CommRegistry::EndPass(Clock::time_point now) {
+  for (auto& [id, comm] : comms_) {
+    if (comm->active || comm->live) comm->last_activity = now;
+    comm->active = false;
   }
 }
 
@@ -320,8 +325,8 @@ std::vector<std::uint32_t> CommRegistry::Expire(Clock::time_point now, Clock::du
   std::vector<std::uint32_t> freed;
   for (auto it = comms_.begin(); it != comms_.end();) {
     Comm& comm = *it->second;
-    // A communicator first seen after this pass's OnPass (records held until the pass's end, of a
-    // ring whose tables never listed it) has had no pass yet: its activity is now.
+    // A communicator first seen after this pass's EndPass has had no pass yet: its activity is
+    // now.
     if (comm.last_activity == Clock::time_point{}) comm.last_activity = now;
     if (!comm.live && now - comm.last_activity > retention) {
       if (comm.label != LabelCap::kOverflow) {

@@ -152,8 +152,10 @@ class CommRegistry {
   bool RingAlive(std::uint32_t ring_id) const;
   void OnCommFinalize(const profiler::RingOrigin& origin,
                       const ncclscope_comm_finalize_record& record);
-  // The communicator tables of the live rings after a pass.
-  void OnPass(const std::vector<profiler::LiveComm>& comms, Clock::time_point now);
+  // The communicator tables of the live rings, at the start of a pass (before its records).
+  void OnTables(const std::vector<profiler::LiveComm>& comms);
+  // The end of a pass: communicators with records or a live slot in it were active `now`.
+  void EndPass(Clock::time_point now);
 
   // Forgets communicators that no live ring lists and that had no activity for `retention`.
   // Returns the label indices that were freed.

@@ -116,10 +116,17 @@ void NcclAnalytics::ProxyOp(const From& from, const ncclscope_proxy_op_record& r
   nic_.Observe(registry_, comm, owner, record, now_);
 }
 
-void NcclAnalytics::EndPass(const std::vector<profiler::LiveComm>& comms, Clock::time_point now) {
-  registry_.OnPass(comms, now);
+void NcclAnalytics::OnCommTables(const std::vector<profiler::LiveComm>& comms) {
+  registry_.OnTables(comms);
   pxn_.Rebuild(comms);
-  // Network records first: the ops they belong to may join them in this pass's attribution.
+}
+
+void NcclAnalytics::EndPass(Clock::time_point now) {
+  registry_.EndPass(now);
+  // Records of a communicator that neither a table nor a comm-init record had sized when they
+  // came (it appeared after the pass read the tables, or its ring lost the init record): the
+  // comm-init records of the whole pass are in now. Network records first: the ops they belong
+  // to may join them in this pass's attribution.
   for (const HeldProxy& held : held_proxy_) ProxyOp(held.from, held.record, held.owner);
   for (const auto& [from, view] : held_ops_) Op(from, view);
   held_proxy_.clear();

@@ -67,9 +67,12 @@ class NcclAnalytics : public profiler::RecordSink {
   void OnProxyOp(const profiler::RingOrigin& origin,
                  const ncclscope_proxy_op_record& record) override;
 
-  // After each pass of the reader over the rings: the live communicator tables, deferred joins,
+  // At the start of each pass of the reader over the rings, before its records: the live rings'
+  // communicator tables (sizes, local ranks, progress; PXN origins).
+  void OnCommTables(const std::vector<profiler::LiveComm>& comms) override;
+  // After each pass: the records held for a communicator no table listed yet, deferred joins,
   // evictions, expiry of ended communicators.
-  void EndPass(const std::vector<profiler::LiveComm>& comms, Clock::time_point now);
+  void EndPass(Clock::time_point now);
   // The rings the reader holds (RingOrigin::ring_id), before EndPass: their ranks stay theirs.
   void SetLiveRings(const std::vector<std::uint32_t>& ring_ids) {
     registry_.SetLiveRings(ring_ids);

@@ -147,6 +147,9 @@ class ProfilerSource::Fanout : public RecordSink {
   void OnCommInit(const RingOrigin& o, const ncclscope_comm_init_record& r) override {
     for (auto& s : sinks_) s->OnCommInit(o, r);
   }
+  void OnCommTables(const std::vector<LiveComm>& comms) override {
+    for (auto& s : sinks_) s->OnCommTables(comms);
+  }
   void OnCommFinalize(const RingOrigin& o, const ncclscope_comm_finalize_record& r) override {
     for (auto& s : sinks_) s->OnCommFinalize(o, r);
   }
@@ -302,7 +305,7 @@ void ProfilerSource::Run() {
         std::lock_guard<std::mutex> pass(analytics_mutex_);
         more = directory.Poll(*sink_);
         analytics_->SetLiveRings(directory.snapshot().ring_ids);
-        analytics_->EndPass(directory.snapshot().comms, std::chrono::steady_clock::now());
+        analytics_->EndPass(std::chrono::steady_clock::now());
         // The data-path counters for scrapes, published before the pass's records become
         // visible: a scrape must never see an op counted but not the events (filtered,
         // dropped) the plugin counted before it. Lock order analytics -> snapshot, as in

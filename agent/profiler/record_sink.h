@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "plugin/ring/ncclscope_ring.h"
 
@@ -101,9 +102,14 @@ class HostProcesses {
   virtual std::optional<std::int32_t> ThreadGroupOf(std::int32_t task) = 0;
 };
 
+// What a pass over the rings delivers, in this order: the live rings' communicator tables
+// (OnCommTables, once a pass, even when empty), then the records each ring holds.
 class RecordSink {
  public:
   virtual ~RecordSink() = default;
+  // The LIVE slots of the live rings' communicator tables, read before the pass's records
+  // (origins valid until the next pass). A sink that does not track communicators ignores them.
+  virtual void OnCommTables(const std::vector<LiveComm>& /*comms*/) {}
   virtual void OnCommInit(const RingOrigin& origin, const ncclscope_comm_init_record& record) = 0;
   virtual void OnCommFinalize(const RingOrigin& origin,
                               const ncclscope_comm_finalize_record& record) = 0;

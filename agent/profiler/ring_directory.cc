@@ -317,60 +317,26 @@ bool RingDirectory::Poll(RecordSink& sink) {
     s.lane_resyncs += stats.lane_resyncs;
   };
 
+  // First which rings are alive, and the live rings' communicator tables, before any record is
+  // drained: the sink learns every communicator a live ring lists (its size, its local ranks)
+  // before the pass's records, so a record waits for its communicator (NcclAnalytics' held
+  // records) only when the communicator appeared between the table read and the drain.
+  struct Verdict {
+    std::map<std::string, Tracked>::iterator ring;
+    bool alive;
+  };
+  std::vector<Verdict> verdicts;
+  verdicts.reserve(rings_.size());
   std::vector<std::vector<CommSlotSnapshot>> tables;
   std::vector<const RingFile*> table_rings;
   std::size_t live_slots = 0;
-  for (auto it = rings_.begin(); it != rings_.end();) {
-    Tracked& ring = it->second;
-    RingFile& file = *ring.file;
+  for (auto it = rings_.begin(); it != rings_.end(); ++it) {
+    RingFile& file = *it->second.file;
     // Decide liveness before draining: records written before the owner died are all in the
     // ring by then, so one full drain after this verdict loses nothing.
     const bool alive = file.OwnerAlive();
-    if (controls_ && ring.controls_seq_written != controls_version_ && file.writable()) {
-      if (file.WriteControls(*controls_)) ring.controls_seq_written = controls_version_;
-    }
-    if (alive) {
-      const DrainStats stats = file.Drain(sink);
-      absorb(stats);
-      more = more || stats.more;
-    } else {
-      for (std::uint32_t round = 0; round < kDrainRoundsForExited; ++round) {
-        const DrainStats stats = file.Drain(sink);
-        absorb(stats);
-        if (!stats.more) break;
-      }
-    }
-    RingHeaderSnapshot header;
-    if (file.ReadHeader(&header)) ring.last_header = header;
-    if (!file.healthy()) {
-      ++s.ring_faults;
-      NCCLSCOPE_LOG(kWarn, "profiler") << "ring " << file.path() << " broke (truncated, holed or "
-                                       << "rewritten); dropping it";
-      Retire(ring);
-      if (!alive) ::unlink(file.path().c_str());
-      it = rings_.erase(it);
-      continue;
-    }
-    if (!alive) {
-      Retire(ring);
-      ::unlink(file.path().c_str());
-      ++s.rings_reclaimed;
-      NCCLSCOPE_LOG(kDebug, "profiler") << "reclaimed ring " << file.path();
-      it = rings_.erase(it);
-      continue;
-    }
-    s.mapped_bytes += file.mapped_bytes();
-    s.ring_ids.push_back(file.origin().ring_id);
-    for (std::size_t i = 0; i < live_counters.size(); ++i) {
-      live_counters[i] = SaturatingAdd(live_counters[i], ring.last_header.counters[i]);
-    }
-    live_dropped = SaturatingAdd(live_dropped, ring.last_header.dropped_ring_full);
-    AbsorbGovernor(ring.last_header.governor, s.governor);
-    if (ring.last_header.state == NCCLSCOPE_RING_CLOSED) {
-      ++s.rings_closed;
-    } else {
-      ++s.rings_live;
-    }
+    verdicts.push_back({it, alive});
+    if (!alive) continue;
     std::vector<CommSlotSnapshot> table = file.ReadCommTable();
     s.limited[static_cast<std::size_t>(DirectoryLimit::kSlotsPerRing)] += file.slots_over_limit();
     table.erase(std::remove_if(
@@ -382,7 +348,6 @@ bool RingDirectory::Poll(RecordSink& sink) {
       tables.push_back(std::move(table));
       table_rings.push_back(&file);
     }
-    ++it;
   }
   // Over the total, every ring keeps an equal share: many rings cannot crowd out one.
   std::size_t share = SIZE_MAX;
@@ -400,6 +365,59 @@ bool RingDirectory::Poll(RecordSink& sink) {
       }
       s.comms.push_back({std::move(slot), origin.hostname, origin.pid, &origin});
       ++taken;
+    }
+  }
+  sink.OnCommTables(s.comms);
+
+  for (const Verdict& verdict : verdicts) {
+    Tracked& ring = verdict.ring->second;
+    RingFile& file = *ring.file;
+    if (controls_ && ring.controls_seq_written != controls_version_ && file.writable()) {
+      if (file.WriteControls(*controls_)) ring.controls_seq_written = controls_version_;
+    }
+    if (verdict.alive) {
+      const DrainStats stats = file.Drain(sink);
+      absorb(stats);
+      more = more || stats.more;
+    } else {
+      for (std::uint32_t round = 0; round < kDrainRoundsForExited; ++round) {
+        const DrainStats stats = file.Drain(sink);
+        absorb(stats);
+        if (!stats.more) break;
+      }
+    }
+    RingHeaderSnapshot header;
+    if (file.ReadHeader(&header)) ring.last_header = header;
+    if (!file.healthy()) {
+      ++s.ring_faults;
+      NCCLSCOPE_LOG(kWarn, "profiler") << "ring " << file.path() << " broke (truncated, holed or "
+                                       << "rewritten); dropping it";
+      // Its communicators leave the snapshot with it (their origin is about to go).
+      std::erase_if(s.comms, [&](const LiveComm& c) { return c.origin == &file.origin(); });
+      Retire(ring);
+      if (!verdict.alive) ::unlink(file.path().c_str());
+      rings_.erase(verdict.ring);
+      continue;
+    }
+    if (!verdict.alive) {
+      Retire(ring);
+      ::unlink(file.path().c_str());
+      ++s.rings_reclaimed;
+      NCCLSCOPE_LOG(kDebug, "profiler") << "reclaimed ring " << file.path();
+      rings_.erase(verdict.ring);
+      continue;
+    }
+    s.mapped_bytes += file.mapped_bytes();
+    s.ring_ids.push_back(file.origin().ring_id);
+    for (std::size_t i = 0; i < live_counters.size(); ++i) {
+      live_counters[i] = SaturatingAdd(live_counters[i], ring.last_header.counters[i]);
+    }
+    live_dropped = SaturatingAdd(live_dropped, ring.last_header.dropped_ring_full);
+    AbsorbGovernor(ring.last_header.governor, s.governor);
+    if (ring.last_header.state == NCCLSCOPE_RING_CLOSED) {
+      ++s.rings_closed;
+    } else {
+      ++s.rings_live;
     }
   }
   // Reclaimed rings' final counts plus the live ones: monotonic across reclaims.

@@ -2,8 +2,9 @@
 
 // The rings in the configured directory: discovery, draining, and reclaiming the rings of exited
 // processes. One Poll() finds new `ncclscope-<pid>-<ns>.ring` files (validating each; a file that
-// fails is counted once by reason and left alone while its owner lives), drains every ring into the
-// sink, and for a ring whose owner is gone (its flock is free) drains it to the end and deletes it.
+// fails is counted once by reason and left alone while its owner lives), hands the sink the live
+// rings' communicator tables (RecordSink::OnCommTables), then drains every ring into the sink, and
+// for a ring whose owner is gone (its flock is free) drains it to the end and deletes it.
 // The result of each pass is a snapshot the exporter renders at scrape time without touching any
 // mapping. Used by one thread at a time.
 //

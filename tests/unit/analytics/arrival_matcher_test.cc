@@ -22,7 +22,8 @@ using testutil::Text;
 class ArrivalMatcherTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    registry_.OnPass({Live(7, 0, 8, 2), Live(7, 1, 8, 2), Live(7, 2, 8, 2)}, now_);
+    registry_.OnTables({Live(7, 0, 8, 2), Live(7, 1, 8, 2), Live(7, 2, 8, 2)});
+    registry_.EndPass(now_);
     comm_ = registry_.Find(7);
   }
   void Arrive(int rank, std::uint64_t seq, std::uint64_t start, bool gpu = true) {
@@ -132,13 +133,15 @@ TEST(ArrivalMatcherSettleTest, RecordsBeforeTheTablesWaitForTheParticipants) {
                  Coll(9, rank, NCCLSCOPE_FUNC_ALL_REDUCE, 64, 0, 1000 + rank * 500, 100).op, now);
   }
   EXPECT_EQ(matcher.pending(), 1u);
-  registry.OnPass({Live(9, 0, 2, 1), Live(9, 1, 2, 1)}, now);
+  registry.OnTables({Live(9, 0, 2, 1), Live(9, 1, 2, 1)});
+  registry.EndPass(now);
   matcher.EndPass(registry, now);
   EXPECT_EQ(matcher.pending(), 0u);
   EXPECT_EQ(matcher.matched(comm.label), 1u);
   // A communicator with a single rank here is not matched at all.
   Comm& solo = registry.Get(10);
-  registry.OnPass({Live(9, 0, 2, 1), Live(9, 1, 2, 1), Live(10, 0, 4, 4)}, now);
+  registry.OnTables({Live(9, 0, 2, 1), Live(9, 1, 2, 1), Live(10, 0, 4, 4)});
+  registry.EndPass(now);
   matcher.OnOp(registry, solo, Coll(10, 0, NCCLSCOPE_FUNC_ALL_REDUCE, 64, 0, 1000, 100).op, now);
   EXPECT_EQ(matcher.pending(), 0u);
 }

@@ -133,7 +133,8 @@ class ChannelNicTest : public ::testing::Test {
     Pass(t0_);
   }
   void Pass(Clock::time_point now) {
-    a_.EndPass({Live(kComm, 0, 16, 2), Live(kComm, 1, 16, 2)}, now);
+    a_.OnCommTables({Live(kComm, 0, 16, 2), Live(kComm, 1, 16, 2)});
+    a_.EndPass(now);
   }
   std::shared_ptr<FakeHosts> hosts_ = std::make_shared<FakeHosts>();
   NcclAnalytics a_;
@@ -352,7 +353,8 @@ TEST_F(ChannelNicTest, RecordsWaitingForTheirCommunicatorKeepTheirWriter) {
   // ring's writer is resolved when they arrive (a ring reclaimed during the pass is gone later).
   a_.OnProxyOp(Ring0(), IbProxy(0xB2, 0, 0, 1, true, 0x1a0));
   hosts_->owners.erase(Ring0().ring);
-  a_.EndPass({Live(0xB2, 0, 4, 2)}, t0_ + seconds(1));
+  a_.OnCommTables({Live(0xB2, 0, 4, 2)});
+  a_.EndPass(t0_ + seconds(1));
   a_.OnQpDump(NodeTable(), t0_ + seconds(1));
   EXPECT_EQ(testing::SampleValue(Render(a_),
                                  "ncclscope_nccl_channel_nic_info{comm=\"0x00000000000000b2\","
@@ -370,10 +372,12 @@ TEST(ChannelNicSettingsTest, EndedCommunicatorsTakeTheirRowsAlong) {
   a.OnCommInit(Ring0(), Init(kComm, 0, 16, 2));
   a.OnProxyOp(Ring0(), IbProxy(kComm, 0, 0, 9, true, 0x1a0));
   const auto t0 = Clock::now();
-  a.EndPass({}, t0 + seconds(2));
+  a.OnCommTables({});
+  a.EndPass(t0 + seconds(2));
   a.OnQpDump(NodeTable(), t0 + seconds(2));
   EXPECT_EQ(Count(Render(a), "ncclscope_nccl_channel_nic_info{"), 1u);
-  a.EndPass({}, t0 + seconds(30));
+  a.OnCommTables({});
+  a.EndPass(t0 + seconds(30));
   EXPECT_EQ(Count(Render(a), "ncclscope_nccl_channel_nic_info{"), 0u);
   EXPECT_EQ(a.nic().series(), 0u);
 }
@@ -388,7 +392,8 @@ TEST(ChannelNicSettingsTest, OffWithoutChannelMetricsOrWithoutQpTable) {
     a.SetHostProcesses(hosts);
     a.OnCommInit(Ring0(), Init(kComm, 0, 16, 2));
     a.OnProxyOp(Ring0(), IbProxy(kComm, 0, 0, 9, true, 0x1a0));
-    a.EndPass({Live(kComm, 0, 16, 2)}, Clock::now());
+    a.OnCommTables({Live(kComm, 0, 16, 2)});
+    a.EndPass(Clock::now());
     EXPECT_FALSE(a.WantsQpRefresh());
     EXPECT_EQ(hosts->owner_calls, 0);
     const std::string text = Render(a);
@@ -438,7 +443,8 @@ TEST(ChannelNicExpositionTest, PassesPromtool) {
   a.SetHostProcesses(hosts);
   a.OnCommInit(Ring0(), Init(kComm, 0, 16, 2));
   a.OnProxyOp(Ring0(), IbProxy(kComm, 0, 0, 9, true, 0x1a0, 0x1a3));
-  a.EndPass({Live(kComm, 0, 16, 2)}, Clock::now());
+  a.OnCommTables({Live(kComm, 0, 16, 2)});
+  a.EndPass(Clock::now());
   a.OnQpDump(NodeTable(), Clock::now());
   const std::string text = Render(a);
   ASSERT_NE(text.find("ncclscope_nccl_channel_nic_info{"), std::string::npos);

@@ -17,7 +17,10 @@ using testutil::Proxy;
 
 class ChannelTransportTest : public ::testing::Test {
  protected:
-  void SetUp() override { registry_.OnPass({Live(1, 0, 8, 1), Live(2, 0, 16, 2)}, Clock::now()); }
+  void SetUp() override {
+    registry_.OnTables({Live(1, 0, 8, 1), Live(2, 0, 16, 2)});
+    registry_.EndPass(Clock::now());
+  }
   // An AllReduce of 8 MiB on 4 channels, 100 us per channel, with the proxy flag as asked.
   profiler::OpView Op(std::uint64_t comm, std::uint64_t index, bool proxy) {
     profiler::OpView v =

@@ -32,7 +32,8 @@ TEST(CommRegistryTest, InitRecordsAndTablesDescribeLocalRanks) {
   EXPECT_FALSE(comm->live);
 
   // The table lists ranks 1 and 3 (rank 1's init record was never seen): ranks stay sorted.
-  registry.OnPass({Live(0xA, 3, 16, 2), Live(0xA, 1, 16, 2)}, Clock::now());
+  registry.OnTables({Live(0xA, 3, 16, 2), Live(0xA, 1, 16, 2)});
+  registry.EndPass(Clock::now());
   EXPECT_TRUE(comm->live);
   ASSERT_EQ(comm->ranks.size(), 2u);
   EXPECT_EQ(comm->ranks[0].rank, 1);
@@ -49,7 +50,8 @@ TEST(CommRegistryTest, InitRecordsAndTablesDescribeLocalRanks) {
 
 TEST(CommRegistryTest, PeerClassFollowsTheLocalRanks) {
   CommRegistry registry(8, 4);
-  registry.OnPass({Live(0xB, 0, 16, 2), Live(0xB, 1, 16, 2), Live(0xC, 0, 4, 1)}, Clock::now());
+  registry.OnTables({Live(0xB, 0, 16, 2), Live(0xB, 1, 16, 2), Live(0xC, 0, 4, 1)});
+  registry.EndPass(Clock::now());
   const Comm& b = *registry.Find(0xB);
   EXPECT_EQ(registry.ClassOf(b, 0, 0), PeerClass::kSelf);
   EXPECT_EQ(registry.ClassOf(b, 0, 1), PeerClass::kSameNode);
@@ -67,7 +69,8 @@ TEST(CommRegistryTest, CapSharesOtherAndExpiryFreesLabels) {
   EXPECT_EQ(registry.overflowed(), 2u);
   EXPECT_EQ(registry.Label(registry.Get(1).label), "0x0000000000000001");
   EXPECT_EQ(registry.Label(registry.Get(3).label), "other");
-  registry.OnPass({Live(2, 0, 2, 1)}, t0);  // 2 is live in a ring
+  registry.OnTables({Live(2, 0, 2, 1)});  // 2 is live in a ring
+  registry.EndPass(t0);
   const std::vector<std::uint32_t> freed =
       registry.Expire(t0 + std::chrono::minutes(5), std::chrono::minutes(1));
   ASSERT_EQ(freed.size(), 1u);  // communicator 1 (3 and 4 had no label of their own)
@@ -82,12 +85,14 @@ TEST(CommRegistryTest, CapSharesOtherAndExpiryFreesLabels) {
 TEST(CommRegistryTest, ACommunicatorFirstSeenAfterThePassIsNotExpiredAtOnce) {
   CommRegistry registry(4, 4);
   const auto t0 = Clock::now();
-  registry.OnPass({}, t0);
+  registry.OnTables({});
+  registry.EndPass(t0);
   registry.Get(7);  // a held op's communicator, after OnPass
   EXPECT_TRUE(registry.Expire(t0, std::chrono::seconds(1)).empty());
   EXPECT_NE(registry.Find(7), nullptr);
   // Idle for longer than the retention after that: it goes.
-  registry.OnPass({}, t0 + std::chrono::seconds(1));
+  registry.OnTables({});
+  registry.EndPass(t0 + std::chrono::seconds(1));
   EXPECT_EQ(registry.Expire(t0 + std::chrono::seconds(3), std::chrono::seconds(1)).size(), 1u);
   EXPECT_EQ(registry.Find(7), nullptr);
 }

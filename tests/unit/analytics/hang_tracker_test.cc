@@ -55,7 +55,8 @@ TEST(HangTrackerTest, RendersPerRankAndAggregatesCommsOverTheCap) {
     c.slot = s;
     return c;
   };
-  registry.OnPass({live(1, 0, 12, 11), live(2, 0, 12, 10), live(3, 0, 12, 11)}, Clock::now());
+  registry.OnTables({live(1, 0, 12, 11), live(2, 0, 12, 10), live(3, 0, 12, 11)});
+  registry.EndPass(Clock::now());
   std::string text;
   metrics::TextWriter out(text);
   RenderProgress(registry, 5000, 1000, out);
@@ -91,7 +92,8 @@ TEST(HangTrackerTest, CompletedSeqAndHungCountOnlyWhileARankHangs) {
   };
   // Comm 1: op 11 in flight since 2100, 2900 ago (under the 2950 timeout). Comm 2: op 10 in
   // flight since 2000, 3000 ago: hung.
-  registry.OnPass({live(1, 12, 11), live(2, 12, 10)}, Clock::now());
+  registry.OnTables({live(1, 12, 11), live(2, 12, 10)});
+  registry.EndPass(Clock::now());
   std::string text;
   metrics::TextWriter out(text);
   RenderProgress(registry, 5000, 2950, out);

@@ -66,7 +66,8 @@ TEST(HostileRecordsTest, RandomRanksAreBoundedAndCheap) {
     const int rank = static_cast<int>(random() % NCCLSCOPE_MAX_NRANKS);
     analytics.OnOp(ring, Coll(0xC0, rank, NCCLSCOPE_FUNC_ALL_REDUCE, 1024, i, 1000, 100));
   }
-  analytics.EndPass({}, Clock::now());
+  analytics.OnCommTables({});
+  analytics.EndPass(Clock::now());
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_LT(seconds, 10.0);  // not a benchmark: the old linear insert took minutes here
@@ -83,7 +84,8 @@ TEST(HostileRecordsTest, RanksOutsideTheCommunicatorAreRefused) {
   analytics.OnCommInit(ring, Init(0xC1, 0, 8, 1));
   analytics.OnOp(ring, Coll(0xC1, 8, NCCLSCOPE_FUNC_ALL_REDUCE, 1024, 1, 1000, 100));
   analytics.OnOp(ring, Coll(0xC1, 1 << 24, NCCLSCOPE_FUNC_ALL_REDUCE, 1024, 1, 1000, 100));
-  analytics.EndPass({}, Clock::now());
+  analytics.OnCommTables({});
+  analytics.EndPass(Clock::now());
   EXPECT_EQ(analytics.registry().refusals(Refusal::kRankRange), 2u);
   EXPECT_EQ(Sum(Render(analytics), "ncclscope_nccl_ops_total{"), 0);
 }
@@ -104,7 +106,8 @@ TEST(HostileRecordsTest, RandomCommIdsAreForgottenLeastRecentlyUsedFirst) {
     }
     // The job's communicator is listed live by its ring every pass.
     analytics.SetLiveRings({1, 2});
-    analytics.EndPass({LiveFrom(job, 0xAAAA, 0, 2)}, Clock::now());
+    analytics.OnCommTables({LiveFrom(job, 0xAAAA, 0, 2)});
+    analytics.EndPass(Clock::now());
     EXPECT_LE(analytics.registry().tracked(), 256u);
   }
   EXPECT_NE(analytics.registry().Find(0xAAAA), nullptr);
@@ -125,7 +128,8 @@ TEST(HostileRecordsTest, APodCannotForgeAnotherJobsCommunicator) {
     analytics.OnOp(victim, Coll(kComm, 0, NCCLSCOPE_FUNC_ALL_REDUCE, 1024, i, 1000, 100));
   }
   analytics.SetLiveRings({1, 2, 3});
-  analytics.EndPass({LiveFrom(victim, kComm, 0, 8)}, Clock::now());
+  analytics.OnCommTables({LiveFrom(victim, kComm, 0, 8)});
+  analytics.EndPass(Clock::now());
 
   // Another tenant: 100,000 fake ops on the victim's rank and a new one, a rewritten identity,
   // a table slot claiming five ops in flight for an hour (a hang).
@@ -143,7 +147,8 @@ TEST(HostileRecordsTest, APodCannotForgeAnotherJobsCommunicator) {
   analytics.OnOp(same_tenant, Coll(kComm, 0, NCCLSCOPE_FUNC_ALL_REDUCE, 1024, 500, 1000, 100));
   profiler::LiveComm hang2 = LiveFrom(same_tenant, kComm, 0, 8);
   hang2.slot.ops_enqueued = 5;
-  analytics.EndPass({LiveFrom(victim, kComm, 0, 8), hang, hang2}, Clock::now());
+  analytics.OnCommTables({LiveFrom(victim, kComm, 0, 8), hang, hang2});
+  analytics.EndPass(Clock::now());
 
   const std::string text = Render(analytics, 3600'000'000'000'000ull);
   EXPECT_EQ(Sum(text, "ncclscope_nccl_ops_total{"), 10);
@@ -161,7 +166,8 @@ TEST(HostileRecordsTest, APodCannotForgeAnotherJobsCommunicator) {
   // Once the victim's ring is gone (the process restarted), its rank passes to the new ring.
   analytics.SetLiveRings({2, 3});
   analytics.OnOp(same_tenant, Coll(kComm, 0, NCCLSCOPE_FUNC_ALL_REDUCE, 1024, 600, 1000, 100));
-  analytics.EndPass({LiveFrom(same_tenant, kComm, 0, 8)}, Clock::now());
+  analytics.OnCommTables({LiveFrom(same_tenant, kComm, 0, 8)});
+  analytics.EndPass(Clock::now());
   EXPECT_EQ(Sum(Render(analytics), "ncclscope_nccl_ops_total{"), 11);
 }
 
@@ -173,7 +179,8 @@ TEST(HostileRecordsTest, SumsSaturateInsteadOfWrapping) {
     profiler::OpView op = Coll(0xB0, 0, NCCLSCOPE_FUNC_ALL_REDUCE, UINT64_MAX, i, 1000, 100);
     analytics.OnOp(ring, op);
   }
-  analytics.EndPass({}, Clock::now());
+  analytics.OnCommTables({});
+  analytics.EndPass(Clock::now());
   EXPECT_EQ(Sum(Render(analytics), "ncclscope_nccl_op_bytes_total{"),
             static_cast<double>(UINT64_MAX));
 }
@@ -192,7 +199,8 @@ TEST(HostileRecordsTest, SeriesTablesAreCapped) {
         ++fed;
       }
     }
-    analytics.EndPass({}, Clock::now());
+    analytics.OnCommTables({});
+    analytics.EndPass(Clock::now());
   }
   EXPECT_EQ(analytics.ops().series(), SeriesTable<int>::kMaxRows);
   EXPECT_EQ(analytics.ops().refused(), fed - SeriesTable<int>::kMaxRows);
@@ -205,7 +213,8 @@ TEST(HostileRecordsTest, KeysStayDistinctForEveryValidRank) {
   analytics.OnOp(none, Coll(0xD0, 0, NCCLSCOPE_FUNC_ALL_REDUCE, 1024, 1, 1000, 100));
   analytics.OnOp(
       none, Coll(0xD0, NCCLSCOPE_MAX_NRANKS - 1, NCCLSCOPE_FUNC_ALL_REDUCE, 1024, 1, 1000, 100));
-  analytics.EndPass({}, Clock::now());
+  analytics.OnCommTables({});
+  analytics.EndPass(Clock::now());
   EXPECT_EQ(analytics.ops().series(), 2u);
 }
 

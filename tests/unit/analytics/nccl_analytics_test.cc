@@ -109,7 +109,8 @@ TEST(NcclAnalyticsTest, RecordsOfAnUndescribedCommunicatorWaitForTheTables) {
   a.OnOp(kOrigin, P2p(5, 0, true, 1, 1 << 20, 1000));
   a.OnOp(kOrigin, P2p(5, 0, false, 0, 1 << 20, 1000));
   EXPECT_EQ(Render(a).find("ncclscope_nccl_p2p_ops_total{"), std::string::npos);
-  a.EndPass({Live(5, 0, 16, 2), Live(5, 1, 16, 2)}, Clock::now());
+  a.OnCommTables({Live(5, 0, 16, 2), Live(5, 1, 16, 2)});
+  a.EndPass(Clock::now());
   const std::string text = Render(a);
   const std::string p2p = "ncclscope_nccl_p2p_ops_total{comm=\"0x0000000000000005\",rank=\"0\",";
   EXPECT_EQ(testing::SampleValue(
@@ -129,7 +130,8 @@ TEST(NcclAnalyticsTest, RecordsOfAnUndescribedCommunicatorWaitForTheTables) {
 
 TEST(NcclAnalyticsTest, PxnNetworkOpsAreResolvedThroughTheTables) {
   NcclAnalytics a;
-  a.EndPass({Live(6, 2, 16, 2, 300)}, Clock::now());  // pid 302, context 0xC2
+  a.OnCommTables({Live(6, 2, 16, 2, 300)});  // pid 302, context 0xC2
+  a.EndPass(Clock::now());
   ncclscope_proxy_op_record pxn = Proxy(0, 2, 1, 10, true, 64, 0, 0, 10);
   pxn.flags = NCCLSCOPE_PROXY_FOREIGN;
   pxn.origin_pid = 302;
@@ -153,9 +155,11 @@ TEST(NcclAnalyticsTest, EndedCommunicatorsExpireWithTheirSeries) {
   a.OnCommInit(kOrigin, Init(7, 0, 2, 1));
   a.OnOp(kOrigin, Coll(7, 0, NCCLSCOPE_FUNC_ALL_GATHER, 100, 0, 1000, 100));
   const auto t0 = Clock::now();
-  a.EndPass({}, t0 + std::chrono::seconds(2));
+  a.OnCommTables({});
+  a.EndPass(t0 + std::chrono::seconds(2));
   EXPECT_NE(Render(a).find("comm=\"0x0000000000000007\""), std::string::npos);
-  a.EndPass({}, t0 + std::chrono::seconds(30));
+  a.OnCommTables({});
+  a.EndPass(t0 + std::chrono::seconds(30));
   EXPECT_EQ(Render(a).find("comm=\"0x0000000000000007\""), std::string::npos);
 }
 
@@ -163,7 +167,8 @@ TEST(NcclAnalyticsTest, ChannelSeriesFollowTheSwitchAndTheExpositionLints) {
   AnalyticsSettings settings;
   settings.channel_metrics = false;
   NcclAnalytics a(settings);
-  a.EndPass({Live(8, 0, 2, 1), Live(8, 1, 2, 1)}, Clock::now());
+  a.OnCommTables({Live(8, 0, 2, 1), Live(8, 1, 2, 1)});
+  a.EndPass(Clock::now());
   a.OnOp(kOrigin, Coll(8, 0, NCCLSCOPE_FUNC_ALL_REDUCE, 1 << 20, 0, 1000, 5000));
   a.OnOp(kOrigin, Coll(8, 1, NCCLSCOPE_FUNC_ALL_REDUCE, 1 << 20, 0, 3000, 3000));
   std::string text = Render(a);

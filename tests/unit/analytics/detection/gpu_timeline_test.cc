@@ -21,7 +21,8 @@ class GpuTimelineTest : public ::testing::Test {
   void SetUp() override {
     // Communicators 7 (the world) and 8 (a DP group): rank 0 of both is one process and GPU
     // (the same pid, as Live gives rank r pid 100 + r); rank 1 of 7 is another GPU.
-    registry_.OnPass({Live(7, 0, 2, 1), Live(7, 1, 2, 1), Live(8, 0, 2, 2)}, now_);
+    registry_.OnTables({Live(7, 0, 2, 1), Live(7, 1, 2, 1), Live(8, 0, 2, 2)});
+    registry_.EndPass(now_);
   }
   void Op(std::uint64_t comm, int rank, std::uint64_t start, std::uint64_t duration) {
     Comm& c = registry_.Get(comm);

@@ -29,7 +29,8 @@ class LatencyBaselinesTest : public ::testing::Test {
   // A communicator named "DP group 0" (rank 1 of 4 on 2 nodes) under a given commHash.
   Comm& Launch(std::uint64_t id) {
     registry_.OnCommInit(Origin("ring-" + std::to_string(id), 50), Init(id, 1, 4, 2, "DP group 0"));
-    registry_.OnPass({Live(id, 1, 4, 2)}, now_);
+    registry_.OnTables({Live(id, 1, 4, 2)});
+    registry_.EndPass(now_);
     return registry_.Get(id);
   }
   void Ops(LatencyBaselines& b, Comm& comm, int n, std::uint64_t ns) {

@@ -20,7 +20,8 @@ using testutil::Text;
 class StragglerDetectorTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    registry_.OnPass({Live(7, 0, 2, 1), Live(7, 1, 2, 1)}, now_);
+    registry_.OnTables({Live(7, 0, 2, 1), Live(7, 1, 2, 1)});
+    registry_.EndPass(now_);
     label_ = registry_.Get(7).label;
     detector_.SetLimits(0.05, 0.25);
     detector_.EndPass(now_);  // opens the first window
