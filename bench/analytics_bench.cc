@@ -153,6 +153,8 @@ analytics::NcclAnalytics& Loaded() {
   static analytics::NcclAnalytics* const a = [] {
     auto* loaded = new analytics::NcclAnalytics();
     std::vector<profiler::LiveComm> live;
+    std::vector<profiler::RingOrigin> origins(kRanks);  // one process per rank
+    for (int r = 0; r < kRanks; ++r) origins[static_cast<std::size_t>(r)].pid = 1000 + r;
     for (std::uint64_t comm = 1; comm <= 4; ++comm) {
       for (int r = 0; r < kRanks; ++r) {
         profiler::LiveComm c;
@@ -162,7 +164,7 @@ analytics::NcclAnalytics& Loaded() {
         c.slot.nranks = kRanks;
         c.slot.nnodes = 1;
         c.slot.name = "group " + std::to_string(comm);
-        c.pid = 1000 + r;
+        c.origin = &origins[static_cast<std::size_t>(r)];
         live.push_back(c);
       }
     }

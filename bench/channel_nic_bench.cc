@@ -83,7 +83,7 @@ void BM_NetworkRecord(benchmark::State& state) {
     c.slot.rank = r;
     c.slot.nranks = 2 * kRanks;
     c.slot.nnodes = 2;
-    c.pid = r;
+    c.origin = &origins[r];
     live.push_back(c);
   }
   std::vector<ncclscope_proxy_op_record> records;

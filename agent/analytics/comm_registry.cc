@@ -277,9 +277,7 @@ void CommRegistry::OnTables(const std::vector<profiler::LiveComm>& comms) {
     Comm& comm = Get(slot.comm_id);
     // Another principal's or another live ring's slot cannot list, size or fake progress (a
     // hang) for this rank.
-    LocalRank* admitted = live.origin != nullptr
-                              ? Admit(live.origin->ring_id, live.origin->principal, comm, slot.rank)
-                              : Admit(0, "", comm, slot.rank);
+    LocalRank* admitted = Admit(live.origin->ring_id, live.origin->principal, comm, slot.rank);
     if (admitted == nullptr) continue;
     comm.live = true;
     if (comm.nranks == 0 || comm.nranks == slot.nranks) {
@@ -290,12 +288,7 @@ void CommRegistry::OnTables(const std::vector<profiler::LiveComm>& comms) {
     LocalRank& r = *admitted;
     r.in_table = true;
     r.finalized = false;
-    if (live.origin != nullptr) {
-      Place(r, *live.origin);
-    } else {  // not from a ring directory (tests, benchmarks)
-      r.pid = live.pid;
-      r.hostname = live.hostname;
-    }
+    Place(r, *live.origin);
     if (r.cuda_device < 0) r.cuda_device = slot.cuda_device;
     if (r.gpu_uuid.empty()) r.gpu_uuid = slot.gpu_uuid;
     if (r.pci_bus_id.empty()) r.pci_bus_id = slot.pci_bus_id;

@@ -143,7 +143,7 @@ void NetworkWaits::RenderChannels(metrics::TextWriter& out) const {
 void PxnResolver::Rebuild(const std::vector<profiler::LiveComm>& comms) {
   by_origin_.clear();
   for (const profiler::LiveComm& c : comms) {
-    by_origin_[{c.pid, c.slot.context}] = c.slot.comm_id;
+    by_origin_[{c.origin->pid, c.slot.context}] = c.slot.comm_id;
   }
 }
 

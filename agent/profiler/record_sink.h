@@ -71,12 +71,12 @@ struct CommSlotSnapshot {
   std::array<ncclscope_recent_op, NCCLSCOPE_RECENT_OPS> recent{};
 };
 
-// A communicator from a live ring's comm table, with where it runs.
+// A communicator from a live ring's comm table, with the ring that lists it (where it runs). Two
+// shapes on purpose: the slot is a value the registry keeps (LocalRank::table), the origin lives
+// only as long as the pass (RingDirectory drops a ring's origin with the ring).
 struct LiveComm {
   CommSlotSnapshot slot;
-  std::string hostname;
-  std::int32_t pid = 0;
-  const RingOrigin* origin = nullptr;  // the ring's, valid until the next Poll()
+  const RingOrigin* origin = nullptr;  // never null; valid until the next Poll()
 };
 
 enum class OwnerStatus : std::uint8_t {

@@ -363,7 +363,7 @@ bool RingDirectory::Poll(RecordSink& sink) {
         ++s.limited[static_cast<std::size_t>(DirectoryLimit::kSlotsTotal)];
         continue;
       }
-      s.comms.push_back({std::move(slot), origin.hostname, origin.pid, &origin});
+      s.comms.push_back({std::move(slot), &origin});
       ++taken;
     }
   }

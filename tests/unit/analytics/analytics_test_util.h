@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <string>
 
 #include "agent/core/text_exposition.h"
@@ -116,6 +117,18 @@ inline ncclscope_comm_init_record Init(std::uint64_t comm, int rank, int nranks,
   return r;
 }
 
+// The ring a test's table entry comes from, one per pid ("node0" its hostname), alive as long as
+// the test binary (a real pass's origins live as long as their ring).
+inline const profiler::RingOrigin* RingOfPid(std::int32_t pid) {
+  static std::map<std::int32_t, profiler::RingOrigin> rings;
+  auto [it, added] = rings.try_emplace(pid);
+  if (added) {
+    it->second.pid = pid;
+    it->second.hostname = "node0";
+  }
+  return &it->second;
+}
+
 // A live communicator-table entry, as a ring's table lists it after a pass.
 inline profiler::LiveComm Live(std::uint64_t comm, int rank, int nranks, int nnodes,
                                std::int32_t pid = 100) {
@@ -126,8 +139,7 @@ inline profiler::LiveComm Live(std::uint64_t comm, int rank, int nranks, int nno
   c.slot.nranks = nranks;
   c.slot.nnodes = nnodes;
   c.slot.context = 0xC0 + static_cast<std::uint64_t>(rank);
-  c.pid = pid + rank;
-  c.hostname = "node0";
+  c.origin = RingOfPid(pid + rank);
   return c;
 }
 

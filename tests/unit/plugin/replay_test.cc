@@ -719,7 +719,7 @@ TEST(GpuIdentityTest, TakenFromAnAlreadyLoadedCudaDriver) {
     in_table = true;
     EXPECT_EQ(live.slot.gpu_uuid, "GPU-03132333-4353-6373-8393-a3b3c3d3e3f3");
     EXPECT_EQ(live.slot.name, "gpu");
-    EXPECT_EQ(live.pid, getpid());
+    EXPECT_EQ(live.origin->pid, getpid());
   }
   EXPECT_TRUE(in_table);
 }
