@@ -305,7 +305,10 @@ void ChannelNic::Render(metrics::TextWriter& out, bool per_channel) const {
   out.Header(kNcclChannelNicLookupsTotal);
   out.Sample(kNcclChannelNicLookupsTotal, "", resolved_ + failed);
   out.Header(kNcclChannelNicLookupFailuresTotal);
+  // A reason's series appears with its first failure: no rule or panel reads them, and the
+  // lookups counter above is the denominator either way.
   for (std::size_t i = 0; i < failures_.size(); ++i) {
+    if (failures_[i] == 0) continue;
     out.Sample(kNcclChannelNicLookupFailuresTotal,
                Labeled("reason", NicFailureName(static_cast<NicFailure>(i))), failures_[i]);
   }
@@ -325,7 +328,9 @@ void ChannelNic::Render(metrics::TextWriter& out, bool per_channel) const {
       {"no_owner", table_no_owner_},
       {"no_port", table_no_port_},
   };
+  // A reason's series appears with its first skip, as the lookup failures'.
   for (const auto& [reason, count] : skipped) {
+    if (count == 0) continue;
     out.Sample(kNcclQpTableSkippedTotal, Labeled("reason", reason), count);
   }
 }

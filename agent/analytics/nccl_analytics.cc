@@ -209,7 +209,10 @@ void NcclAnalytics::RenderLimits(metrics::TextWriter& out) const {
     out.Sample(kNcclRecordsForeignTotal, labels, registry_.refusals(r));
   }
   out.Header(kNcclAnalyticsLimitsTotal);
+  // A limit's series appears when the limit is first hit: no rule or panel reads these, and a
+  // healthy node showed its 9 limits at 0 (docs/metrics.md, "Cost").
   auto limit = [&](std::string_view name, std::uint64_t value) {
+    if (value == 0) return;
     std::string labels;
     metrics::AppendLabel(labels, "limit", name);
     out.Sample(kNcclAnalyticsLimitsTotal, labels, value);

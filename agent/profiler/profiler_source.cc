@@ -481,7 +481,9 @@ void ProfilerSource::Collect(metrics::TextWriter& writer) const {
   dropped.Add({{"reason", "lane_busy"}},
               static_cast<double>(s.plugin_counters[NCCLSCOPE_CTR_DROPPED_CONTENTION]));
   metrics::Family& limited = out.Get(kNcclRingLimitsTotal);
+  // A limit's series appears when the limit is first hit, as the analytics' limits do.
   for (std::size_t limit = 0; limit < s.limited.size(); ++limit) {
+    if (s.limited[limit] == 0) continue;
     limited.Add({{"limit", DirectoryLimitName(static_cast<DirectoryLimit>(limit))}},
                 static_cast<double>(s.limited[limit]));
   }

@@ -16,9 +16,6 @@ inline constexpr metrics::MetricDef kNcclRankComputeSecondsTotal = metrics::Coun
     "communicator's operations: each gap since the end of its previous NCCL operation "
     "(of any communicator), counted for the operation that ends it. Only gaps between "
     "two operations with GPU timing, each under a minute.");
-inline constexpr metrics::MetricDef kNcclRankComputeGapsTotal =
-    metrics::Counter("ncclscope_nccl_rank_compute_gaps_total", "",
-                     "Gaps counted in ncclscope_nccl_rank_compute_seconds_total.");
 inline constexpr metrics::MetricDef kNcclRankCommunicationSecondsTotal = metrics::Counter(
     "ncclscope_nccl_rank_communication_seconds_total", "seconds",
     "Time the rank's GPU was inside this communicator's operations with GPU timing, "
@@ -67,7 +64,6 @@ inline constexpr metrics::MetricDef kNcclStragglerAlarmsTotal = metrics::Counter
     "first time on.");
 
 inline constexpr std::array kDetectionMetrics = {&kNcclRankComputeSecondsTotal,
-                                                 &kNcclRankComputeGapsTotal,
                                                  &kNcclRankCommunicationSecondsTotal,
                                                  &kNcclOpLatencyBaselineRatio,
                                                  &kNcclOpLatencyUnbaselinedTotal,

@@ -63,7 +63,6 @@ void GpuTimeline::EndPass(const CommRegistry& registry, Clock::time_point now,
         const std::uint64_t gap = gpu.busy_until_ns == 0 ? 0 : p.start_ns - gpu.busy_until_ns;
         if (gpu.busy_until_ns != 0 && gpu.last_timed && gap <= kMaxGapNs) {
           s.compute_ns += gap;
-          ++s.gaps;
         }
         s.communication_ns += p.end_ns - p.start_ns;
         gpu.busy_until_ns = p.end_ns;
@@ -87,7 +86,6 @@ void GpuTimeline::Render(metrics::TextWriter& out) const {
   const auto& rows = table_.rows();
   out.Rows(kNcclRankComputeSecondsTotal, rows,
            [&](const auto& row) { return static_cast<double>(row.stats.compute_ns) * 1e-9; });
-  out.Rows(kNcclRankComputeGapsTotal, rows, [&](const auto& row) { return row.stats.gaps; });
   out.Rows(kNcclRankCommunicationSecondsTotal, rows,
            [&](const auto& row) { return static_cast<double>(row.stats.communication_ns) * 1e-9; });
 }

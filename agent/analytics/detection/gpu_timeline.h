@@ -38,7 +38,6 @@ class GpuTimeline {
   struct Stats {
     std::uint64_t compute_ns = 0;
     std::uint64_t communication_ns = 0;
-    std::uint64_t gaps = 0;
   };
 
   // A completed operation (collective or p2p, timed or not) of a local rank.

@@ -36,7 +36,7 @@ enum LoadError { kUnreadable = 0, kTooLarge = 1, kCorrupt = 2 };
 }  // namespace
 
 const metrics::HistogramBounds& LatencyBaselines::RatioBounds() {
-  static const metrics::HistogramBounds bounds({1, 1.5, 2, 2.5, 3, 5});
+  static const metrics::HistogramBounds bounds({1.5, 2, 2.5, 3, 5});
   return bounds;
 }
 

@@ -72,7 +72,7 @@ class LatencyBaselines {
                     std::uint8_t algo, std::uint8_t proto, std::uint8_t size) const;
 
   static const metrics::HistogramBounds& RatioBounds();
-  static constexpr std::size_t kRatioBuckets = 11;  // 10 bounds and +Inf
+  static constexpr std::size_t kRatioBuckets = 6;  // RatioBounds(): 5 bounds and +Inf
 
  private:
   struct Learner {
