@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <type_traits>
 
 namespace ncclscope::config {
 namespace {
@@ -16,42 +17,39 @@ bool RequireScalar(const YAML::Node& node, std::string_view expected, std::strin
 
 std::string Quote(const std::string& s) { return "\"" + s + "\""; }
 
-}  // namespace
-
-namespace detail {
-
-bool DecodeInt64(const YAML::Node& node, std::int64_t& out, std::string* error) {
-  if (!RequireScalar(node, "an integer", error)) return false;
+// A whole scalar as a T, `what` naming it in errors. A minus sign is refused for unsigned T
+// (from_chars would too, but as "not a number" rather than "negative").
+template <typename T>
+bool DecodeInteger(const YAML::Node& node, std::string_view what, T& out, std::string* error) {
+  if (!RequireScalar(node, what, error)) return false;
   const std::string& text = node.Scalar();
+  const std::string expected = "expected " + std::string(what) + ", got " + Quote(text);
+  if (std::is_unsigned_v<T> && !text.empty() && text[0] == '-') {
+    *error = expected;
+    return false;
+  }
   auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
   if (ec == std::errc::result_out_of_range) {
     *error = "integer " + Quote(text) + " is out of range";
     return false;
   }
   if (ec != std::errc() || ptr != text.data() + text.size()) {
-    *error = "expected an integer, got " + Quote(text);
+    *error = expected;
     return false;
   }
   return true;
 }
 
+}  // namespace
+
+namespace detail {
+
+bool DecodeInt64(const YAML::Node& node, std::int64_t& out, std::string* error) {
+  return DecodeInteger(node, "an integer", out, error);
+}
+
 bool DecodeUint64(const YAML::Node& node, std::uint64_t& out, std::string* error) {
-  if (!RequireScalar(node, "a non-negative integer", error)) return false;
-  const std::string& text = node.Scalar();
-  if (!text.empty() && text[0] == '-') {
-    *error = "expected a non-negative integer, got " + Quote(text);
-    return false;
-  }
-  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
-  if (ec == std::errc::result_out_of_range) {
-    *error = "integer " + Quote(text) + " is out of range";
-    return false;
-  }
-  if (ec != std::errc() || ptr != text.data() + text.size()) {
-    *error = "expected a non-negative integer, got " + Quote(text);
-    return false;
-  }
-  return true;
+  return DecodeInteger(node, "a non-negative integer", out, error);
 }
 
 }  // namespace detail
