@@ -92,6 +92,21 @@ DirectoryLimits LimitsFromConfig(const config::PluginConfig& plugin) {
   return limits;
 }
 
+namespace {
+
+// `parts` (per mille: 10 a percent, ppm: 10,000) as an exact percentage: "12.5%", "0.0001%".
+std::string Percent(std::uint32_t parts, std::uint32_t per_percent) {
+  std::string text = std::to_string(parts / per_percent);
+  if (const std::uint32_t fraction = parts % per_percent; fraction != 0) {
+    std::string digits = std::to_string(fraction + per_percent).substr(1);  // leading zeros kept
+    while (digits.back() == '0') digits.pop_back();
+    text += "." + digits;
+  }
+  return text + "%";
+}
+
+}  // namespace
+
 std::string ControlsFileText(const config::PluginConfig& plugin) {
   // The same values as the ring header's controls, converted once (ControlsFromConfig): the file
   // is their text for jobs that start before they can read a header, so the two never disagree.
@@ -101,13 +116,13 @@ std::string ControlsFileText(const config::PluginConfig& plugin) {
   for (const std::string& e : plugin.events) events += (events.empty() ? "" : ",") + e;
   text << "# Written by ncclscope-agent from its plugin config; read by the NCCL profiler plugin\n"
        << "# when a job starts. A job's NCCLSCOPE_* environment variables take precedence.\n"
-       << "events=" << (events.empty() ? "none" : events) << "\n"
-       << "min_bytes=" << c.min_bytes << "\n"
-       << "duty_period=" << c.duty_period_ns << "ns\n"
-       << "kernel_duty=" << c.kernel_duty_pm / 10.0 << "%\n"
-       << "proxy_duty=" << c.proxy_duty_pm / 10.0 << "%\n"
-       << "overhead_budget=" << c.overhead_budget_ppm / 10'000.0 << "%\n"
-       << "ring_size=" << plugin.ring_size << "\n";
+       << NCCLSCOPE_KEY_EVENTS "=" << (events.empty() ? "none" : events) << "\n"
+       << NCCLSCOPE_KEY_MIN_BYTES "=" << c.min_bytes << "\n"
+       << NCCLSCOPE_KEY_DUTY_PERIOD "=" << c.duty_period_ns << "ns\n"
+       << NCCLSCOPE_KEY_KERNEL_DUTY "=" << Percent(c.kernel_duty_pm, 10) << "\n"
+       << NCCLSCOPE_KEY_PROXY_DUTY "=" << Percent(c.proxy_duty_pm, 10) << "\n"
+       << NCCLSCOPE_KEY_OVERHEAD_BUDGET "=" << Percent(c.overhead_budget_ppm, 10'000) << "\n"
+       << NCCLSCOPE_KEY_RING_SIZE "=" << plugin.ring_size << "\n";
   return text.str();
 }
 

@@ -22,7 +22,7 @@ namespace {
 
 constexpr const char* kRingPrefix = "ncclscope-";
 constexpr const char* kTempPrefix = ".ncclscope-";
-constexpr const char* kControlsName = "ncclscope.controls";
+constexpr const char* kControlsName = NCCLSCOPE_CONTROLS_FILE;
 constexpr std::uint32_t kDrainRoundsForExited = 1024;  // upper bound on a dead ring's final drain
 constexpr time_t kStaleTempSeconds = 60;
 constexpr std::uint32_t kRejectionsLoggedPerPass = 4;

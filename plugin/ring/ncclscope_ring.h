@@ -122,6 +122,20 @@ enum ncclscope_control_bit {
   NCCLSCOPE_CONTROL_OVERHEAD_BUDGET = 1u << 5,
 };
 
+/* The controls file, <ring_dir>/ncclscope.controls: `key=value` lines the agent writes from its
+ * config and the plugin reads at init (before it has a ring whose header could carry controls),
+ * each value in the syntax of the key's NCCLSCOPE_* environment variable. These are its name and
+ * keys; the agent writes the values of the header's controls (below) with them, exactly (per mille
+ * as a percentage with one decimal, ppm with four). */
+#define NCCLSCOPE_CONTROLS_FILE "ncclscope.controls"
+#define NCCLSCOPE_KEY_EVENTS "events"
+#define NCCLSCOPE_KEY_MIN_BYTES "min_bytes"
+#define NCCLSCOPE_KEY_DUTY_PERIOD "duty_period"
+#define NCCLSCOPE_KEY_KERNEL_DUTY "kernel_duty"
+#define NCCLSCOPE_KEY_PROXY_DUTY "proxy_duty"
+#define NCCLSCOPE_KEY_OVERHEAD_BUDGET "overhead_budget"
+#define NCCLSCOPE_KEY_RING_SIZE "ring_size"
+
 /* Agent -> plugin controls, a seqlock: the agent makes `seq` odd, writes the fields, then makes it
  * even (release). The plugin applies a snapshot only when `seq` is even, non-zero, unchanged across
  * its read, and different from the last one it applied. Values out of range are ignored. */

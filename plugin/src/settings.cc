@@ -89,22 +89,22 @@ bool InRange(std::uint64_t value, std::uint64_t lo, std::uint64_t hi) {
 }
 
 constexpr Control kControls[] = {
-    {"NCCLSCOPE_EVENTS", "events", NCCLSCOPE_CONTROL_EVENT_MASK,
+    {"NCCLSCOPE_EVENTS", NCCLSCOPE_KEY_EVENTS, NCCLSCOPE_CONTROL_EVENT_MASK,
      [](std::string_view v, Settings& s) { return Assign(v, s.event_mask, ParseEvents); }},
-    {"NCCLSCOPE_MIN_BYTES", "min_bytes", NCCLSCOPE_CONTROL_MIN_BYTES,
+    {"NCCLSCOPE_MIN_BYTES", NCCLSCOPE_KEY_MIN_BYTES, NCCLSCOPE_CONTROL_MIN_BYTES,
      [](std::string_view v, Settings& s) { return Assign(v, s.min_bytes, ParseBytes); }},
-    {"NCCLSCOPE_DUTY_PERIOD", "duty_period", NCCLSCOPE_CONTROL_DUTY_PERIOD,
+    {"NCCLSCOPE_DUTY_PERIOD", NCCLSCOPE_KEY_DUTY_PERIOD, NCCLSCOPE_CONTROL_DUTY_PERIOD,
      [](std::string_view v, Settings& s) {
        const auto ns = ParseDurationNs(v);
        if (!ns || !InRange(*ns, 1'000'000ull, 86'400'000'000'000ull)) return false;
        s.duty_period_ns = *ns;
        return true;
      }},
-    {"NCCLSCOPE_KERNEL_DUTY", "kernel_duty", NCCLSCOPE_CONTROL_KERNEL_DUTY,
+    {"NCCLSCOPE_KERNEL_DUTY", NCCLSCOPE_KEY_KERNEL_DUTY, NCCLSCOPE_CONTROL_KERNEL_DUTY,
      [](std::string_view v, Settings& s) { return Assign(v, s.kernel_duty_pm, ParseFractionPm); }},
-    {"NCCLSCOPE_PROXY_DUTY", "proxy_duty", NCCLSCOPE_CONTROL_PROXY_DUTY,
+    {"NCCLSCOPE_PROXY_DUTY", NCCLSCOPE_KEY_PROXY_DUTY, NCCLSCOPE_CONTROL_PROXY_DUTY,
      [](std::string_view v, Settings& s) { return Assign(v, s.proxy_duty_pm, ParseFractionPm); }},
-    {"NCCLSCOPE_OVERHEAD_BUDGET", "overhead_budget", NCCLSCOPE_CONTROL_OVERHEAD_BUDGET,
+    {"NCCLSCOPE_OVERHEAD_BUDGET", NCCLSCOPE_KEY_OVERHEAD_BUDGET, NCCLSCOPE_CONTROL_OVERHEAD_BUDGET,
      [](std::string_view v, Settings& s) {
        return Assign(v, s.overhead_budget_ppm, ParseFractionPpm);
      }},
@@ -120,7 +120,7 @@ constexpr Control kControls[] = {
        s.test_spin_file = std::string(v);
        return true;
      }},
-    {"NCCLSCOPE_RING_SIZE", "ring_size", 0,
+    {"NCCLSCOPE_RING_SIZE", NCCLSCOPE_KEY_RING_SIZE, 0,
      [](std::string_view v, Settings& s) {
        const auto bytes = ParseBytes(v);
        if (!bytes || !InRange(*bytes, 64u << 10, 1ull << 30)) return false;

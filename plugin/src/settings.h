@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "plugin/abi/nccl_profiler_abi.h"
+#include "plugin/ring/ncclscope_ring.h"
 
 namespace ncclscope::plugin {
 
@@ -94,7 +95,7 @@ std::optional<std::uint32_t> ParseFractionPpm(std::string_view text);  // "0.005
 std::optional<std::uint32_t> ParseEvents(std::string_view text);       // "coll,p2p,kernel_ch"
 
 // Name of the controls file inside the ring directory.
-inline constexpr const char* kControlsFileName = "ncclscope.controls";
+inline constexpr const char* kControlsFileName = NCCLSCOPE_CONTROLS_FILE;
 inline constexpr std::size_t kMaxControlsFileBytes = 64 << 10;
 
 // The text of <dir>/ncclscope.controls, read so that whatever a pod put there cannot block or

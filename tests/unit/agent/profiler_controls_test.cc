@@ -44,5 +44,30 @@ TEST(ProfilerControlsTest, TheAgentsControlsAreWhatThePluginReads) {
   EXPECT_EQ(none.event_mask, 0u);
 }
 
+// Every value a duty cycle can take (per mille), and budgets down to 1 ppm, reach the plugin as the
+// header carries them: the file's text is exact, not a rounded decimal.
+TEST(ProfilerControlsTest, EveryDutyAndBudgetValueCrossesTheFileExactly) {
+  config::PluginConfig plugin;
+  for (std::uint32_t pm = 0; pm <= 1000; ++pm) {
+    plugin.kernel_duty_cycle = pm / 1000.0;
+    plugin.proxy_duty_cycle = (1000 - pm) / 1000.0;
+    const ncclscope_controls header = ControlsFromConfig(plugin);
+    ASSERT_EQ(header.kernel_duty_pm, pm);
+    plugin::Settings settings;
+    plugin::ApplyControlsFile(ControlsFileText(plugin), settings);
+    ASSERT_TRUE(settings.warnings.empty()) << pm << ": " << settings.warnings[0];
+    ASSERT_EQ(settings.kernel_duty_pm, header.kernel_duty_pm) << ControlsFileText(plugin);
+    ASSERT_EQ(settings.proxy_duty_pm, header.proxy_duty_pm) << ControlsFileText(plugin);
+  }
+  for (const std::uint32_t ppm : {1u, 9u, 10u, 99u, 2'500u, 12'345u, 100'001u, 999'999u}) {
+    plugin.overhead_budget = ppm / 1e6;
+    const ncclscope_controls header = ControlsFromConfig(plugin);
+    ASSERT_EQ(header.overhead_budget_ppm, ppm);
+    plugin::Settings settings;
+    plugin::ApplyControlsFile(ControlsFileText(plugin), settings);
+    EXPECT_EQ(settings.overhead_budget_ppm, ppm) << ControlsFileText(plugin);
+  }
+}
+
 }  // namespace
 }  // namespace ncclscope::profiler
