@@ -1,8 +1,8 @@
 #pragma once
 
 // The NCCL analytics' families (agent/analytics): per-rank operations, latency, bandwidth, arrival
-// lag, channels, network waits, hangs.
-// Each family is declared once here (agent/core/metric_def.h) and listed in kAnalyticsMetrics.
+// lag, channels, network waits, hangs. Each family is declared once here (agent/core/metric_def.h)
+// and listed in kAnalyticsMetrics.
 
 #include <array>
 

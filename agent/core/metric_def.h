@@ -4,7 +4,7 @@
 // exposes is one of these constants, declared in its source folder's `*_metrics.h` (e.g.
 // agent/rdma/rdma_metrics.h) and listed there; render sites write through it
 // (TextWriter::Header/Sample, FamilySet::Get) so a name cannot be misspelt in one place, and
-// agent/exporter/metric_catalog.h gathers every list for the docs test
+// agent/app/metric_catalog.h gathers every list for the docs test
 // (tests/unit/agent/metric_catalog_test.cc: each family documented in docs/metrics.md with its
 // type, each documented family declared), including families only a fault would render.
 

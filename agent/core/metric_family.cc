@@ -16,8 +16,7 @@ std::string LabelText(const Labels& labels) {
 
 }  // namespace
 
-Family::Family(const MetricDef& def)
-    : name_(def.name), help_(def.help), type_(def.type), unit_(def.unit) {}
+Family::Family(const MetricDef& def) : name_(def.name), help_(def.help), type_(def.type) {}
 
 void Family::Add(const Labels& labels, double value) {
   TextWriter(samples_).Sample(Def(), LabelText(labels), value);

@@ -3,10 +3,10 @@
 // Metric families whose samples arrive in any order: one walk over a source's data (ports,
 // processes, communicators) feeds several families, and the text format wants each family's
 // samples together after its HELP and TYPE lines. A FamilySet creates each family (a MetricDef,
-// agent/core/metric_def.h) on first use,
-// each Family keeps its samples as text, and WriteTo writes them whole, in creation order, through
-// the one exposition path (agent/core/text_exposition.h). A source that renders one family at a
-// time writes to the TextWriter directly instead.
+// agent/core/metric_def.h) on first use, each Family keeps its samples as text, and WriteTo
+// writes them whole, in creation order, through the one exposition path
+// (agent/core/text_exposition.h). A source that renders one family at a time writes to the
+// TextWriter directly instead.
 
 #include <deque>
 #include <string>
@@ -45,8 +45,7 @@ class Family {
   std::string name_;
   std::string help_;
   MetricType type_;
-  std::string unit_;
-  MetricDef Def() const { return {name_, type_, unit_, help_}; }
+  MetricDef Def() const { return {name_, type_, {}, help_}; }  // what the writer needs
   std::string samples_;  // the sample lines, as the format spells them
   std::size_t series_ = 0;
 };

@@ -1,8 +1,8 @@
 #pragma once
 
 // The eBPF source's families (agent/ebpf): NCCL and libibverbs calls seen by the uprobes, and the
-// probes' own health.
-// Each family is declared once here (agent/core/metric_def.h) and listed in kEbpfMetrics.
+// probes' own health. Each family is declared once here (agent/core/metric_def.h) and listed in
+// kEbpfMetrics.
 
 #include <array>
 

@@ -1,7 +1,7 @@
 #pragma once
 
-// The agent's own families (agent/exporter): build, sources, config reloads, scrapes.
-// Each family is declared once here (agent/core/metric_def.h) and listed in kExporterMetrics.
+// The agent's own families (agent/exporter): build, sources, config reloads, scrapes. Each family
+// is declared once here (agent/core/metric_def.h) and listed in kExporterMetrics.
 
 #include <array>
 

@@ -1,7 +1,7 @@
 #pragma once
 
-// The NVLink source's families (agent/nvlink), read through NVML.
-// Each family is declared once here (agent/core/metric_def.h) and listed in kNvlinkMetrics.
+// The NVLink source's families (agent/nvlink), read through NVML. Each family is declared once here
+// (agent/core/metric_def.h) and listed in kNvlinkMetrics.
 
 #include <array>
 

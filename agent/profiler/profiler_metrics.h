@@ -1,8 +1,8 @@
 #pragma once
 
-// The profiler source's families (agent/profiler): rings, records, plugin counters and the
-// overhead governor.
-// Each family is declared once here (agent/core/metric_def.h) and listed in kProfilerMetrics.
+// The profiler source's families (agent/profiler): rings, records, plugin counters and the overhead
+// governor. Each family is declared once here (agent/core/metric_def.h) and listed in
+// kProfilerMetrics.
 
 #include <array>
 

@@ -1,8 +1,8 @@
 #pragma once
 
-// The RDMA source's families (agent/rdma): InfiniBand/RoCE ports, their attributes, health and
-// the poller. The counter families come from rdma/counters/catalogue.cc (RdmaCounterDef).
-// Each family is declared once here (agent/core/metric_def.h) and listed in kRdmaMetrics.
+// The RDMA source's families (agent/rdma): InfiniBand/RoCE ports, their attributes, health and the
+// poller. The counter families come from rdma/counters/catalogue.cc (CounterFamily below). Each
+// family is declared once here (agent/core/metric_def.h) and listed in kRdmaMetrics.
 
 #include <array>
 #include <string_view>

@@ -1,8 +1,8 @@
 #pragma once
 
 // The detectors' families (agent/analytics/detection): latency baselines, stragglers, the GPU
-// timeline.
-// Each family is declared once here (agent/core/metric_def.h) and listed in kDetectionMetrics.
+// timeline. Each family is declared once here (agent/core/metric_def.h) and listed in
+// kDetectionMetrics.
 
 #include <array>
 
@@ -33,8 +33,7 @@ inline constexpr metrics::MetricDef kNcclOpLatencyUnbaselinedTotal = metrics::Co
     "first learning window), so not in ncclscope_nccl_op_latency_baseline_ratio.");
 inline constexpr metrics::MetricDef kNcclBaselines =
     metrics::Gauge("ncclscope_nccl_baselines", "",
-                   "Latency baselines held (at most "
-                   "detection.baseline_max_keys).");
+                   "Latency baselines held (at most detection.baseline_max_keys).");
 inline constexpr metrics::MetricDef kNcclBaselinesLoaded =
     metrics::Gauge("ncclscope_nccl_baselines_loaded", "",
                    "Latency baselines read from detection.state_dir when the agent started.");

@@ -36,7 +36,7 @@ enum LoadError { kUnreadable = 0, kTooLarge = 1, kCorrupt = 2 };
 }  // namespace
 
 const metrics::HistogramBounds& LatencyBaselines::RatioBounds() {
-  static const metrics::HistogramBounds bounds({1.5, 2, 2.5, 3, 5});
+  static const metrics::HistogramBounds bounds({kRatioBounds.begin(), kRatioBounds.end()});
   return bounds;
 }
 
@@ -146,9 +146,8 @@ void LatencyBaselines::OnOp(const CommRegistry& registry, const Comm& comm, cons
     return labels;
   });
   const double ratio = static_cast<double>(ns) * 1e-9 / l.p99_s;
-  const auto& bounds = RatioBounds().bounds();
   const auto bucket = static_cast<std::size_t>(
-      std::lower_bound(bounds.begin(), bounds.end(), ratio) - bounds.begin());
+      std::lower_bound(kRatioBounds.begin(), kRatioBounds.end(), ratio) - kRatioBounds.begin());
   ++r.counts[bucket];
   r.sum += ratio;
 }

@@ -23,6 +23,7 @@
 
 #include <absl/container/flat_hash_map.h>
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -71,8 +72,11 @@ class LatencyBaselines {
   double BaselineOf(std::uint32_t comm_label, std::int32_t rank, std::uint8_t func,
                     std::uint8_t algo, std::uint8_t proto, std::uint8_t size) const;
 
+  // The ratio histogram's bounds (the bound at 2 makes the rules' "P99 over 2" exact; none at 1:
+  // docs/metrics.md, "Cost"), and its buckets with +Inf.
+  static constexpr std::array<double, 5> kRatioBounds = {1.5, 2, 2.5, 3, 5};
+  static constexpr std::size_t kRatioBuckets = kRatioBounds.size() + 1;
   static const metrics::HistogramBounds& RatioBounds();
-  static constexpr std::size_t kRatioBuckets = 6;  // RatioBounds(): 5 bounds and +Inf
 
  private:
   struct Learner {
