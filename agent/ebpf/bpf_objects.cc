@@ -23,6 +23,7 @@ static_assert(sizeof(ncclscope_proc_key) == 24);
 static_assert(sizeof(ncclscope_call_stats) == 16);
 static_assert(sizeof(ncclscope_result_key) == 32);
 static_assert(sizeof(ncclscope_stash) == 32);
+static_assert(sizeof(ncclscope_thread_state) == 80);
 static_assert(sizeof(ncclscope_event) == 64);
 static_assert(sizeof(ncclscope_vma_record) == 40);
 

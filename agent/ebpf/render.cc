@@ -134,6 +134,7 @@ void Runtime::Render(metrics::TextWriter& out) const {
       {"events_lost", counters[NCCLSCOPE_BPF_EVENTS_LOST]},
       {"calls_map_full", counters[NCCLSCOPE_BPF_CALLS_FULL]},
       {"results_map_full", counters[NCCLSCOPE_BPF_RESULTS_FULL]},
+      {"thread_state_lost", counters[NCCLSCOPE_BPF_THREAD_STATE_LOST]},
       {"rescan_queue_full", rescan_overflows_.load()},
       {"label_sets_overflow", attributor_->overflows()},
       {"communicators_overflow", communicator_overflows_.load()},

@@ -88,24 +88,37 @@ struct ncclscope_result_key {
 /* ncclInProgress: the normal return of non-blocking communicators, not counted as an error. */
 #define NCCLSCOPE_NCCL_IN_PROGRESS 7
 
-/* Per-thread state from a probed function's entry to its return (LRU map keyed by
- * (domain << 32) | tid, domain 0 = NCCL, 1 = libibverbs). depth counts nested probed calls in the
- * same domain on this thread: only the outermost is counted (ncclBcast calls ncclBroadcast through
- * the PLT; ibv_reg_mr tail-calls ibv_reg_mr_iova2). */
+/* State from a probed function's entry to its return, one per domain in a thread's
+ * ncclscope_thread_state (domain 0 = NCCL, 1 = libibverbs). depth counts nested probed calls in the
+ * same domain on this thread (0: none in flight): only the outermost is counted (ncclBcast calls
+ * ncclBroadcast through the PLT; ibv_reg_mr tail-calls ibv_reg_mr_iova2). */
 struct ncclscope_stash {
   __u32 op;
   __u32 depth;
   __u64 arg[3]; /* op-specific, see probes.bpf.c */
 };
 
+/* Value of the `threads` task-storage map: what a thread carries from entry to return, and its
+ * process's identity, filled at the thread's first probed call (tgid 0: not yet). A thread keeps
+ * its tgid and its group leader's start time for life: exec by a non-leader thread takes over the
+ * leader's pid and copies its start_boottime (kernel/exec.c de_thread). */
+struct ncclscope_thread_state {
+  struct ncclscope_stash call[2];
+  __u32 tgid;
+  __u32 pad;
+  __u64 start_ticks;
+};
+
 /* Indexes of the `counters` array map: things the BPF side had to drop. (NCCLSCOPE_BPF_: the
  * plugin ring header, plugin/ring/ncclscope_ring.h, has an ncclscope_counter of its own, and the
  * two headers are included together.) */
 enum ncclscope_bpf_counter {
-  NCCLSCOPE_BPF_EVENTS_LOST = 0,  /* ring buffer full */
-  NCCLSCOPE_BPF_CALLS_FULL = 1,   /* `calls` map full: a process/op pair was not counted */
-  NCCLSCOPE_BPF_RESULTS_FULL = 2, /* `results` or `qp_states` map full */
-  NCCLSCOPE_BPF_COUNTER_COUNT = 3,
+  NCCLSCOPE_BPF_EVENTS_LOST = 0,       /* ring buffer full */
+  NCCLSCOPE_BPF_CALLS_FULL = 1,        /* `calls` map full: a process/op pair was not counted */
+  NCCLSCOPE_BPF_RESULTS_FULL = 2,      /* `results` or `qp_states` map full */
+  NCCLSCOPE_BPF_THREAD_STATE_LOST = 3, /* no task storage for a thread (allocation failed or the
+                                        * storage was busy): its call was not counted */
+  NCCLSCOPE_BPF_COUNTER_COUNT = 4,
 };
 
 /* Ring-buffer records: process lifecycle and rare API events the agent keeps state for. */

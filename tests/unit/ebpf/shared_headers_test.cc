@@ -12,7 +12,7 @@ namespace ncclscope::ebpf {
 namespace {
 
 TEST(SharedHeadersTest, TheRingAndBpfInterfaceHeadersCompileTogether) {
-  EXPECT_EQ(static_cast<int>(NCCLSCOPE_BPF_COUNTER_COUNT), 3);
+  EXPECT_EQ(static_cast<int>(NCCLSCOPE_BPF_COUNTER_COUNT), 4);
   EXPECT_STREQ(ncclscope_counter_name(NCCLSCOPE_CTR_LATE_EVENT), "late_event");
 }
 
