@@ -266,14 +266,18 @@ int ncclscope_entry(struct pt_regs *ctx) {
   struct ncclscope_thread_state *t = thread_state(1);
   if (!t) return 0;
   struct ncclscope_stash *call = call_of(t, op);
-  if (call->depth) {
+  __u64 sp = PT_REGS_SP(ctx);
+  if (call->depth && sp <= call->sp) {
     /* A probed function called from inside another one on this thread: not an API call of the
-     * application. Count the depth so the returns pair up. */
+     * application. Count the depth so the returns pair up. At the outer call's own stack pointer
+     * too: a tail call (ibv_reg_mr jumps to ibv_reg_mr_iova2) enters there. Above it, the outer
+     * call is gone without its return probe firing: this call replaces it. */
     if (call->depth < 1024) call->depth++;
     return 0;
   }
   call->op = op;
   call->depth = 1;
+  call->sp = sp;
   call->arg[0] = 0;
   call->arg[1] = 0;
   call->arg[2] = 0;

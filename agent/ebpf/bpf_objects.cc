@@ -22,8 +22,8 @@ namespace {
 static_assert(sizeof(ncclscope_proc_key) == 24);
 static_assert(sizeof(ncclscope_call_stats) == 16);
 static_assert(sizeof(ncclscope_result_key) == 32);
-static_assert(sizeof(ncclscope_stash) == 32);
-static_assert(sizeof(ncclscope_thread_state) == 80);
+static_assert(sizeof(ncclscope_stash) == 40);
+static_assert(sizeof(ncclscope_thread_state) == 96);
 static_assert(sizeof(ncclscope_event) == 64);
 static_assert(sizeof(ncclscope_vma_record) == 40);
 

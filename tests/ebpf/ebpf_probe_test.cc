@@ -281,16 +281,36 @@ TEST_F(EbpfProbeTest, FakeNcclCommunicatorLifecycle) {
 
   Workload open(dir_, {NCCLSCOPE_NCCL_CALLS, NCCLSCOPE_FAKE_NCCL, "communicators", "1"}, "open");
   Workload closed(dir_, {NCCLSCOPE_NCCL_CALLS, NCCLSCOPE_FAKE_NCCL, "lifecycle", "1"}, "closed");
+  // Calls left by longjmp (their return probes never fire) in a pod of their own.
+  auto pod_escape = Pod("escape");
+  ASSERT_TRUE(pod_escape->ok()) << pod_escape->error();
+  constexpr int kEscapes = 3;
+  Workload escape(dir_,
+                  {NCCLSCOPE_NCCL_CALLS, NCCLSCOPE_FAKE_NCCL, "escape", std::to_string(kEscapes)},
+                  "escape");
   ASSERT_TRUE(open.WaitReady()) << open.Stderr();
   ASSERT_TRUE(closed.WaitReady()) << closed.Stderr();
+  ASSERT_TRUE(escape.WaitReady()) << escape.Stderr();
   ASSERT_TRUE(pod_open->Adopt(open.pid()));
   ASSERT_TRUE(pod_closed->Adopt(closed.pid()));
+  ASSERT_TRUE(pod_escape->Adopt(escape.pid()));
   ASSERT_TRUE(WaitAttached(*agent, open.pid()));
   ASSERT_TRUE(WaitAttached(*agent, closed.pid()));
+  ASSERT_TRUE(WaitAttached(*agent, escape.pid()));
   open.Go();
   closed.Go();
+  escape.Go();
   ASSERT_TRUE(open.WaitDone()) << open.Stderr();
   ASSERT_TRUE(closed.WaitDone()) << closed.Stderr();
+  ASSERT_TRUE(escape.WaitDone()) << escape.Stderr();
+
+  // Each round's escaped AllReduce and the one after it are both API calls: a call that never
+  // returned must not make every later call of its thread look nested (uncounted).
+  const std::string escape_calls = "ncclscope_ebpf_nccl_calls_total{" + pod_escape->Labels();
+  EXPECT_EQ(WaitFor(*agent, escape_calls + ",function=\"ncclAllReduce\"}", 2 * kEscapes),
+            2 * kEscapes);
+  EXPECT_EQ(agent->Sample(escape_calls + ",function=\"ncclCommInitRank\"}"), kEscapes);
+  EXPECT_EQ(agent->Sample(escape_calls + ",function=\"ncclCommDestroy\"}"), kEscapes);
 
   auto comm = [&](const FakePod& pod, pid_t pid, const char* nranks, const char* rank) {
     return "ncclscope_ebpf_nccl_communicators{" + pod.Labels() + ",pid=\"" + std::to_string(pid) +
@@ -316,6 +336,7 @@ TEST_F(EbpfProbeTest, FakeNcclCommunicatorLifecycle) {
   // A process that exits takes its communicators with it.
   open.Exit();
   closed.Exit();
+  escape.Exit();
   const auto deadline = std::chrono::steady_clock::now() + seconds(15);
   while ((!std::isnan(agent->Sample(comm(*pod_open, open.pid(), "8", "5"))) ||
           !std::isnan(agent->Sample(comm(*pod_closed, closed.pid(), "2", "0")))) &&

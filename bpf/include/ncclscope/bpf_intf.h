@@ -91,10 +91,16 @@ struct ncclscope_result_key {
 /* State from a probed function's entry to its return, one per domain in a thread's
  * ncclscope_thread_state (domain 0 = NCCL, 1 = libibverbs). depth counts nested probed calls in the
  * same domain on this thread (0: none in flight): only the outermost is counted (ncclBcast calls
- * ncclBroadcast through the PLT; ibv_reg_mr tail-calls ibv_reg_mr_iova2). */
+ * ncclBroadcast through the PLT; ibv_reg_mr tail-calls ibv_reg_mr_iova2). sp is the stack pointer
+ * at the outermost entry: a nested call enters below it, a tail call at it; an entry above it means
+ * the outer call was left without its return probe firing (longjmp or an exception out of it, or
+ * its return finding no state), so it starts a new outermost call instead of counting as nested. (A
+ * new call at exactly the lost call's depth still looks like a tail call: telling them apart would
+ * take reading the return address on every nested entry.) */
 struct ncclscope_stash {
   __u32 op;
   __u32 depth;
+  __u64 sp;
   __u64 arg[3]; /* op-specific, see probes.bpf.c */
 };
 

@@ -13,10 +13,14 @@
  *   lifecycle:   (fake NCCL only) CommInitRank(8, 5), CommInitAll(2), CommSplit + CommCount +
  *                CommUserRank, CommDestroy(first), CommAbort(split)
  *   communicators: (fake NCCL only) the same without the destroy and the abort
+ *   escape:      (fake NCCL only) AllReduce left by longjmp from inside (its return probe never
+ *                fires), then AllReduce returning normally: both are API calls
  *   none:        no calls (just map the library)
  */
 #include <dlfcn.h>
 #include <nccl.h>
+#include <setjmp.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,6 +92,29 @@ static void lifecycle(void) {
   CALL(ncclCommAbort, split);
 }
 
+static jmp_buf escape_to;
+
+static void leave_the_call(void) { longjmp(escape_to, 1); }
+
+/* Deeper on the stack than escape()'s own call: the call after it enters above the lost one. */
+static __attribute__((noinline)) void call_and_escape(ncclComm_t comm) {
+  char a[8], b[8];
+  CALL(ncclAllReduce, a, b, 1, ncclFloat32, ncclSum, comm, (cudaStream_t)(uintptr_t)leave_the_call);
+  fprintf(stderr, "the fake NCCL returned instead of calling the hook\n");
+  _exit(4);
+}
+
+static void escape(void) {
+  char a[8], b[8];
+  ncclComm_t comm = NULL;
+  ncclUniqueId id;
+  memset(&id, 1, sizeof(id));
+  CALL(ncclCommInitRank, &comm, 2, id, 0);
+  if (setjmp(escape_to) == 0) call_and_escape(comm);
+  CALL(ncclAllReduce, a, b, 1, ncclFloat32, ncclSum, comm, NULL);
+  CALL(ncclCommDestroy, comm);
+}
+
 int main(int argc, char** argv) {
   if (argc < 5) {
     fprintf(stderr, "usage: %s LIBRARY SCENARIO ROUNDS GO_FILE [EXIT_FILE]\n", argv[0]);
@@ -106,6 +133,7 @@ int main(int argc, char** argv) {
     if (strcmp(argv[2], "collectives") == 0) collectives();
     if (strcmp(argv[2], "lifecycle") == 0) lifecycle();
     if (strcmp(argv[2], "communicators") == 0) communicators();
+    if (strcmp(argv[2], "escape") == 0) escape();
   }
   printf("done\n");
   if (argc > 5) wait_for(argv[5]);
