@@ -17,21 +17,38 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
-#define MAX_PROC_OPS 16384
-
-/* Calls and bytes per (process, cgroup, op). Plain hash, not LRU: counts must not vanish; the
- * agent deletes entries of exited processes after folding them into its totals. */
+/* Calls and bytes per (process, cgroup, op), in two maps: `call_slots` names each counted
+ * (process, cgroup, op) and its slot in the `call_counts` array, which holds the counts. A thread
+ * keeps the slot of each op it calls (ncclscope_thread_state.slots), so a call costs an array
+ * index instead of a hash lookup (which was ~115 ns of the ~270 ns the programs took per call,
+ * docs/benchmarks.md "eBPF probe cost"). Free slots come from `free_slots`, which the agent fills
+ * at load and refills as it folds the counts of exited processes into its totals; freeing a slot
+ * bumps its generation, so a thread still caching it looks its op up again. Plain hash, not LRU:
+ * counts must not vanish. */
 struct {
   __uint(type, BPF_MAP_TYPE_HASH);
-  __uint(max_entries, MAX_PROC_OPS);
+  __uint(max_entries, NCCLSCOPE_MAX_PROC_OPS);
   __type(key, struct ncclscope_proc_key);
-  __type(value, struct ncclscope_call_stats);
-} calls SEC(".maps");
+  __type(value, __u32);
+} call_slots SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(max_entries, NCCLSCOPE_MAX_PROC_OPS);
+  __type(key, __u32);
+  __type(value, struct ncclscope_call_counts);
+} call_counts SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_QUEUE);
+  __uint(max_entries, NCCLSCOPE_MAX_PROC_OPS);
+  __type(value, __u32);
+} free_slots SEC(".maps");
 
 /* Non-success results per (process, cgroup, op, result). */
 struct {
   __uint(type, BPF_MAP_TYPE_HASH);
-  __uint(max_entries, MAX_PROC_OPS);
+  __uint(max_entries, NCCLSCOPE_MAX_PROC_OPS);
   __type(key, struct ncclscope_result_key);
   __type(value, __u64);
 } results SEC(".maps");
@@ -107,36 +124,76 @@ static __always_inline struct ncclscope_thread_state *thread_state(int create) {
 
 /* current_proc() from the thread's cached identity: no reads of the task at every call. */
 static __always_inline void thread_proc(const struct ncclscope_thread_state *t,
-                                        struct ncclscope_proc_key *key, __u32 op) {
+                                        struct ncclscope_proc_key *key, __u32 op, __u64 cgroup_id) {
   key->tgid = t->tgid;
   key->op = op;
   key->start_ticks = t->start_ticks;
-  key->cgroup_id = bpf_get_current_cgroup_id();
+  key->cgroup_id = cgroup_id;
 }
 
-static __always_inline void add_call(const struct ncclscope_thread_state *t, __u32 op,
-                                     __u64 calls_delta, __u64 bytes) {
+static __always_inline __u32 op_slot_index(__u32 op) {
+  return op >= NCCLSCOPE_OP_IBV_FIRST ? op - NCCLSCOPE_OP_IBV_FIRST + NCCLSCOPE_OP_NCCL_END : op;
+}
+
+/* The counts of (this process, its cgroup, op): through the thread's cached slot, or, the first
+ * time (or after the slot was freed, or the thread changed cgroups), found or given a slot. */
+static __always_inline struct ncclscope_call_counts *counts_of(struct ncclscope_thread_state *t,
+                                                               __u32 op) {
+  __u32 i = op_slot_index(op);
+  if (i >= NCCLSCOPE_OP_SLOTS) return 0;
+  struct ncclscope_slot_ref *ref = &t->slots[i];
+  __u64 cgroup_id = bpf_get_current_cgroup_id();
+  __u32 index;
+  struct ncclscope_call_counts *counts;
+  if (ref->slot_plus_one != 0 && ref->cgroup_id == cgroup_id) {
+    index = ref->slot_plus_one - 1;
+    counts = bpf_map_lookup_elem(&call_counts, &index);
+    if (counts && counts->generation == ref->generation) return counts;
+  }
   struct ncclscope_proc_key key = {};
-  thread_proc(t, &key, op);
-  struct ncclscope_call_stats *stats = bpf_map_lookup_elem(&calls, &key);
-  if (!stats) {
-    struct ncclscope_call_stats zero = {};
-    /* BPF_NOEXIST: another thread of the process may have created it meanwhile. */
-    bpf_map_update_elem(&calls, &key, &zero, BPF_NOEXIST);
-    stats = bpf_map_lookup_elem(&calls, &key);
-    if (!stats) {
+  thread_proc(t, &key, op, cgroup_id);
+  __u32 *found = bpf_map_lookup_elem(&call_slots, &key);
+  if (found) {
+    index = *found;
+  } else {
+    if (bpf_map_pop_elem(&free_slots, &index) != 0) {
       bump(NCCLSCOPE_BPF_CALLS_FULL);
-      return;
+      return 0;
+    }
+    /* BPF_NOEXIST: another thread of the process may have given the key a slot meanwhile. */
+    if (bpf_map_update_elem(&call_slots, &key, &index, BPF_NOEXIST) != 0) {
+      bpf_map_push_elem(&free_slots, &index, 0);
+      found = bpf_map_lookup_elem(&call_slots, &key);
+      if (!found) {
+        bump(NCCLSCOPE_BPF_CALLS_FULL);
+        return 0;
+      }
+      index = *found;
     }
   }
-  if (calls_delta) __sync_fetch_and_add(&stats->calls, calls_delta);
-  if (bytes) __sync_fetch_and_add(&stats->bytes, bytes);
+  counts = bpf_map_lookup_elem(&call_counts, &index);
+  if (!counts) {
+    bump(NCCLSCOPE_BPF_CALLS_FULL);
+    return 0;
+  }
+  ref->slot_plus_one = index + 1;
+  ref->generation = counts->generation;
+  ref->cgroup_id = cgroup_id;
+  return counts;
+}
+
+static __always_inline void add_call(struct ncclscope_thread_state *t, __u32 op, __u64 calls_delta,
+                                     __u64 bytes) {
+  struct ncclscope_call_counts *counts = counts_of(t, op);
+  if (!counts) return;
+  if (calls_delta) __sync_fetch_and_add(&counts->calls, calls_delta);
+  if (bytes) __sync_fetch_and_add(&counts->bytes, bytes);
 }
 
 static __always_inline void add_result(const struct ncclscope_thread_state *t, void *map,
                                        __u32 op, __s64 value) {
   struct ncclscope_result_key key = {};
-  thread_proc(t, &key.proc, op);
+  thread_proc(t, &key.proc, op, bpf_get_current_cgroup_id());
   key.value = value;
   __u64 *count = bpf_map_lookup_elem(map, &key);
   if (!count) {
@@ -295,7 +352,7 @@ int ncclscope_entry(struct pt_regs *ctx) {
   return 0;
 }
 
-static __always_inline void nccl_return(const struct ncclscope_thread_state *t,
+static __always_inline void nccl_return(struct ncclscope_thread_state *t,
                                         const struct ncclscope_stash *s, __s32 rc) {
   __u32 op = s->op;
   if (rc != 0 && rc != NCCLSCOPE_NCCL_IN_PROGRESS) add_result(t, &results, op, rc);
@@ -356,7 +413,7 @@ static __always_inline void nccl_return(const struct ncclscope_thread_state *t,
   }
 }
 
-static __always_inline void ibv_return(const struct ncclscope_thread_state *t,
+static __always_inline void ibv_return(struct ncclscope_thread_state *t,
                                        const struct ncclscope_stash *s, __u64 rc) {
   __u32 op = s->op;
   switch (op) {

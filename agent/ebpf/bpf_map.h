@@ -1,8 +1,9 @@
 #pragma once
 
 // A BPF map seen from user space as what it holds: keys and values of fixed types, walked, read
-// and deleted. With bpf_objects.cc (loading, the event ring) and attach/ (links), the only place
-// the eBPF source calls libbpf; the rest sees these typed maps and plain structs.
+// and deleted. With bpf_objects.cc (loading, the event ring), call_counts.cc (the count slots) and
+// attach/ (links), the only place the eBPF source calls libbpf; the rest sees these typed maps and
+// plain structs.
 
 #include <bpf/bpf.h>
 
@@ -11,9 +12,9 @@
 
 namespace ncclscope::ebpf {
 
-// The most entries a walk visits: above the walked maps' max_entries (MAX_PROC_OPS, 16384, in
-// bpf/probes.bpf.c). Entries deleted while walking can restart bpf_map_get_next_key from the first
-// key; the bound ends such a walk.
+// The most entries a walk visits: above the walked maps' max_entries (NCCLSCOPE_MAX_PROC_OPS,
+// 16384, in ncclscope/bpf_intf.h). Entries deleted while walking can restart bpf_map_get_next_key
+// from the first key; the bound ends such a walk.
 inline constexpr std::size_t kMapWalkBound = std::size_t{1} << 16;
 
 template <typename Key, typename Value>
@@ -44,6 +45,8 @@ class BpfMap {
 
   // Gone already is fine: the entry is not there either way.
   void Delete(const Key& key) const { bpf_map_delete_elem(fd_, &key); }
+
+  int fd() const { return fd_; }
 
  private:
   int fd_;

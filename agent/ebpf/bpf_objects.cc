@@ -20,10 +20,11 @@ namespace {
 
 // The records cross the kernel/user boundary byte for byte.
 static_assert(sizeof(ncclscope_proc_key) == 24);
-static_assert(sizeof(ncclscope_call_stats) == 16);
+static_assert(sizeof(ncclscope_call_counts) == 24);
+static_assert(sizeof(ncclscope_slot_ref) == 16);
 static_assert(sizeof(ncclscope_result_key) == 32);
 static_assert(sizeof(ncclscope_stash) == 40);
-static_assert(sizeof(ncclscope_thread_state) == 96);
+static_assert(sizeof(ncclscope_thread_state) == 96 + 16 * NCCLSCOPE_OP_SLOTS);
 static_assert(sizeof(ncclscope_event) == 64);
 static_assert(sizeof(ncclscope_vma_record) == 40);
 
@@ -95,6 +96,10 @@ std::unique_ptr<BpfObjects> BpfObjects::Load(std::string* error) {
     *error = LoadError(errno);
     return nullptr;
   }
+  if (!objects->calls().FillFreeSlots()) {
+    *error = "cannot fill the BPF free-slot queue: " + ErrnoText(errno);
+    return nullptr;
+  }
   objects->vma_ = ncclscope_vma_iter__open_and_load();
   if (objects->vma_ == nullptr) {
     // Not fatal: without the iterator, files are identified by the inode the process sees.
@@ -125,8 +130,9 @@ bool BpfObjects::AttachLifecycle(std::string* error) {
 
 bpf_program* BpfObjects::entry_program() const { return probes_->progs.ncclscope_entry; }
 bpf_program* BpfObjects::return_program() const { return probes_->progs.ncclscope_return; }
-BpfMap<ncclscope_proc_key, ncclscope_call_stats> BpfObjects::calls() const {
-  return BpfMap<ncclscope_proc_key, ncclscope_call_stats>(bpf_map__fd(probes_->maps.calls));
+CallCounts BpfObjects::calls() const {
+  return CallCounts(bpf_map__fd(probes_->maps.call_slots), bpf_map__fd(probes_->maps.call_counts),
+                    bpf_map__fd(probes_->maps.free_slots));
 }
 BpfMap<ncclscope_result_key, std::uint64_t> BpfObjects::results() const {
   return BpfMap<ncclscope_result_key, std::uint64_t>(bpf_map__fd(probes_->maps.results));

@@ -2,8 +2,8 @@
 
 // The loaded BPF objects (bpftool skeletons of bpf/probes.bpf.c and bpf/vma_iter.bpf.c), their
 // maps as typed BpfMaps, the event ring, and the kernel's feature probe. Everything that talks to
-// libbpf directly lives here, in bpf_map.h and in attach/; the rest of agent/ebpf sees typed maps
-// and plain structs (the boundary Falco's libpman draws).
+// libbpf directly lives here, in bpf_map.h, call_counts.cc and in attach/; the rest of agent/ebpf
+// sees typed maps and plain structs (the boundary Falco's libpman draws).
 
 #include <sys/types.h>
 
@@ -17,6 +17,7 @@
 
 #include "agent/ebpf/attach/attached_probe.h"
 #include "agent/ebpf/bpf_map.h"
+#include "agent/ebpf/call_counts.h"
 #include "ncclscope/bpf_intf.h"
 
 struct ncclscope_probes;
@@ -62,8 +63,8 @@ class BpfObjects {
 
   bpf_program* entry_program() const;
   bpf_program* return_program() const;
-  // Calls and bytes per (process, function).
-  BpfMap<ncclscope_proc_key, ncclscope_call_stats> calls() const;
+  // Calls and bytes per (process, cgroup, function).
+  CallCounts calls() const;
   // Failed calls per (process, function, result), and ibv_modify_qp target states.
   BpfMap<ncclscope_result_key, std::uint64_t> results() const;
   BpfMap<ncclscope_result_key, std::uint64_t> qp_states() const;

@@ -30,7 +30,7 @@ void Runtime::Render(metrics::TextWriter& out) const {
   };
   // Live processes that use NCCL (coverage.h): an NCCL call counted or a communicator known.
   std::map<ProcessKey, PodLabels> nccl_processes;
-  objects_->calls().ForEach([&](const ncclscope_proc_key& key, const ncclscope_call_stats& v) {
+  objects_->calls().ForEach([&](const ncclscope_proc_key& key, const ncclscope_call_counts& v) {
     const ProbedFunction* f = FunctionForOp(key.op);
     if (f != nullptr && f->library == Library::kNccl && v.calls > 0) {
       nccl_processes.emplace(ProcessKey{static_cast<pid_t>(key.tgid), key.start_ticks},

@@ -248,7 +248,7 @@ void Runtime::Fold(const std::set<ProcessKey>& dead) {
   };
   std::vector<ncclscope_proc_key> call_keys;
   const auto calls = objects_->calls();
-  calls.ForEach([&](const ncclscope_proc_key& key, const ncclscope_call_stats& value) {
+  calls.ForEach([&](const ncclscope_proc_key& key, const ncclscope_call_counts& value) {
     if (!is_dead(key)) return;
     auto& total = totals_.calls[{labels_of(key), key.op}];
     total.calls += value.calls;

@@ -30,8 +30,12 @@ namespace ncclscope::ebpf {
 
 // Counts of exited processes, kept so counters never go down when a process's BPF map entries
 // are deleted.
+struct CallTotals {
+  std::uint64_t calls = 0;
+  std::uint64_t bytes = 0;
+};
 struct Totals {
-  std::map<std::tuple<PodLabels, std::uint32_t>, ncclscope_call_stats> calls;
+  std::map<std::tuple<PodLabels, std::uint32_t>, CallTotals> calls;
   std::map<std::tuple<PodLabels, std::uint32_t, std::int64_t>, std::uint64_t> results;
   std::map<std::tuple<PodLabels, std::int64_t>, std::uint64_t> qp_states;
   std::map<PodLabels, std::uint64_t> aborts;

@@ -70,10 +70,28 @@ struct ncclscope_proc_key {
   __u64 cgroup_id; /* bpf_get_current_cgroup_id(): the v2 cgroup; the v2 root on v1-only hosts */
 };
 
-/* Value of the `calls` map. */
-struct ncclscope_call_stats {
-  __u64 calls; /* outermost calls entered (nested API calls inside NCCL are not counted) */
-  __u64 bytes; /* NCCL: count x sizeof(datatype); ibv_reg_*mr: length of registered regions */
+/* Entries of the per-process maps: `call_slots`, `call_counts`, `free_slots`, `results`. */
+#define NCCLSCOPE_MAX_PROC_OPS 16384
+
+/* Value of the `call_counts` array: one (process, cgroup, op)'s counts, at the slot that
+ * `call_slots` maps its ncclscope_proc_key to. */
+struct ncclscope_call_counts {
+  __u64 calls;      /* outermost calls entered (nested API calls inside NCCL are not counted) */
+  __u64 bytes;      /* NCCL: count x sizeof(datatype); ibv_reg_*mr: length of registered regions */
+  __u32 generation; /* bumped by the agent each time it frees the slot: a thread's cached slot
+                     * of another generation is stale */
+  __u32 pad;
+};
+
+/* Each probed op's index into ncclscope_thread_state.slots: NCCL ops, then libibverbs ops. */
+#define NCCLSCOPE_OP_SLOTS (NCCLSCOPE_OP_NCCL_END + NCCLSCOPE_OP_IBV_END - NCCLSCOPE_OP_IBV_FIRST)
+
+/* A thread's cached slot of `call_counts` for one op: valid while the slot's generation and the
+ * thread's cgroup are unchanged. */
+struct ncclscope_slot_ref {
+  __u32 slot_plus_one; /* 0: none cached */
+  __u32 generation;
+  __u64 cgroup_id;
 };
 
 /* Key of the `results` map (non-success outcomes) and the `qp_states` map (successful
@@ -113,6 +131,7 @@ struct ncclscope_thread_state {
   __u32 tgid;
   __u32 pad;
   __u64 start_ticks;
+  struct ncclscope_slot_ref slots[NCCLSCOPE_OP_SLOTS];
 };
 
 /* Indexes of the `counters` array map: things the BPF side had to drop. (NCCLSCOPE_BPF_: the
@@ -120,7 +139,7 @@ struct ncclscope_thread_state {
  * two headers are included together.) */
 enum ncclscope_bpf_counter {
   NCCLSCOPE_BPF_EVENTS_LOST = 0,       /* ring buffer full */
-  NCCLSCOPE_BPF_CALLS_FULL = 1,        /* `calls` map full: a process/op pair was not counted */
+  NCCLSCOPE_BPF_CALLS_FULL = 1,        /* no free slot: a process/op pair was not counted */
   NCCLSCOPE_BPF_RESULTS_FULL = 2,      /* `results` or `qp_states` map full */
   NCCLSCOPE_BPF_THREAD_STATE_LOST = 3, /* no task storage for a thread (allocation failed or the
                                         * storage was busy): its call was not counted */
