@@ -12,7 +12,9 @@
 #   multi:  2 nodes x 8 GPUs, a world communicator (network steps, sampled 10 % of the time)
 # Environment: POLL_INTERVAL (plugin.poll_interval, default the agent's 100ms), SCRAPE_INTERVAL
 # (seconds between scrapes, default 15), PROXY_DUTY (plugin.proxy_duty_cycle, default the
-# agent's 0.1); bench/overhead_sweep.sh varies them.
+# agent's 0.1); bench/overhead_sweep.sh varies them. AGENT_CPUS / SIM_CPUS (taskset lists, default
+# unpinned): run the agent and the simulated job on CPUs of their own, as on a GPU node, where the
+# agent does not share a core with the job's busy processes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scenario=${1:-single}
@@ -50,7 +52,8 @@ rdma:
 nvlink:
   enabled: false
 EOF
-"$agent_bin" --config "$work/agent.yaml" --web.listen-address 127.0.0.1:0 2>"$work/agent.log" &
+pin() { if [ -n "$1" ]; then echo "taskset -c $1"; fi; }
+$(pin "${AGENT_CPUS:-}") "$agent_bin" --config "$work/agent.yaml" --web.listen-address 127.0.0.1:0 2>"$work/agent.log" &
 agent_pid=$!
 for _ in $(seq 100); do
   url=$(sed -n 's/.*serving metrics on \(http:[^ "]*\).*/\1/p' "$work/agent.log" | head -1)
@@ -65,7 +68,7 @@ if [ "$scenario" = multi ]; then
   workload=AllReduce:world:1MiB,AllGather:tp:256KiB,ReduceScatter:tp:256KiB,AllReduce:world:64KiB,Broadcast:tp:1MiB
   nodes=2
 fi
-NCCLSCOPE_RING_DIR=$work/rings "$sim_bin" --nodes $nodes --gpus 8 --workload "$workload" \
+NCCLSCOPE_RING_DIR=$work/rings $(pin "${SIM_CPUS:-}") "$sim_bin" --nodes $nodes --gpus 8 --workload "$workload" \
   --rate 1000 --compute-gap 40us --jitter 5us --duration $((warmup + measure + 5))s --quiet \
   2>"$work/sim.log" &
 sim_pid=$!
