@@ -20,7 +20,6 @@
 #include <dlfcn.h>
 #include <nccl.h>
 #include <setjmp.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,7 +98,10 @@ static void leave_the_call(void) { longjmp(escape_to, 1); }
 /* Deeper on the stack than escape()'s own call: the call after it enters above the lost one. */
 static __attribute__((noinline)) void call_and_escape(ncclComm_t comm) {
   char a[8], b[8];
-  CALL(ncclAllReduce, a, b, 1, ncclFloat32, ncclSum, comm, (cudaStream_t)(uintptr_t)leave_the_call);
+  void (*hook)(void) = leave_the_call;
+  cudaStream_t stream;  // the fake NCCL calls it back (its escape hook)
+  memcpy(&stream, &hook, sizeof(hook));
+  CALL(ncclAllReduce, a, b, 1, ncclFloat32, ncclSum, comm, stream);
   fprintf(stderr, "the fake NCCL returned instead of calling the hook\n");
   _exit(4);
 }
