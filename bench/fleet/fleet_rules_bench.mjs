@@ -17,11 +17,13 @@
 // Reported: head series, samples ingested per second, Prometheus's RSS, and per rule group the
 // evaluation time (median and max of the evaluations after the warm-up, as /api/v1/rules reports
 // it) against its interval; then every dashboard expression (variables = all, $__rate_interval =
-// 1m, $__range = the run) timed as an instant query, slowest first.
+// 1m, $__range = the run) timed as an instant query, slowest first; then each group's rules on a
+// quiet server (the same TSDB reopened without scraping or rules: --quiet 0 skips it), and those
+// of --compare's rule files (another version of deploy/prometheus/rules) on the same data.
 //
 // Usage: node [--max-old-space-size=8192] fleet_rules_bench.mjs --agent BIN --sim BIN --plugin SO
 //          --fabric BIN --nvml SO --prometheus BIN [--nodes 1000] [--minutes 12] [--scrape 30s]
-//          [--evaluation 30s] [--dashboards 0] [--json FILE]
+//          [--evaluation 30s] [--dashboards 0] [--quiet 0] [--compare RULE_DIR] [--json FILE]
 import { readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
 import { dirname, join, resolve } from "node:path";
@@ -32,7 +34,7 @@ import { cliOptions } from "../../tests/deploy/cli_options.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, "../..");
-const args = cliOptions(["agent", "sim", "plugin", "fabric", "nvml", "prometheus", "nodes", "minutes", "scrape", "evaluation", "dashboards", "json"],
+const args = cliOptions(["agent", "sim", "plugin", "fabric", "nvml", "prometheus", "nodes", "minutes", "scrape", "evaluation", "dashboards", "quiet", "compare", "json"],
   ["agent", "sim", "plugin", "fabric", "nvml", "prometheus"]);
 const NODES = Number(args.nodes ?? 1000);
 const MINUTES = Number(args.minutes ?? 12);
@@ -271,6 +273,61 @@ try {
   if (args.json) writeFileSync(args.json, JSON.stringify(result, null, 1));
   const over = result.groups.filter((g) => g.max_s > 0.1 * g.interval_s);
   console.log(over.length ? `\nOVER 10 % of the interval: ${over.map((g) => g.name).join(", ")}` : "\nevery rule group under 10 % of its interval");
+
+  // The same rules on a quiet server: on this VM the groups above share two cores with the
+  // ingestion of every scrape and with each other (Prometheus runs groups concurrently), so their
+  // times are those of a starved server. Prometheus is restarted on the same TSDB without
+  // scraping or rules, and each group's rules are evaluated one after another, as the group does,
+  // as instant queries at the run's last full minute; each wrapped in count() so that sending the
+  // result back is not timed (a rule appends its result instead: not timed either). Median of 3.
+  if (args.quiet !== "0") {
+    const groups = (await (await fetch(`${prometheus.base}/api/v1/rules`)).json()).data.groups;
+    // --compare DIR: another version of the rule files (e.g. main's), timed on the same data.
+    // Prometheus parses them (a throwaway server with an empty TSDB lists their expressions).
+    if (args.compare) {
+      const names = readdirSync(args.compare).filter((f) => f.endsWith(".yaml")).sort();
+      const files = Object.fromEntries(names.map((f) => [f, readFileSync(join(args.compare, f), "utf8")]));
+      const lister = await startPrometheus(args.prometheus, { config: `global:\n  evaluation_interval: ${EVALUATION}\nrule_files: [${names.map((f) => JSON.stringify(f)).join(", ")}]\n`, files });
+      try {
+        for (const g of (await (await fetch(`${lister.base}/api/v1/rules`)).json()).data.groups) groups.push({ ...g, name: `${g.name} (${args.compare})` });
+      } finally {
+        await lister.stop();
+      }
+    }
+    const at = Date.now() / 1000 - 60;
+    const dir = prometheus.dir;
+    await prometheus.stop({ keep: true });
+    prometheus = undefined;
+    const restarted = Date.now();
+    prometheus = await startPrometheus(args.prometheus, { config: "global:\n  evaluation_interval: 1h\n", dir, readyTimeoutMs: 15 * 60000 });
+    log(`quiet server: the TSDB replayed in ${((Date.now() - restarted) / 1000).toFixed(0)} s`);
+    result.quiet = [];
+    for (const g of groups) {
+      let sum = 0;
+      let empty = 0;
+      for (const r of g.rules) {
+        const times = [];
+        let n = 0;
+        for (let i = 0; i < 3; i++) {
+          const a = performance.now();
+          const q = await prometheus.query(`count(${r.query})`, at, "120s");
+          times.push((performance.now() - a) / 1000);
+          if (!q.ok) throw new Error(`${g.name} / ${r.name}: ${q.error}`);
+          n = Number(q.result[0]?.value?.[1] ?? 0);
+        }
+        sum += times.sort((x, y) => x - y)[1];
+        if (r.type === "recording" && n === 0) empty++;
+      }
+      result.quiet.push({ name: g.name, interval_s: g.interval, seconds: sum, empty_recordings: empty });
+    }
+    console.log("\nQuiet server, each group's rules one after another (median of 3):\n\n| Rule group | Interval | Evaluation | Share of interval |\n|---|---|---|---|");
+    for (const g of result.quiet) {
+      console.log(`| ${g.name} | ${g.interval_s} s | ${g.seconds.toFixed(3)} s | ${(100 * g.seconds / g.interval_s).toFixed(1)} %${g.empty_recordings ? ` (${g.empty_recordings} recordings empty)` : ""} |`);
+    }
+    const quietOver = result.quiet.filter((g) => g.seconds > 0.1 * g.interval_s);
+    console.log(quietOver.length ? `\nquiet: OVER 10 % of the interval: ${quietOver.map((g) => g.name).join(", ")}` : "\nquiet: every rule group under 10 % of its interval");
+    if (args.json) writeFileSync(args.json, JSON.stringify(result, null, 1));
+  }
 } finally {
   await prometheus?.stop();
   server?.close();

@@ -38,27 +38,29 @@ export function startProcess(binary, args, options = {}) {
   };
 }
 
-// config: prometheus.yml text; files: { name: text } written next to it (rule files).
-export async function startPrometheus(binary, { config = "global:\n  evaluation_interval: 1m\n", files = {} } = {}) {
-  const dir = mkdtempSync(join(tmpdir(), "ncclscope-prometheus-"));
+// config: prometheus.yml text; files: { name: text } written next to it (rule files). dir: the
+// directory of a server stopped with stop({ keep: true }), to open its TSDB again (it is
+// replayed before the server is ready: readyTimeoutMs).
+export async function startPrometheus(binary, { config = "global:\n  evaluation_interval: 1m\n", files = {}, dir: reuse, readyTimeoutMs = 30000 } = {}) {
+  const dir = reuse ?? mkdtempSync(join(tmpdir(), "ncclscope-prometheus-"));
   for (const [name, text] of Object.entries(files)) writeFileSync(join(dir, name), text);
   writeFileSync(join(dir, "prometheus.yml"), config);
   const port = await freePort();
   const server = startProcess(binary, [`--config.file=${join(dir, "prometheus.yml")}`,
     `--storage.tsdb.path=${join(dir, "data")}`, `--web.listen-address=127.0.0.1:${port}`], { cwd: dir });
   const base = `http://127.0.0.1:${port}`;
-  // Stops the server and waits for it before deleting its TSDB.
-  const stop = async () => {
+  // Stops the server and waits for it before deleting its TSDB (kept with { keep: true }).
+  const stop = async ({ keep = false } = {}) => {
     await server.stop();
-    rmSync(dir, { recursive: true, force: true });
+    if (!keep) rmSync(dir, { recursive: true, force: true });
   };
-  const deadline = Date.now() + 30000;
+  const deadline = Date.now() + readyTimeoutMs;
   for (;;) {
     if (server.exited()) { await stop(); throw new Error(`prometheus exited at start-up:\n${server.log()}`); }
     try {
       if ((await fetch(`${base}/-/ready`)).ok) break;
     } catch { /* not listening yet */ }
-    if (Date.now() > deadline) { await stop(); throw new Error(`prometheus not ready after 30 s:\n${server.log()}`); }
+    if (Date.now() > deadline) { await stop(); throw new Error(`prometheus not ready after ${readyTimeoutMs / 1000} s:\n${server.log()}`); }
     await sleep(100);
   }
   return {
