@@ -16,28 +16,27 @@ std::uint32_t Participants(const Comm& comm) { return comm.live ? comm.live_rank
 
 }  // namespace
 
-void ArrivalMatcher::Erase(absl::flat_hash_map<Key, std::uint32_t>::iterator it) {
-  Pending& p = pool_[it->second];
+void ArrivalMatcher::Erase(std::uint32_t index) {
+  Pending& p = pool_[index];
+  pending_.erase(p.key);
   p.arrivals.clear();
   p.generation = 0;
-  free_.push_back(it->second);
-  pending_.erase(it);
+  free_.push_back(index);
 }
 
 void ArrivalMatcher::OnOp(const CommRegistry& registry, const Comm& comm,
                           const ncclscope_op_record& op, Clock::time_point now) {
   const std::uint32_t expected = Participants(comm);
   if (expected == 1) return;  // nothing to compare on this node
-  const Key key{op.comm_id, op.func, op.seq};
-  auto it = pending_.find(key);
-  if (it == pending_.end()) {
-    if (pending_.size() >= limits_.window) {
+  const Key key{op.comm_id, op.seq, op.func};
+  auto [it, inserted] = pending_.try_emplace(key, 0);
+  if (inserted) {
+    if (pending_.size() > limits_.window) {
       // Make room: the oldest instance still waiting goes.
       while (!order_.empty()) {
-        auto [old_key, generation] = order_.front();
+        auto [old, generation] = order_.front();
         order_.pop_front();
-        auto old = pending_.find(old_key);
-        if (old != pending_.end() && pool_[old->second].generation == generation) {
+        if (Alive(old, generation)) {
           ++evictions_[kCapacity];
           Erase(old);
           break;
@@ -53,25 +52,32 @@ void ArrivalMatcher::OnOp(const CommRegistry& registry, const Comm& comm,
       pool_.emplace_back();
     }
     Pending& fresh = pool_[index];
+    fresh.key = key;
     fresh.generation = next_generation_++;
     fresh.first_seen = now;
     fresh.expected = expected;
     fresh.comm_label = comm.label;
+    fresh.rank_bits = 0;
     fresh.arrivals.clear();
-    order_.emplace_back(key, fresh.generation);
-    if (expected == 0) unsettled_.emplace_back(key, fresh.generation);
-    it = pending_.emplace(key, index).first;
+    order_.emplace_back(index, fresh.generation);
+    if (expected == 0) unsettled_.emplace_back(index, fresh.generation);
+    it->second = index;
   }
-  Pending& instance = pool_[it->second];
-  for (const Arrival& a : instance.arrivals) {
-    if (a.rank == op.rank) return;  // a duplicate (e.g. re-read after a lane resync)
+  const std::uint32_t index = it->second;
+  Pending& instance = pool_[index];
+  const std::uint64_t bit = std::uint64_t{1} << (static_cast<std::uint32_t>(op.rank) % 64);
+  if ((instance.rank_bits & bit) != 0) {
+    for (const Arrival& a : instance.arrivals) {
+      if (a.rank == op.rank) return;  // a duplicate (e.g. re-read after a lane resync)
+    }
   }
+  instance.rank_bits |= bit;
   const bool timed = (op.flags & NCCLSCOPE_OP_GPU_TIMING) != 0;
   instance.arrivals.push_back({op.rank, timed ? op.gpu_start_ns : 0, op.enqueue_ns});
   if (expected != 0) instance.expected = expected;
   if (instance.expected >= 2 && instance.arrivals.size() >= instance.expected) {
     Complete(registry, instance);
-    Erase(it);
+    Erase(index);
   }
 }
 
@@ -123,35 +129,33 @@ void ArrivalMatcher::Complete(const CommRegistry& registry, const Pending& insta
 }
 
 void ArrivalMatcher::EndPass(const CommRegistry& registry, Clock::time_point now) {
-  std::vector<std::pair<Key, std::uint64_t>> still;
-  for (const auto& [key, generation] : unsettled_) {
-    auto it = pending_.find(key);
-    if (it == pending_.end() || pool_[it->second].generation != generation) continue;
-    Pending& instance = pool_[it->second];
+  std::vector<std::pair<std::uint32_t, std::uint64_t>> still;
+  for (const auto& [index, generation] : unsettled_) {
+    if (!Alive(index, generation)) continue;
+    Pending& instance = pool_[index];
     if (instance.expected == 0) {
-      const Comm* comm = registry.Find(std::get<0>(key));
+      const Comm* comm = registry.Find(instance.key.comm_id);
       instance.expected = comm != nullptr ? Participants(*comm) : 0;
     }
     if (instance.expected == 1) {
-      Erase(it);  // a single local rank after all: nothing to compare
+      Erase(index);  // a single local rank after all: nothing to compare
     } else if (instance.expected >= 2 && instance.arrivals.size() >= instance.expected) {
       Complete(registry, instance);
-      Erase(it);
+      Erase(index);
     } else if (instance.expected == 0) {
-      still.emplace_back(key, generation);
+      still.emplace_back(index, generation);
     }
   }
   unsettled_ = std::move(still);
   while (!order_.empty()) {
-    auto [key, generation] = order_.front();
-    auto it = pending_.find(key);
-    if (it == pending_.end() || pool_[it->second].generation != generation) {
+    auto [index, generation] = order_.front();
+    if (!Alive(index, generation)) {
       order_.pop_front();  // completed or replaced
       continue;
     }
-    if (now - pool_[it->second].first_seen < limits_.timeout) break;
+    if (now - pool_[index].first_seen < limits_.timeout) break;
     ++evictions_[kIncomplete];
-    Erase(it);
+    Erase(index);
     order_.pop_front();
   }
 }

@@ -25,7 +25,6 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <tuple>
 
 #include "agent/analytics/comm_registry.h"
 #include "agent/analytics/latency_buckets.h"
@@ -75,32 +74,65 @@ class ArrivalMatcher {
   std::uint64_t refused() const { return ranks_.refused() + matched_.refused(); }
 
  private:
-  using Key = std::tuple<std::uint64_t, std::uint8_t, std::uint64_t>;  // comm id, func, seq
+  struct Key {
+    std::uint64_t comm_id;
+    std::uint64_t seq;
+    std::uint8_t func;
+    bool operator==(const Key& o) const {
+      return comm_id == o.comm_id && seq == o.seq && func == o.func;
+    }
+  };
+  // One multiply-xorshift mix instead of absl's hash of a tuple: every collective record probes
+  // this map, and the tuple hash was ~4 % of the agent's samples at 8 ranks x 5 k ops/s
+  // (docs/benchmarks.md, "Agent CPU"). The keys are not chosen to collide by anyone who gains
+  // from it: a pod that forges comm ids and seqs only slows its own matching (the window bounds
+  // the map).
+  struct KeyHash {
+    std::size_t operator()(const Key& k) const {
+      std::uint64_t h = k.comm_id ^ (k.seq * 0x9E3779B97F4A7C15ULL) ^ k.func;
+      h ^= h >> 32;
+      h *= 0xD6E8FEB86659FD93ULL;
+      h ^= h >> 32;
+      return static_cast<std::size_t>(h);
+    }
+  };
   struct Arrival {
     std::int32_t rank;
     std::uint64_t gpu_ns;  // 0: no GPU timing
     std::uint64_t enqueue_ns;
   };
   struct Pending {
+    Key key{};
     std::uint64_t generation = 0;
     Clock::time_point first_seen;
     std::uint32_t expected = 0;
     std::uint32_t comm_label = 0;
+    // Bit (rank % 64) of every arrival: a record whose bit is clear is no duplicate, and the
+    // arrivals (other cache lines, cold by the time the next rank's record is read) are not
+    // scanned for it.
+    std::uint64_t rank_bits = 0;
     absl::InlinedVector<Arrival, 8> arrivals;
   };
 
   void Complete(const CommRegistry& registry, const Pending& instance);
-  void Erase(absl::flat_hash_map<Key, std::uint32_t>::iterator it);
+  // Whether pool slot `index` still holds the instance created with `generation` (not completed,
+  // evicted or reused since).
+  bool Alive(std::uint32_t index, std::uint64_t generation) const {
+    return pool_[index].generation == generation;
+  }
+  void Erase(std::uint32_t index);
 
   Limits limits_;
   bool lag_histogram_ = false;
   Observer observer_;
   // Key -> index into pool_: probing touches 32-byte slots, not whole instances.
-  absl::flat_hash_map<Key, std::uint32_t> pending_;
+  absl::flat_hash_map<Key, std::uint32_t, KeyHash> pending_;
   std::vector<Pending> pool_;
   std::vector<std::uint32_t> free_;
-  std::deque<std::pair<Key, std::uint64_t>> order_;       // creation order, with generation
-  std::vector<std::pair<Key, std::uint64_t>> unsettled_;  // participants not known yet
+  // Pool indices with the generation they were created with (a reused slot has a newer one):
+  // creation order, and the ones whose participants are not known yet.
+  std::deque<std::pair<std::uint32_t, std::uint64_t>> order_;
+  std::vector<std::pair<std::uint32_t, std::uint64_t>> unsettled_;
   std::uint64_t next_generation_ = 1;
   SeriesTable<RankStats> ranks_;
   SeriesTable<std::uint64_t> matched_;

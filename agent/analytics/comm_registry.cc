@@ -1,5 +1,7 @@
 #include "agent/analytics/comm_registry.h"
 
+#include <absl/hash/hash.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -14,7 +16,10 @@ namespace {
 // by every pass whose live table lists it (a restarted process writes another ring).
 void Place(LocalRank& r, const profiler::RingOrigin& origin) {
   r.pid = origin.pid;
-  r.ring = origin.ring;
+  if (r.ring != origin.ring) {
+    r.ring = origin.ring;
+    r.ring_hash = absl::HashOf(r.ring);
+  }
   r.hostname = origin.hostname;
   r.job_id = origin.job_id;
   r.namespace_name = origin.namespace_name;
@@ -155,9 +160,13 @@ LocalRank* CommRegistry::Admit(std::uint32_t ring_id, std::string_view principal
   if (!comm.claimed) {
     comm.principal = std::string(principal);
     comm.claimed = true;
-  } else if (comm.principal != principal) {
-    Count(Refusal::kForeignComm);
-    return nullptr;
+    comm.principal_ring = ring_id;
+  } else if (ring_id == 0 || ring_id != comm.principal_ring) {
+    if (comm.principal != principal) {
+      Count(Refusal::kForeignComm);
+      return nullptr;
+    }
+    comm.principal_ring = ring_id;
   }
   const int index = comm.LocalIndex(rank);
   if (index >= 0) {

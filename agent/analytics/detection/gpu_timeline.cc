@@ -16,9 +16,10 @@ std::uint64_t RankKey(std::uint32_t comm_label, std::int32_t rank) {
 }  // namespace
 
 // A process instance is its ring file (pids repeat across pods' namespaces); its GPU is the CUDA
-// device the communicator was created on.
+// device the communicator was created on. The ring's name is hashed once, when it is set (hashing
+// the string for every op was ~1.5 % of the agent's samples, docs/benchmarks.md "Agent CPU").
 std::uint64_t GpuTimeline::GpuKey(const LocalRank& rank) {
-  return absl::HashOf(rank.ring, rank.pid, rank.cuda_device);
+  return absl::HashOf(rank.ring_hash, rank.pid, rank.cuda_device);
 }
 
 void GpuTimeline::OnOp(const Comm& comm, const LocalRank& rank, const ncclscope_op_record& op) {
@@ -29,11 +30,17 @@ void GpuTimeline::OnOp(const Comm& comm, const LocalRank& rank, const ncclscope_
   p.order_ns = p.timed ? op.gpu_start_ns : op.enqueue_ns;
   p.comm_label = comm.label;
   p.rank = op.rank;
-  gpus_[GpuKey(rank)].pass.push_back(p);
+  const std::uint64_t key = GpuKey(rank);
+  if (last_gpu_ == nullptr || key != last_key_) {
+    last_gpu_ = &gpus_[key];
+    last_key_ = key;
+  }
+  last_gpu_->pass.push_back(p);
 }
 
 void GpuTimeline::EndPass(const CommRegistry& registry, Clock::time_point now,
                           Clock::duration idle) {
+  last_gpu_ = nullptr;
   for (auto it = gpus_.begin(); it != gpus_.end();) {
     Gpu& gpu = it->second;
     if (gpu.pass.empty()) {

@@ -69,6 +69,10 @@ class GpuTimeline {
   static std::uint64_t GpuKey(const LocalRank& rank);
 
   absl::flat_hash_map<std::uint64_t, Gpu> gpus_;
+  // The GPU of the previous op: a lane's records come in runs of one process's ranks. Only OnOp
+  // inserts into gpus_ (and resets this after), only EndPass erases (and clears this).
+  std::uint64_t last_key_ = 0;
+  Gpu* last_gpu_ = nullptr;
   SeriesTable<Stats> table_;
 };
 

@@ -48,6 +48,21 @@ TEST(CommRegistryTest, InitRecordsAndTablesDescribeLocalRanks) {
   EXPECT_TRUE(comm->ranks[1].finalized);
 }
 
+// Admit skips the principal compare for the ring that last matched (a ring's principal is fixed
+// when it is opened): whatever order the rings' records come in, another principal stays refused.
+TEST(CommRegistryTest, AnotherPrincipalIsRefusedWhateverTheOrderOfRings) {
+  CommRegistry registry(8, 4);
+  Comm& comm = registry.Get(0xB);
+  EXPECT_NE(registry.Admit(1, "ns:a", comm, 0), nullptr);
+  EXPECT_EQ(registry.Admit(2, "ns:b", comm, 1), nullptr);
+  EXPECT_NE(registry.Admit(1, "ns:a", comm, 0), nullptr);
+  EXPECT_EQ(registry.Admit(2, "ns:b", comm, 1), nullptr);
+  EXPECT_NE(registry.Admit(3, "ns:a", comm, 1), nullptr);  // another ring of the same principal
+  EXPECT_EQ(registry.Admit(0, "ns:b", comm, 2), nullptr);  // no ring: always compared
+  EXPECT_NE(registry.Admit(1, "ns:a", comm, 0), nullptr);
+  EXPECT_EQ(registry.refusals(Refusal::kForeignComm), 3u);
+}
+
 TEST(CommRegistryTest, PeerClassFollowsTheLocalRanks) {
   CommRegistry registry(8, 4);
   registry.OnTables({Live(0xB, 0, 16, 2), Live(0xB, 1, 16, 2), Live(0xC, 0, 4, 1)});
