@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Agent CPU and memory under a simulated job (docs/benchmarks.md, "Agent CPU and RSS"): the real
+# Agent CPU and memory under a simulated job (docs/benchmarks.md, "NCCL analytics"): the real
 # ncclscope-agent reads the rings that the real plugin fills for ncclscope-sim's ranks (8 ranks,
 # 5 collectives per iteration at 1000 iterations/s: 5000 collectives/s per rank), and is scraped
 # every 15 s as Prometheus would. After a warm-up, the agent's CPU time (utime + stime from

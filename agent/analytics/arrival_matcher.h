@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <utility>
 
 #include "agent/analytics/comm_registry.h"
 #include "agent/analytics/latency_buckets.h"
@@ -81,19 +82,12 @@ class ArrivalMatcher {
     bool operator==(const Key& o) const {
       return comm_id == o.comm_id && seq == o.seq && func == o.func;
     }
-  };
-  // One multiply-xorshift mix instead of absl's hash of a tuple: every collective record probes
-  // this map, and the tuple hash was ~4 % of the agent's samples at 8 ranks x 5 k ops/s
-  // (docs/benchmarks.md, "Agent CPU"). The keys are not chosen to collide by anyone who gains
-  // from it: a pod that forges comm ids and seqs only slows its own matching (the window bounds
-  // the map).
-  struct KeyHash {
-    std::size_t operator()(const Key& k) const {
-      std::uint64_t h = k.comm_id ^ (k.seq * 0x9E3779B97F4A7C15ULL) ^ k.func;
-      h ^= h >> 32;
-      h *= 0xD6E8FEB86659FD93ULL;
-      h ^= h >> 32;
-      return static_cast<std::size_t>(h);
+    // absl's hash, seeded per process: comm ids and seqs come from pods, and an unseeded mix
+    // would let one pod craft thousands of colliding keys and make every probe of this map walk
+    // them.
+    template <typename H>
+    friend H AbslHashValue(H h, const Key& k) {
+      return H::combine(std::move(h), k.comm_id, k.seq, k.func);
     }
   };
   struct Arrival {
@@ -126,7 +120,7 @@ class ArrivalMatcher {
   bool lag_histogram_ = false;
   Observer observer_;
   // Key -> index into pool_: probing touches 32-byte slots, not whole instances.
-  absl::flat_hash_map<Key, std::uint32_t, KeyHash> pending_;
+  absl::flat_hash_map<Key, std::uint32_t> pending_;
   std::vector<Pending> pool_;
   std::vector<std::uint32_t> free_;
   // Pool indices with the generation they were created with (a reused slot has a newer one):

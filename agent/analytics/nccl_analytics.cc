@@ -72,7 +72,7 @@ void NcclAnalytics::Op(const From& from, const profiler::OpView& view) {
   const BandwidthModel model = ModelFor(op.func, op.bytes, comm.nranks);
   ops_.Observe(registry_, comm.label, op, model);
   if (op.kind == NCCLSCOPE_KIND_P2P) p2p_.Observe(registry_, comm, op);
-  detection_.OnOp(registry_, comm, *admitted, op, now_);  // the modules only read `comm`
+  detection_.OnOp(registry_, comm, *admitted, op, now_);  // valid: the calls above only read comm
   if (settings_.channel_metrics) channels_.OnOp(registry_, comm, view, model, pass_);
   if (op.kind == NCCLSCOPE_KIND_COLL && IsCollectiveFunc(op.func)) {
     admitted->completed.Raise(op.func, op.seq);

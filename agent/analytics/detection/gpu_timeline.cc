@@ -17,7 +17,7 @@ std::uint64_t RankKey(std::uint32_t comm_label, std::int32_t rank) {
 
 // A process instance is its ring file (pids repeat across pods' namespaces); its GPU is the CUDA
 // device the communicator was created on. The ring's name is hashed once, when it is set (hashing
-// the string for every op was ~1.5 % of the agent's samples, docs/benchmarks.md "Agent CPU").
+// the string for every op was ~1.5 % of the agent's samples, docs/benchmarks.md "NCCL analytics").
 std::uint64_t GpuTimeline::GpuKey(const LocalRank& rank) {
   return absl::HashOf(rank.ring_hash, rank.pid, rank.cuda_device);
 }
