@@ -111,6 +111,15 @@ Comm& CommRegistry::Get(std::uint64_t id) {
   return *last_;
 }
 
+Comm* CommRegistry::Use(std::uint64_t id) {
+  Comm* comm = last_ != nullptr && last_->id == id ? last_ : Find(id);
+  if (comm != nullptr) {
+    last_ = comm;
+    comm->active = true;
+  }
+  return comm;
+}
+
 Comm* CommRegistry::Find(std::uint64_t id) {
   auto it = comms_.find(id);
   return it == comms_.end() ? nullptr : it->second.get();

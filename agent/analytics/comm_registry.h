@@ -147,6 +147,9 @@ class CommRegistry {
   // The communicator, created (and its label admitted) when new. Stable until Expire() drops it or
   // a later Get() of a new id evicts it (never the one returned last).
   Comm& Get(std::uint64_t id);
+  // The communicator when tracked, marked in use as Get() marks it; nullptr (nothing created) when
+  // not. One lookup for a record's communicator where Find() then Get() took two.
+  Comm* Use(std::uint64_t id);
   Comm* Find(std::uint64_t id);
   const Comm* Find(std::uint64_t id) const;
   // The local rank, created when new.

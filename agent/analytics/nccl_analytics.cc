@@ -52,22 +52,22 @@ void NcclAnalytics::OnCommFinalize(const profiler::RingOrigin& origin,
 }
 
 void NcclAnalytics::OnOp(const profiler::RingOrigin& origin, const profiler::OpView& view) {
-  const Comm* known = registry_.Find(view.op.comm_id);
-  From from{origin.ring_id, origin.principal};
+  Comm* known = registry_.Use(view.op.comm_id);
   if ((known == nullptr || known->nranks == 0) && held_ops_.size() < kMaxHeld) {
-    held_ops_.emplace_back(std::move(from), view);
+    held_ops_.emplace_back(From{origin.ring_id, origin.principal}, view);
     return;
   }
-  Op(from, view);
+  Op(origin.ring_id, origin.principal, known, view);
 }
 
-void NcclAnalytics::Op(const From& from, const profiler::OpView& view) {
+void NcclAnalytics::Op(std::uint32_t ring_id, std::string_view principal, Comm* known,
+                       const profiler::OpView& view) {
   const ncclscope_op_record& op = view.op;
   // An op still in flight when its communicator ended did not complete: the plugin's flushed_op
   // counter has it; the analytics describe completed ops.
   if ((op.flags & NCCLSCOPE_OP_FLUSHED) != 0) return;
-  Comm& comm = registry_.Get(op.comm_id);
-  LocalRank* admitted = registry_.Admit(from.ring_id, from.principal, comm, op.rank);
+  Comm& comm = known != nullptr ? *known : registry_.Get(op.comm_id);
+  LocalRank* admitted = registry_.Admit(ring_id, principal, comm, op.rank);
   if (admitted == nullptr) return;  // counted by the registry
   const BandwidthModel model = ModelFor(op.func, op.bytes, comm.nranks);
   ops_.Observe(registry_, comm.label, op, model);
@@ -86,17 +86,16 @@ void NcclAnalytics::OnProxyOp(const profiler::RingOrigin& origin,
   // The ring's writer is resolved now: a reclaimed ring's origin is gone by the end of the pass.
   const RingOwner owner = nic_.NeedsOwner(record) ? nic_.Owner(origin, now_) : RingOwner{};
   const Comm* known = record.comm_id != 0 ? registry_.Find(record.comm_id) : nullptr;
-  From from{origin.ring_id, origin.principal};
   if (record.comm_id != 0 && (known == nullptr || known->nranks == 0) &&
       held_proxy_.size() < kMaxHeld) {
-    held_proxy_.push_back({std::move(from), record, owner});
+    held_proxy_.push_back({From{origin.ring_id, origin.principal}, record, owner});
     return;
   }
-  ProxyOp(from, record, owner);
+  ProxyOp(origin.ring_id, origin.principal, record, owner);
 }
 
-void NcclAnalytics::ProxyOp(const From& from, const ncclscope_proxy_op_record& record,
-                            const RingOwner& owner) {
+void NcclAnalytics::ProxyOp(std::uint32_t ring_id, std::string_view principal,
+                            const ncclscope_proxy_op_record& record, const RingOwner& owner) {
   std::uint64_t comm_id = record.comm_id;
   if (comm_id == 0 && (record.flags & NCCLSCOPE_PROXY_FOREIGN) != 0) {
     comm_id = pxn_.Resolve(record.origin_pid, record.origin_context);
@@ -106,8 +105,8 @@ void NcclAnalytics::ProxyOp(const From& from, const ncclscope_proxy_op_record& r
     comm = &registry_.Get(comm_id);
     // A PXN proxy op (comm id resolved) was raised here for a rank another process of the job
     // owns: same principal required, not the same ring.
-    const std::uint32_t ring = record.comm_id != 0 ? from.ring_id : 0;
-    if (registry_.Admit(ring, from.principal, *comm, record.rank) == nullptr) return;
+    const std::uint32_t ring = record.comm_id != 0 ? ring_id : 0;
+    if (registry_.Admit(ring, principal, *comm, record.rank) == nullptr) return;
   } else {
     ++unknown_network_ops_;
   }
@@ -127,8 +126,10 @@ void NcclAnalytics::EndPass(Clock::time_point now) {
   // came (it appeared after the pass read the tables, or its ring lost the init record): the
   // comm-init records of the whole pass are in now. Network records first: the ops they belong
   // to may join them in this pass's attribution.
-  for (const HeldProxy& held : held_proxy_) ProxyOp(held.from, held.record, held.owner);
-  for (const auto& [from, view] : held_ops_) Op(from, view);
+  for (const HeldProxy& held : held_proxy_) {
+    ProxyOp(held.from.ring_id, held.from.principal, held.record, held.owner);
+  }
+  for (const auto& [from, view] : held_ops_) Op(from.ring_id, from.principal, nullptr, view);
   held_proxy_.clear();
   held_ops_.clear();
   channels_.EndPass(registry_, pass_);

@@ -97,14 +97,17 @@ class NcclAnalytics : public profiler::RecordSink {
   const detection::Detection& detection() const { return detection_; }
 
  private:
-  // Which ring a record came from, as far as admission goes (CommRegistry::Admit).
+  // Which ring a held record came from, as far as admission goes (CommRegistry::Admit). Records
+  // handled at once pass the origin's fields as they are (no copy of the principal per record).
   struct From {
     std::uint32_t ring_id = 0;
     std::string principal;
   };
   void RenderInfo(metrics::TextWriter& out) const;
   void RenderLimits(metrics::TextWriter& out) const;
-  void Op(const From& from, const profiler::OpView& view);
+  // `comm`: the op's communicator when the caller has it (else looked up, created when new).
+  void Op(std::uint32_t ring_id, std::string_view principal, Comm* comm,
+          const profiler::OpView& view);
   // A network record, the ring it came from and, for IB records, the process that wrote its ring
   // (channel_nic.h).
   struct HeldProxy {
@@ -112,7 +115,8 @@ class NcclAnalytics : public profiler::RecordSink {
     ncclscope_proxy_op_record record{};
     RingOwner owner;
   };
-  void ProxyOp(const From& from, const ncclscope_proxy_op_record& record, const RingOwner& owner);
+  void ProxyOp(std::uint32_t ring_id, std::string_view principal,
+               const ncclscope_proxy_op_record& record, const RingOwner& owner);
 
   // Records of a communicator nothing has described yet (its init record lies in a lane not read
   // yet, or was consumed by an earlier agent) wait for the end of the pass, when the rings' tables
