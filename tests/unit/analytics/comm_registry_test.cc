@@ -63,6 +63,23 @@ TEST(CommRegistryTest, AnotherPrincipalIsRefusedWhateverTheOrderOfRings) {
   EXPECT_EQ(registry.refusals(Refusal::kForeignComm), 3u);
 }
 
+// Use() is the record path's lookup: it never creates a communicator (records of an unknown one
+// wait for the end of the pass), and what it returned is kept like Get()'s when a new
+// communicator evicts others.
+TEST(CommRegistryTest, UseFindsWithoutCreatingAndKeepsWhatItReturned) {
+  CommRegistry registry(8, 4, /*max_tracked=*/2);
+  EXPECT_EQ(registry.Use(0xA), nullptr);
+  EXPECT_EQ(registry.tracked(), 0u);
+  Comm& a = registry.Get(0xA);
+  registry.Get(0xB);
+  EXPECT_EQ(registry.Use(0xA), &a);
+  registry.Get(0xC);  // over the limit: others go, never the one returned last
+  EXPECT_EQ(registry.Find(0xA), &a);
+  EXPECT_EQ(registry.Find(0xB), nullptr);
+  EXPECT_EQ(registry.Use(0xB), nullptr);
+  EXPECT_EQ(registry.refusals(Refusal::kEvicted), 1u);
+}
+
 TEST(CommRegistryTest, PeerClassFollowsTheLocalRanks) {
   CommRegistry registry(8, 4);
   registry.OnTables({Live(0xB, 0, 16, 2), Live(0xB, 1, 16, 2), Live(0xC, 0, 4, 1)});
