@@ -24,8 +24,12 @@
 // Usage: node [--max-old-space-size=8192] fleet_rules_bench.mjs --agent BIN --sim BIN --plugin SO
 //          --fabric BIN --nvml SO --prometheus BIN [--nodes 1000] [--minutes 12] [--scrape 30s]
 //          [--evaluation 30s] [--dashboards 0] [--quiet 0] [--compare RULE_DIR] [--json FILE]
-import { readdirSync, readFileSync, writeFileSync } from "node:fs";
+//          [--keep-tsdb DIR]
+//        node fleet_rules_bench.mjs --prometheus BIN --quiet-from DIR [--compare RULE_DIR] [--json FILE]
+//          (the quiet timings only, of the rule files as they are, on a TSDB kept with --keep-tsdb)
+import { readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
+import { totalmem } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { freePort, sleep, startPrometheus } from "../../tests/deploy/prometheus.mjs";
@@ -34,8 +38,11 @@ import { cliOptions } from "../../tests/deploy/cli_options.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, "../..");
-const args = cliOptions(["agent", "sim", "plugin", "fabric", "nvml", "prometheus", "nodes", "minutes", "scrape", "evaluation", "dashboards", "quiet", "compare", "json"],
-  ["agent", "sim", "plugin", "fabric", "nvml", "prometheus"]);
+const args = cliOptions(["agent", "sim", "plugin", "fabric", "nvml", "prometheus", "nodes", "minutes", "scrape", "evaluation", "dashboards", "quiet", "compare", "json", "keep-tsdb", "quiet-from"],
+  ["prometheus"]);
+for (const required of ["agent", "sim", "plugin", "fabric", "nvml"]) {
+  if (!args["quiet-from"] && args[required] === undefined) throw new Error(`--${required} is required (all but --prometheus are, without --quiet-from)`);
+}
 const NODES = Number(args.nodes ?? 1000);
 const MINUTES = Number(args.minutes ?? 12);
 const SCRAPE = args.scrape ?? "30s";
@@ -112,6 +119,108 @@ function nodeKeys(tpl, n) {
     });
     return labels.length ? `${r.name}{${labels.join(",")}}` : r.name;
   });
+}
+
+// --- the quiet server ----------------------------------------------------------------------------
+// Rule groups as Prometheus parses them from a directory of rule files (a throwaway server with an
+// empty TSDB lists their expressions); `suffix` is appended to each group's name.
+async function ruleGroups(ruleDir, suffix = "") {
+  const names = readdirSync(ruleDir).filter((f) => f.endsWith(".yaml")).sort();
+  const files = Object.fromEntries(names.map((f) => [f, readFileSync(join(ruleDir, f), "utf8")]));
+  const lister = await startPrometheus(args.prometheus, { config: `global:\n  evaluation_interval: ${EVALUATION}\nrule_files: [${names.map((f) => JSON.stringify(f)).join(", ")}]\n`, files });
+  try {
+    return (await (await fetch(`${lister.base}/api/v1/rules`)).json()).data.groups.map((g) => ({ ...g, name: `${g.name}${suffix}` }));
+  } finally {
+    await lister.stop();
+  }
+}
+
+// Each group's rules on a quiet server: while ingesting, on this VM, the groups share two cores
+// with the ingestion of every scrape and with each other (Prometheus runs groups concurrently), so
+// their times are those of a starved server. Prometheus is restarted on the TSDB in `dir` without
+// scraping or rules, and each group's rules are evaluated one after another, as the group does, as
+// instant queries at `at` (the run's last full minute); each wrapped in count() so that sending the
+// result back is not timed (a rule appends its result instead: not timed either).
+//
+// With the Go garbage collector deferred (GOGC=off, GOMEMLIMIT at 60 % of this machine's memory):
+// Prometheus holds ~8 GiB of heap at 1,000 nodes, and on two cores a collection cycle marking it
+// stalls whichever query triggered it (with the collector on, the same unchanged rule measured 0.5 s
+// and 1.8 s in two runs; deferred, its five times agree within a few per cent). A many-core server marks on other cores (Go gives the collector 25 % of
+// them) while the rule evaluates; deferring it here times the evaluation itself. Five rounds over
+// every rule after one untimed pass; a group's time is the sum of its rules' medians, and the sum
+// of their minimums is shown beside it.
+async function quietTimings(dir, at, groups) {
+  const restarted = Date.now();
+  const env = { ...process.env, GOGC: "off", GOMEMLIMIT: String(Math.floor(0.6 * totalmem())) };
+  const quiet = await startPrometheus(args.prometheus, { config: "global:\n  evaluation_interval: 1h\n", dir, readyTimeoutMs: 15 * 60000, env });
+  const out = [];
+  try {
+    log(`quiet server: the TSDB replayed in ${((Date.now() - restarted) / 1000).toFixed(0)} s`);
+    // One untimed pass first: the first query to touch a series reads its chunks from disk, and
+    // whichever version was timed first paid for it (the first --compare run: every group of the
+    // version timed first was slower, unchanged rules included).
+    for (const g of groups) for (const r of g.rules) await quiet.query(`count(${r.query})`, at, "120s");
+    // Five rounds over every rule of every group (of both versions with --compare), not five
+    // repetitions of one rule in a row: with the collector deferred the heap grows into fresh
+    // pages until GOMEMLIMIT, and page faults cost much on this VM, so whatever was timed first
+    // was slower (the same unchanged group measured 2x apart between the two versions). Rounds
+    // spread that over every rule alike.
+    const times = groups.map((g) => g.rules.map(() => []));
+    const counts = groups.map((g) => g.rules.map(() => 0));
+    for (let round = 0; round < 5; round++) {
+      for (const [gi, g] of groups.entries()) {
+        for (const [ri, r] of g.rules.entries()) {
+          const a = performance.now();
+          const q = await quiet.query(`count(${r.query})`, at, "120s");
+          times[gi][ri].push((performance.now() - a) / 1000);
+          if (!q.ok) throw new Error(`${g.name} / ${r.name}: ${q.error}`);
+          counts[gi][ri] = Number(q.result[0]?.value?.[1] ?? 0);
+        }
+      }
+    }
+    for (const [gi, g] of groups.entries()) {
+      let sum = 0;
+      let sumMin = 0;
+      let empty = 0;
+      const rules = [];
+      for (const [ri, r] of g.rules.entries()) {
+        const t = times[gi][ri].sort((x, y) => x - y);
+        const n = counts[gi][ri];
+        sum += t[2];
+        sumMin += t[0];
+        rules.push({ name: r.name, seconds: t[2], min_s: t[0], max_s: t[4], series: n });
+        if (r.type === "recording" && n === 0) empty++;
+      }
+      out.push({ name: g.name, interval_s: g.interval, seconds: sum, min_s: sumMin, empty_recordings: empty, rules });
+    }
+  } finally {
+    await quiet.stop({ keep: true });
+  }
+  console.log("\nQuiet server, each group's rules one after another (sum of the rules' medians of 5; of their minimums):\n\n" +
+    "| Rule group | Interval | Evaluation | Minimum | Share of interval |\n|---|---|---|---|---|");
+  for (const g of out) {
+    console.log(`| ${g.name} | ${g.interval_s} s | ${g.seconds.toFixed(3)} s | ${g.min_s.toFixed(3)} s | ${(100 * g.seconds / g.interval_s).toFixed(1)} %${g.empty_recordings ? ` (${g.empty_recordings} recordings empty)` : ""} |`);
+  }
+  console.log("\nCostliest rules on the quiet server (median of 5):");
+  for (const r of out.flatMap((g) => g.rules.map((x) => ({ ...x, group: g.name }))).sort((a, b) => b.seconds - a.seconds).slice(0, 15)) {
+    console.log(`  ${r.seconds.toFixed(3)} s (min ${r.min_s.toFixed(3)} s, ${r.series} series)  ${r.group} / ${r.name}`);
+  }
+  const over = out.filter((g) => g.seconds > 0.1 * g.interval_s);
+  console.log(over.length ? `\nquiet: OVER 10 % of the interval: ${over.map((g) => g.name).join(", ")}` : "\nquiet: every rule group under 10 % of its interval");
+  return out;
+}
+
+// --quiet-from DIR: only the quiet timings, on the TSDB a run kept (--keep-tsdb DIR), of the rule
+// files as they are now (and --compare's).
+if (args["quiet-from"]) {
+  const dir = args["quiet-from"];
+  const kept = JSON.parse(readFileSync(join(dir, "fleet.json"), "utf8"));
+  const groups = await ruleGroups(join(root, "deploy/prometheus/rules"));
+  if (args.compare) groups.push(...(await ruleGroups(args.compare, ` (${args.compare})`)));
+  log(`quiet timings on ${dir}: ${kept.nodes} nodes x ${kept.series_per_node} series`);
+  const quiet = await quietTimings(dir, kept.at, groups);
+  if (args.json) writeFileSync(args.json, JSON.stringify({ ...kept, quiet }, null, 1));
+  process.exit(0);
 }
 
 // --- the run -------------------------------------------------------------------------------------
@@ -274,65 +383,22 @@ try {
   const over = result.groups.filter((g) => g.max_s > 0.1 * g.interval_s);
   console.log(over.length ? `\nOVER 10 % of the interval: ${over.map((g) => g.name).join(", ")}` : "\nevery rule group under 10 % of its interval");
 
-  // The same rules on a quiet server: on this VM the groups above share two cores with the
-  // ingestion of every scrape and with each other (Prometheus runs groups concurrently), so their
-  // times are those of a starved server. Prometheus is restarted on the same TSDB without
-  // scraping or rules, and each group's rules are evaluated one after another, as the group does,
-  // as instant queries at the run's last full minute; each wrapped in count() so that sending the
-  // result back is not timed (a rule appends its result instead: not timed either). Median of 3.
+  // The same rules on a quiet server (quietTimings below), and the TSDB kept for more of them.
   if (args.quiet !== "0") {
-    const groups = (await (await fetch(`${prometheus.base}/api/v1/rules`)).json()).data.groups;
-    // --compare DIR: another version of the rule files (e.g. main's), timed on the same data.
-    // Prometheus parses them (a throwaway server with an empty TSDB lists their expressions).
-    if (args.compare) {
-      const names = readdirSync(args.compare).filter((f) => f.endsWith(".yaml")).sort();
-      const files = Object.fromEntries(names.map((f) => [f, readFileSync(join(args.compare, f), "utf8")]));
-      const lister = await startPrometheus(args.prometheus, { config: `global:\n  evaluation_interval: ${EVALUATION}\nrule_files: [${names.map((f) => JSON.stringify(f)).join(", ")}]\n`, files });
-      try {
-        for (const g of (await (await fetch(`${lister.base}/api/v1/rules`)).json()).data.groups) groups.push({ ...g, name: `${g.name} (${args.compare})` });
-      } finally {
-        await lister.stop();
-      }
-    }
+    const groups = [...(await (await fetch(`${prometheus.base}/api/v1/rules`)).json()).data.groups];
+    if (args.compare) groups.push(...(await ruleGroups(args.compare, ` (${args.compare})`)));
     const at = Date.now() / 1000 - 60;
     const dir = prometheus.dir;
     await prometheus.stop({ keep: true });
     prometheus = undefined;
-    const restarted = Date.now();
-    prometheus = await startPrometheus(args.prometheus, { config: "global:\n  evaluation_interval: 1h\n", dir, readyTimeoutMs: 15 * 60000 });
-    log(`quiet server: the TSDB replayed in ${((Date.now() - restarted) / 1000).toFixed(0)} s`);
-    // One untimed pass first: the first query to touch a series reads its chunks from disk, and
-    // whichever version was timed first paid for it (the first --compare run: every group of the
-    // version timed first was slower, unchanged rules included).
-    for (const g of groups) for (const r of g.rules) await prometheus.query(`count(${r.query})`, at, "120s");
-    result.quiet = [];
-    for (const g of groups) {
-      let sum = 0;
-      let empty = 0;
-      const rules = [];
-      for (const r of g.rules) {
-        const times = [];
-        let n = 0;
-        for (let i = 0; i < 3; i++) {
-          const a = performance.now();
-          const q = await prometheus.query(`count(${r.query})`, at, "120s");
-          times.push((performance.now() - a) / 1000);
-          if (!q.ok) throw new Error(`${g.name} / ${r.name}: ${q.error}`);
-          n = Number(q.result[0]?.value?.[1] ?? 0);
-        }
-        const median = times.sort((x, y) => x - y)[1];
-        sum += median;
-        rules.push({ name: r.name, seconds: median });
-        if (r.type === "recording" && n === 0) empty++;
-      }
-      result.quiet.push({ name: g.name, interval_s: g.interval, seconds: sum, empty_recordings: empty, rules });
+    result.quiet = await quietTimings(dir, at, groups);
+    if (args["keep-tsdb"]) {
+      renameSync(dir, args["keep-tsdb"]);
+      writeFileSync(join(args["keep-tsdb"], "fleet.json"), JSON.stringify({ at, nodes: NODES, series_per_node: result.series_per_node }));
+      log(`TSDB kept in ${args["keep-tsdb"]} (--quiet-from ${args["keep-tsdb"]} times rules on it again)`);
+    } else {
+      rmSync(dir, { recursive: true, force: true });
     }
-    console.log("\nQuiet server, each group's rules one after another (median of 3):\n\n| Rule group | Interval | Evaluation | Share of interval |\n|---|---|---|---|");
-    for (const g of result.quiet) {
-      console.log(`| ${g.name} | ${g.interval_s} s | ${g.seconds.toFixed(3)} s | ${(100 * g.seconds / g.interval_s).toFixed(1)} %${g.empty_recordings ? ` (${g.empty_recordings} recordings empty)` : ""} |`);
-    }
-    const quietOver = result.quiet.filter((g) => g.seconds > 0.1 * g.interval_s);
-    console.log(quietOver.length ? `\nquiet: OVER 10 % of the interval: ${quietOver.map((g) => g.name).join(", ")}` : "\nquiet: every rule group under 10 % of its interval");
     if (args.json) writeFileSync(args.json, JSON.stringify(result, null, 1));
   }
 } finally {

@@ -242,7 +242,7 @@ try {
   const exporterJob = (name, paths, labels) => ({ job_name: name, honor_labels: false, scrape_interval: "1s",
     static_configs: paths.map((p) => ({ targets: [exporters.address], labels: { __metrics_path__: p, ...labels } })) });
   prometheus = await startPrometheus(prometheusBin, {
-    files: { "nccl.yaml": readFileSync(join(root, "deploy/prometheus/rules/ncclscope-nccl.yaml"), "utf8").replaceAll("interval: 30s", "interval: 1s") },
+    files: { "nccl.yaml": readFileSync(join(root, "deploy/prometheus/rules/ncclscope-nccl.yaml"), "utf8").replace(/interval: (30s|1m)/g, "interval: 1s") },
     config: stringify({
       global: { scrape_interval: "1s", evaluation_interval: "1s" },
       rule_files: ["nccl.yaml"],

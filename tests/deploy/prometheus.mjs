@@ -40,14 +40,15 @@ export function startProcess(binary, args, options = {}) {
 
 // config: prometheus.yml text; files: { name: text } written next to it (rule files). dir: the
 // directory of a server stopped with stop({ keep: true }), to open its TSDB again (it is
-// replayed before the server is ready: readyTimeoutMs).
-export async function startPrometheus(binary, { config = "global:\n  evaluation_interval: 1m\n", files = {}, dir: reuse, readyTimeoutMs = 30000 } = {}) {
+// replayed before the server is ready: readyTimeoutMs). env: the server's environment (default
+// ours), e.g. the Go runtime's GOGC and GOMEMLIMIT.
+export async function startPrometheus(binary, { config = "global:\n  evaluation_interval: 1m\n", files = {}, dir: reuse, readyTimeoutMs = 30000, env } = {}) {
   const dir = reuse ?? mkdtempSync(join(tmpdir(), "ncclscope-prometheus-"));
   for (const [name, text] of Object.entries(files)) writeFileSync(join(dir, name), text);
   writeFileSync(join(dir, "prometheus.yml"), config);
   const port = await freePort();
   const server = startProcess(binary, [`--config.file=${join(dir, "prometheus.yml")}`,
-    `--storage.tsdb.path=${join(dir, "data")}`, `--web.listen-address=127.0.0.1:${port}`], { cwd: dir });
+    `--storage.tsdb.path=${join(dir, "data")}`, `--web.listen-address=127.0.0.1:${port}`], { cwd: dir, ...(env ? { env } : {}) });
   const base = `http://127.0.0.1:${port}`;
   // Stops the server and waits for it before deleting its TSDB (kept with { keep: true }).
   const stop = async ({ keep = false } = {}) => {
