@@ -90,23 +90,16 @@ void CommRegistry::SetLimits(std::size_t max_comms, std::size_t max_peers,
 }
 
 Comm& CommRegistry::Get(std::uint64_t id) {
-  if (last_ != nullptr && last_->id == id) {
-    last_->active = true;
-    return *last_;
+  if (Comm* known = Use(id)) return *known;
+  if (comms_.size() >= max_tracked_ || total_ranks_ >= 4 * max_tracked_) Evict(last_);
+  auto comm = std::make_unique<Comm>();
+  comm->id = id;
+  comm->label = labels_.Admit(id);
+  if (comm->label != LabelCap::kOverflow) {
+    if (label_text_.size() <= comm->label) label_text_.resize(comm->label + 1);
+    label_text_[comm->label] = CommLabel(id);
   }
-  auto it = comms_.find(id);
-  if (it == comms_.end()) {
-    if (comms_.size() >= max_tracked_ || total_ranks_ >= 4 * max_tracked_) Evict(last_);
-    auto comm = std::make_unique<Comm>();
-    comm->id = id;
-    comm->label = labels_.Admit(id);
-    if (comm->label != LabelCap::kOverflow) {
-      if (label_text_.size() <= comm->label) label_text_.resize(comm->label + 1);
-      label_text_[comm->label] = CommLabel(id);
-    }
-    it = comms_.emplace(id, std::move(comm)).first;
-  }
-  last_ = it->second.get();
+  last_ = comms_.emplace(id, std::move(comm)).first->second.get();
   last_->active = true;
   return *last_;
 }

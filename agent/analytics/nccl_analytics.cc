@@ -85,16 +85,16 @@ void NcclAnalytics::OnProxyOp(const profiler::RingOrigin& origin,
                               const ncclscope_proxy_op_record& record) {
   // The ring's writer is resolved now: a reclaimed ring's origin is gone by the end of the pass.
   const RingOwner owner = nic_.NeedsOwner(record) ? nic_.Owner(origin, now_) : RingOwner{};
-  const Comm* known = record.comm_id != 0 ? registry_.Find(record.comm_id) : nullptr;
+  Comm* known = record.comm_id != 0 ? registry_.Use(record.comm_id) : nullptr;
   if (record.comm_id != 0 && (known == nullptr || known->nranks == 0) &&
       held_proxy_.size() < kMaxHeld) {
     held_proxy_.push_back({From{origin.ring_id, origin.principal}, record, owner});
     return;
   }
-  ProxyOp(origin.ring_id, origin.principal, record, owner);
+  ProxyOp(origin.ring_id, origin.principal, known, record, owner);
 }
 
-void NcclAnalytics::ProxyOp(std::uint32_t ring_id, std::string_view principal,
+void NcclAnalytics::ProxyOp(std::uint32_t ring_id, std::string_view principal, Comm* known,
                             const ncclscope_proxy_op_record& record, const RingOwner& owner) {
   std::uint64_t comm_id = record.comm_id;
   if (comm_id == 0 && (record.flags & NCCLSCOPE_PROXY_FOREIGN) != 0) {
@@ -102,7 +102,7 @@ void NcclAnalytics::ProxyOp(std::uint32_t ring_id, std::string_view principal,
   }
   Comm* comm = nullptr;
   if (comm_id != 0) {
-    comm = &registry_.Get(comm_id);
+    comm = known != nullptr ? known : &registry_.Get(comm_id);
     // A PXN proxy op (comm id resolved) was raised here for a rank another process of the job
     // owns: same principal required, not the same ring.
     const std::uint32_t ring = record.comm_id != 0 ? ring_id : 0;
@@ -127,7 +127,7 @@ void NcclAnalytics::EndPass(Clock::time_point now) {
   // comm-init records of the whole pass are in now. Network records first: the ops they belong
   // to may join them in this pass's attribution.
   for (const HeldProxy& held : held_proxy_) {
-    ProxyOp(held.from.ring_id, held.from.principal, held.record, held.owner);
+    ProxyOp(held.from.ring_id, held.from.principal, nullptr, held.record, held.owner);
   }
   for (const auto& [from, view] : held_ops_) Op(from.ring_id, from.principal, nullptr, view);
   held_proxy_.clear();

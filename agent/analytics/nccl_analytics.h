@@ -105,8 +105,8 @@ class NcclAnalytics : public profiler::RecordSink {
   };
   void RenderInfo(metrics::TextWriter& out) const;
   void RenderLimits(metrics::TextWriter& out) const;
-  // `comm`: the op's communicator when the caller has it (else looked up, created when new).
-  void Op(std::uint32_t ring_id, std::string_view principal, Comm* comm,
+  // `known`: the record's communicator when the caller has it (else looked up, created when new).
+  void Op(std::uint32_t ring_id, std::string_view principal, Comm* known,
           const profiler::OpView& view);
   // A network record, the ring it came from and, for IB records, the process that wrote its ring
   // (channel_nic.h).
@@ -115,7 +115,7 @@ class NcclAnalytics : public profiler::RecordSink {
     ncclscope_proxy_op_record record{};
     RingOwner owner;
   };
-  void ProxyOp(std::uint32_t ring_id, std::string_view principal,
+  void ProxyOp(std::uint32_t ring_id, std::string_view principal, Comm* known,
                const ncclscope_proxy_op_record& record, const RingOwner& owner);
 
   // Records of a communicator nothing has described yet (its init record lies in a lane not read

@@ -144,11 +144,11 @@ async function ruleGroups(ruleDir, suffix = "") {
 //
 // With the Go garbage collector deferred (GOGC=off, GOMEMLIMIT at 60 % of this machine's memory):
 // Prometheus holds ~8 GiB of heap at 1,000 nodes, and on two cores a collection cycle marking it
-// stalls whichever query triggered it (with the collector on, the same unchanged rule measured 0.5 s
-// and 1.8 s in two runs; deferred, its five times agree within a few per cent). A many-core server marks on other cores (Go gives the collector 25 % of
-// them) while the rule evaluates; deferring it here times the evaluation itself. Five rounds over
-// every rule after one untimed pass; a group's time is the sum of its rules' medians, and the sum
-// of their minimums is shown beside it.
+// stalls whichever query triggered it (with the collector on, the same unchanged rule measured
+// 0.5 s and 1.8 s in two runs). A many-core server marks on other cores (Go gives the collector
+// 25 % of them) while the rule evaluates; deferring it here times the evaluation itself. Five
+// rounds over every rule after one untimed pass; a group's time is the sum of its rules' medians,
+// and the sum of their minimums is shown beside it.
 async function quietTimings(dir, at, groups) {
   const restarted = Date.now();
   const env = { ...process.env, GOGC: "off", GOMEMLIMIT: String(Math.floor(0.6 * totalmem())) };
