@@ -459,9 +459,17 @@ std::vector<CommSlotSnapshot> RingFile::ReadCommTable() {
   scratch.table.resize(max_copied);
   scratch.versions.resize(max_copied);
   scratch.index.resize(max_copied);
+  // Only the slots the plugin ever took (ncclscope_ring.h, comm_slots_used; 0: not kept, read
+  // all): with 256 slots of 512 bytes, checking every slot's state was one cold cache line each,
+  // 3.5 % of the agent's samples at 8 rings (docs/benchmarks.md, "NCCL analytics").
+  std::uint32_t used = 0;
+  if (!GuardedLoad(&reinterpret_cast<ncclscope_ring_header*>(map_)->comm_slots_used, &used)) {
+    healthy_ = false;
+    return slots;
+  }
   TableCopy t;
   t.table = map_ + comm_table_offset_;
-  t.slots = comm_slots_;
+  t.slots = used != 0 && used < comm_slots_ ? used : comm_slots_;
   t.out = scratch.table.data();
   t.version_after = scratch.versions.data();
   t.index = scratch.index.data();

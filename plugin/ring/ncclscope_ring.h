@@ -219,7 +219,12 @@ struct ncclscope_ring_header {
   uint64_t counters[NCCLSCOPE_COUNTER_MAX]; /* enum ncclscope_counter */
   uint8_t reserved1[512 - 256 - 24 - 8 * NCCLSCOPE_COUNTER_MAX];
   struct ncclscope_governor_state governor; /* offset 512 */
-  uint8_t reserved1b[1024 - 512 - 64];
+  /* Comm slots ever taken: slots are handed out from 0 upwards and reused only after they were,
+   * so every slot in use is below this. The agent reads only [0, comm_slots_used) of the table
+   * (scanning all comm_slot_count slots touched one cold cache line each, every pass); 0 means
+   * "not kept" (rings of plugins before this field, whose reserved bytes are 0): read them all. */
+  uint32_t comm_slots_used; /* offset 576 */
+  uint8_t reserved1b[1024 - 512 - 64 - 4];
 
   /* Agent-written, offset 1024. */
   struct ncclscope_controls controls;
@@ -231,6 +236,8 @@ NCCLSCOPE_STATIC_ASSERT(offsetof(struct ncclscope_ring_header, hostname) == 80, 
 NCCLSCOPE_STATIC_ASSERT(offsetof(struct ncclscope_ring_header, state) == 256, "state");
 NCCLSCOPE_STATIC_ASSERT(offsetof(struct ncclscope_ring_header, counters) == 280, "counters");
 NCCLSCOPE_STATIC_ASSERT(offsetof(struct ncclscope_ring_header, governor) == 512, "governor");
+NCCLSCOPE_STATIC_ASSERT(offsetof(struct ncclscope_ring_header, comm_slots_used) == 576,
+                        "comm_slots_used");
 NCCLSCOPE_STATIC_ASSERT(offsetof(struct ncclscope_ring_header, controls) == 1024, "controls");
 
 /* ---- Lanes ------------------------------------------------------------------------------ */

@@ -325,7 +325,16 @@ void InitializeLocked(Runtime& r) {
 }
 
 std::uint32_t TakeCommSlot(Runtime& r) {
-  if (r.next_comm_slot < r.ring.geometry().comm_slots) return r.next_comm_slot++;
+  if (r.next_comm_slot < r.ring.geometry().comm_slots) {
+    const std::uint32_t slot = r.next_comm_slot++;
+    // Published before the slot is written: the agent may read it still free (and skip it this
+    // pass), never miss it for good.
+    if (ncclscope_ring_header* header = r.ring.header()) {
+      std::atomic_ref<std::uint32_t>(header->comm_slots_used)
+          .store(r.next_comm_slot, std::memory_order_release);
+    }
+    return slot;
+  }
   if (!r.free_comm_slots.empty()) {
     const std::uint32_t slot = r.free_comm_slots.front();
     r.free_comm_slots.pop_front();

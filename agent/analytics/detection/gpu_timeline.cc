@@ -52,20 +52,33 @@ void GpuTimeline::EndPass(const CommRegistry& registry, Clock::time_point now,
       continue;
     }
     gpu.last_seen = now;
-    std::sort(gpu.pass.begin(), gpu.pass.end(),
-              [](const Pending& a, const Pending& b) { return a.order_ns < b.order_ns; });
+    // A GPU's ops usually come from one lane of one process, already in start order: the check
+    // is one read of each, the sort (when needed) several.
+    auto by_start = [](const Pending& a, const Pending& b) { return a.order_ns < b.order_ns; };
+    if (!std::is_sorted(gpu.pass.begin(), gpu.pass.end(), by_start)) {
+      std::sort(gpu.pass.begin(), gpu.pass.end(), by_start);
+    }
+    // Consecutive ops of a GPU are mostly one rank's: its row is looked up once per run. The
+    // pointer is replaced by every Get() (which may move the rows), never used after one.
+    std::uint64_t row_key = 0;
+    Stats* row = nullptr;
     for (const Pending& p : gpu.pass) {
       if (!p.timed) {
         gpu.last_timed = false;  // its interval is unknown: the next gap is not measurable
         continue;
       }
-      Stats& s = table_.Get(RankKey(p.comm_label, p.rank), p.comm_label, [&] {
-        std::string labels;
-        metrics::AppendLabel(labels, "comm", registry.Label(p.comm_label));
-        labels += ',';
-        metrics::AppendLabel(labels, "rank", std::to_string(p.rank));
-        return labels;
-      });
+      const std::uint64_t key = RankKey(p.comm_label, p.rank);
+      if (row == nullptr || key != row_key) {
+        row_key = key;
+        row = &table_.Get(key, p.comm_label, [&] {
+          std::string labels;
+          metrics::AppendLabel(labels, "comm", registry.Label(p.comm_label));
+          labels += ',';
+          metrics::AppendLabel(labels, "rank", std::to_string(p.rank));
+          return labels;
+        });
+      }
+      Stats& s = *row;
       if (gpu.busy_until_ns == 0 || p.start_ns >= gpu.busy_until_ns) {
         const std::uint64_t gap = gpu.busy_until_ns == 0 ? 0 : p.start_ns - gpu.busy_until_ns;
         if (gpu.busy_until_ns != 0 && gpu.last_timed && gap <= kMaxGapNs) {

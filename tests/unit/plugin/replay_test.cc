@@ -3,6 +3,7 @@
 // agent's reader. Every TEST runs in its own process under ctest; they also pass together.
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -614,6 +615,43 @@ TEST_P(ReplayTest, ThousandsOfCommunicators) {
   }));
   // The comm table has 256 slots by default; the rest are still recorded, and counted.
   EXPECT_GE(Counter(NCCLSCOPE_CTR_COMMS_WITHOUT_SLOT), without_slot + 3000 - 256);
+}
+
+// The plugin publishes how many comm slots it handed out (the agent reads only those): every
+// communicator it initialized has its slot below the count.
+TEST(CommTableTest, ThePluginPublishesTheSlotsItTook) {
+  ASSERT_TRUE(kEnvironment);
+  ReplayProcess process(Plugin(), 6);
+  std::vector<std::unique_ptr<ReplayComm>> comms;
+  std::set<std::uint64_t> ids;
+  for (int i = 0; i < 3; ++i) {
+    const std::uint64_t id = NextCommId();
+    ids.insert(id);
+    comms.push_back(
+        std::make_unique<ReplayComm>(process, id, "t" + std::to_string(i), 1, 2, 0, nullptr));
+    ASSERT_TRUE(comms.back()->Init()) << i;
+  }
+  const std::string ring = OnlyRing(RingDir().path());
+  ASSERT_FALSE(ring.empty());
+  ncclscope_ring_header header{};
+  const int fd = ::open(ring.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::pread(fd, &header, sizeof(header), 0), static_cast<ssize_t>(sizeof(header)));
+  ::close(fd);
+  EXPECT_GE(header.comm_slots_used, 3u);
+  EXPECT_LE(header.comm_slots_used, header.comm_slot_count);
+  std::string reason;
+  auto file = profiler::RingFile::Open(ring, &reason);
+  ASSERT_NE(file, nullptr) << reason;
+  std::set<std::uint64_t> found;
+  for (const auto& slot : file->ReadCommTable()) {
+    if (ids.count(slot.comm_id) != 0) {
+      found.insert(slot.comm_id);
+      EXPECT_LT(slot.index, header.comm_slots_used);
+    }
+  }
+  EXPECT_EQ(found, ids);
+  for (auto& comm : comms) comm->Finalize();
 }
 
 TEST(ControlsTest, AgentControlsChangeTheNcclMaskAndFilter) {

@@ -312,6 +312,35 @@ TEST_F(RingFormatTest, TruncationUnderTheReaderBreaksTheRingNotTheAgent) {
   EXPECT_TRUE(file->ReadCommTable().empty());
 }
 
+// The agent reads only the comm slots the plugin says it took (header.comm_slots_used): a live
+// slot above it is not read; 0 (a plugin before the field) and values beyond the table (a hostile
+// writer) read the whole table.
+TEST_F(RingFormatTest, CommTableReadsOnlyTheSlotsThePluginTook) {
+  for (std::uint32_t i : {0u, 2u}) {
+    ncclscope_comm_slot* slot = writer_.comm_slot(i);
+    slot->comm_id = 100 + i;
+    slot->rank = 0;
+    slot->nranks = 2;
+    slot->nnodes = 1;
+    slot->state = NCCLSCOPE_COMM_LIVE;
+  }
+  auto file = Open();
+  auto ids = [&] {
+    std::vector<std::uint64_t> out;
+    for (const auto& slot : file->ReadCommTable()) out.push_back(slot.comm_id);
+    return out;
+  };
+  writer_.header()->comm_slots_used = 1;
+  EXPECT_EQ(ids(), (std::vector<std::uint64_t>{100}));
+  writer_.header()->comm_slots_used = 3;
+  EXPECT_EQ(ids(), (std::vector<std::uint64_t>{100, 102}));
+  writer_.header()->comm_slots_used = 0;
+  EXPECT_EQ(ids(), (std::vector<std::uint64_t>{100, 102}));
+  writer_.header()->comm_slots_used = UINT32_MAX;
+  EXPECT_EQ(ids(), (std::vector<std::uint64_t>{100, 102}));
+  EXPECT_TRUE(file->healthy());
+}
+
 TEST_F(RingFormatTest, OwnerLivenessFollowsTheWritersLock) {
   auto file = Open();
   EXPECT_TRUE(file->OwnerAlive());
