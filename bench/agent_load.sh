@@ -12,7 +12,8 @@
 #   multi:  2 nodes x 8 GPUs, a world communicator (network steps, sampled 10 % of the time)
 # Environment: POLL_INTERVAL (plugin.poll_interval, default the agent's 100ms), SCRAPE_INTERVAL
 # (seconds between scrapes, default 15), PROXY_DUTY (plugin.proxy_duty_cycle, default the
-# agent's 0.1); bench/overhead_sweep.sh varies them. AGENT_CPUS / SIM_CPUS (taskset lists, default
+# agent's 0.1); bench/overhead_sweep.sh varies them. RATE (iterations per second per rank, default
+# 1000, i.e. 5 collectives each): a low rate leaves what the agent costs per pass, not per op. AGENT_CPUS / SIM_CPUS (taskset lists, default
 # unpinned): run the agent and the simulated job on CPUs of their own, as on a GPU node, where the
 # agent does not share a core with the job's busy processes.
 set -euo pipefail
@@ -69,7 +70,7 @@ if [ "$scenario" = multi ]; then
   nodes=2
 fi
 NCCLSCOPE_RING_DIR=$work/rings $(pin "${SIM_CPUS:-}") "$sim_bin" --nodes $nodes --gpus 8 --workload "$workload" \
-  --rate 1000 --compute-gap 40us --jitter 5us --duration $((warmup + measure + 5))s --quiet \
+  --rate ${RATE:-1000} --compute-gap 40us --jitter 5us --duration $((warmup + measure + 5))s --quiet \
   2>"$work/sim.log" &
 sim_pid=$!
 

@@ -135,7 +135,33 @@ void RingDirectory::Reject(const std::string& name, const std::string& reason) {
   if (rejected_.emplace(name, reason).second) rejected_order_.push_back(name);
 }
 
+bool RingDirectory::ListingNeeded(int dirfd) {
+  struct stat st {};
+  const auto now = std::chrono::steady_clock::now();
+  if (::fstat(dirfd, &st) != 0) return true;
+  auto same_time = [](const timespec& a, const timespec& b) {
+    return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec;
+  };
+  const bool unchanged = st.st_dev == listed_dir_.st_dev && st.st_ino == listed_dir_.st_ino &&
+                         same_time(st.st_mtim, listed_dir_.st_mtim) &&
+                         same_time(st.st_ctim, listed_dir_.st_ctim);
+  // A name added in the same timestamp tick as the last listing leaves the mtime as it was: while
+  // the directory changed in the last two seconds (or claims a future time), list every pass.
+  timespec real{};
+  ::clock_gettime(CLOCK_REALTIME, &real);
+  const bool recent = st.st_mtim.tv_sec > real.tv_sec - 2 || st.st_ctim.tv_sec > real.tv_sec - 2;
+  // And at least once a second whatever the directory says (rechecks, stale temporary files).
+  if (unchanged && !recent && !listing_left_work_ && now - listed_at_ < std::chrono::seconds(1)) {
+    return false;
+  }
+  listed_dir_ = st;
+  listed_at_ = now;
+  return true;
+}
+
 void RingDirectory::Discover(int dirfd) {
+  listing_left_work_ = true;  // until this listing is through
+  ++snapshot_.listings;
   const int list_fd = ::dup(dirfd);
   if (list_fd < 0) return;
   DIR* d = ::fdopendir(list_fd);
@@ -196,13 +222,17 @@ void RingDirectory::Discover(int dirfd) {
   std::uint32_t opens = 0;
   std::uint32_t logged_rejections = 0;
   bool refreshed = false;
+  // Files this listing leaves for a later one: list again next pass, whatever the directory says.
+  bool left = seen > limits_.max_names_per_pass || !rejected_here.empty() || !temps.empty();
   for (const std::string& name : candidates) {
     if (rings_.size() >= limits_.max_rings) {
       ++snapshot_.limited[static_cast<std::size_t>(DirectoryLimit::kRings)];
+      left = true;
       continue;
     }
     if (opens >= limits_.opens_per_pass) {
       ++snapshot_.limited[static_cast<std::size_t>(DirectoryLimit::kOpens)];
+      left = true;
       continue;
     }
     ++opens;
@@ -234,6 +264,7 @@ void RingDirectory::Discover(int dirfd) {
     tracked.file = std::move(file);
     rings_.emplace(name, std::move(tracked));
   }
+  listing_left_work_ = left;
 }
 
 void RingDirectory::KeepControlsFile(int dirfd) {
@@ -298,7 +329,7 @@ bool RingDirectory::Poll(RecordSink& sink) {
   DirectorySnapshot& s = snapshot_;
   const int dirfd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dirfd >= 0) {
-    Discover(dirfd);
+    if (ListingNeeded(dirfd)) Discover(dirfd);
     KeepControlsFile(dirfd);
     ::close(dirfd);
   }
@@ -333,8 +364,11 @@ bool RingDirectory::Poll(RecordSink& sink) {
   for (auto it = rings_.begin(); it != rings_.end(); ++it) {
     RingFile& file = *it->second.file;
     // Decide liveness before draining: records written before the owner died are all in the
-    // ring by then, so one full drain after this verdict loses nothing.
-    const bool alive = file.OwnerAlive();
+    // ring by then, so one full drain after this verdict loses nothing. A ring that delivered
+    // records in the last pass is taken as alive without asking its lock (one flock per ring per
+    // pass otherwise): a writer that died since leaves no new records, and the first pass that
+    // finds none asks, drains to the end and reclaims.
+    const bool alive = it->second.delivered_last_pass || file.OwnerAlive();
     verdicts.push_back({it, alive});
     if (!alive) continue;
     std::vector<CommSlotSnapshot> table = file.ReadCommTable();
@@ -379,6 +413,7 @@ bool RingDirectory::Poll(RecordSink& sink) {
       const DrainStats stats = file.Drain(sink);
       absorb(stats);
       more = more || stats.more;
+      ring.delivered_last_pass = stats.records > 0;
     } else {
       for (std::uint32_t round = 0; round < kDrainRoundsForExited; ++round) {
         const DrainStats stats = file.Drain(sink);

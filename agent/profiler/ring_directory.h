@@ -61,6 +61,7 @@ struct DirectorySnapshot {
   std::uint64_t rings_reclaimed = 0;
   std::map<std::string, std::uint64_t> rings_rejected;  // by reason
   std::uint64_t ring_faults = 0;  // rings dropped because their file broke under us
+  std::uint64_t listings = 0;     // passes that listed the directory (not rendered: for tests)
   std::array<std::uint64_t, NCCLSCOPE_REC_TYPE_MAX + 1> records{};
   std::array<std::uint64_t, static_cast<std::size_t>(CorruptReason::kCount)> corrupt{};
   std::uint64_t lane_resyncs = 0;
@@ -111,8 +112,14 @@ class RingDirectory {
     std::unique_ptr<RingFile> file;
     RingHeaderSnapshot last_header;
     std::uint32_t controls_seq_written = 0;
+    // Records came out of it in the last pass: its writer was alive a pass ago, and its lock is
+    // not checked this pass (a writer that died since is found in the first pass without records).
+    bool delivered_last_pass = false;
   };
 
+  // Whether the directory may have changed since it was last listed (listing it is 7 system
+  // calls, most of a quiet pass's: docs/benchmarks.md, "NCCL analytics").
+  bool ListingNeeded(int dirfd);
   void Discover(int dirfd);
   void Retire(Tracked& ring);
   void Reject(const std::string& name, const std::string& reason);
@@ -131,6 +138,9 @@ class RingDirectory {
   std::map<std::string, std::string> rejected_;  // file name -> reason (counted once)
   std::deque<std::string> rejected_order_;       // oldest first, for forgetting
   std::size_t recheck_cursor_ = 0;
+  struct stat listed_dir_ {};  // the directory as it was when last listed
+  std::chrono::steady_clock::time_point listed_at_{};
+  bool listing_left_work_ = true;  // the last listing left files for later passes
   DirectorySnapshot snapshot_;
   std::array<std::uint64_t, NCCLSCOPE_COUNTER_MAX> retired_counters_{};
   std::uint64_t retired_dropped_ = 0;
