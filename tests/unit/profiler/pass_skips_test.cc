@@ -15,6 +15,7 @@
 #include "agent/profiler/ring_directory.h"
 #include "plugin/ring/ring_writer.h"
 #include "tests/support/temp_dir.h"
+#include "tests/unit/analytics/analytics_test_util.h"
 
 namespace ncclscope::testing {
 namespace {
@@ -40,17 +41,9 @@ ring::RingGeometry Tiny() {
 }
 
 void WriteOp(ring::RingWriter& writer, std::uint64_t seq) {
-  ncclscope_op_record op{};
+  ncclscope_op_record op =
+      analytics::testutil::Coll(7, 0, NCCLSCOPE_FUNC_ALL_REDUCE, 4096, seq, 0, 0).op;
   op.h.type = NCCLSCOPE_REC_OP;
-  op.comm_id = 7;
-  op.seq = seq;
-  op.kind = NCCLSCOPE_KIND_COLL;
-  op.func = NCCLSCOPE_FUNC_ALL_REDUCE;
-  op.algo = NCCLSCOPE_ALGO_RING;
-  op.proto = NCCLSCOPE_PROTO_SIMPLE;
-  op.datatype = NCCLSCOPE_DT_INT8;
-  op.count = op.bytes = 4096;
-  op.peer = -1;
   ASSERT_TRUE(writer.Write(&op, 1, 0));
 }
 
