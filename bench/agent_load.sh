@@ -13,9 +13,10 @@
 # Environment: POLL_INTERVAL (plugin.poll_interval, default the agent's 100ms), SCRAPE_INTERVAL
 # (seconds between scrapes, default 15), PROXY_DUTY (plugin.proxy_duty_cycle, default the
 # agent's 0.1); bench/overhead_sweep.sh varies them. RATE (iterations per second per rank, default
-# 1000, i.e. 5 collectives each): a low rate leaves what the agent costs per pass, not per op. AGENT_CPUS / SIM_CPUS (taskset lists, default
-# unpinned): run the agent and the simulated job on CPUs of their own, as on a GPU node, where the
-# agent does not share a core with the job's busy processes.
+# 1000, i.e. 5 collectives each): a low rate leaves what the agent costs per pass, not per op.
+# AGENT_CPUS / SIM_CPUS (taskset lists, default unpinned): run the agent and the simulated job on
+# CPUs of their own, as on a GPU node, where the agent does not share a core with the job's busy
+# processes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scenario=${1:-single}
