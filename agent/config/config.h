@@ -74,6 +74,7 @@ struct PluginConfig {
   bool enabled = true;
   std::string ring_dir = "/run/ncclscope";
   Duration poll_interval = Millis(100);
+  Duration poll_interval_max = Millis(500);
   std::uint32_t max_comms = 64;
   std::uint32_t max_peers = 16;
   std::uint32_t max_rings = 256;
@@ -100,8 +101,16 @@ struct PluginConfig {
             "Changing it needs a restart of the jobs.",
             checks::AbsolutePath());
     v.Field("poll_interval", poll_interval,
-            "How often the rings are drained. Each lane holds ring_size/16/256 records, so keep "
+            "How often the rings are drained while records come in (the shortest wait between "
+            "passes; see poll_interval_max). Each lane holds ring_size/16/256 records, so keep "
             "it well below the time a job takes to write that many.",
+            checks::InRange{Millis(10), Seconds(10)});
+    v.Field("poll_interval_max", poll_interval_max,
+            "The longest wait between passes: while the lanes a pass finds are under a quarter "
+            "full, the next wait doubles from poll_interval up to this; a lane half full brings "
+            "it back to poll_interval. A pass costs about the same with little to read, so a "
+            "quiet node is read less often. Equal to poll_interval (or below): every wait is "
+            "poll_interval.",
             checks::InRange{Millis(10), Seconds(10)});
     v.Field("max_comms", max_comms,
             "Communicators that get their own comm label; records of further ones are "

@@ -235,6 +235,7 @@ SourceStatus ProfilerSource::Start(const config::Config& config) {
     last_dump_status_ = rdma::netlink::DumpStatus::kOk;
     directory_->SetControlsFileText(ControlsFileText(plugin));
     directory_->KeepControlsFile();  // before any job can start on this agent's policy
+    pacer_.SetBounds(plugin.poll_interval.value(), plugin.poll_interval_max.value());
     controls_dirty_ = false;
     rendered_at_ = {};
   }
@@ -309,16 +310,18 @@ void ProfilerSource::Run() {
       directory_->SetControls(ControlsFromConfig(plugin_));
       directory_->SetControlsFileText(ControlsFileText(plugin_));
       directory_->SetLimits(LimitsFromConfig(plugin_));
+      pacer_.SetBounds(plugin_.poll_interval.value(), plugin_.poll_interval_max.value());
       controls_dirty_ = false;
     }
-    const auto interval = plugin_.poll_interval.value();
     RingDirectory& directory = *directory_;
     lock.unlock();
     bool more = false;
+    PassPacer::Duration wait = pacer_.wait();
     try {
       {
         std::lock_guard<std::mutex> pass(analytics_mutex_);
         more = directory.Poll(*sink_);
+        wait = pacer_.AfterPass(directory.snapshot().fullest_lane_permille);
         analytics_->SetLiveRings(directory.snapshot().ring_ids);
         analytics_->EndPass(std::chrono::steady_clock::now());
         // The data-path counters for scrapes, published before the pass's records become
@@ -338,7 +341,7 @@ void ProfilerSource::Run() {
       rendered_at_ = now;
     }
     lock.lock();
-    if (!more) wake_.wait_for(lock, interval, [this] { return stop_ || controls_dirty_; });
+    if (!more) wake_.wait_for(lock, wait, [this] { return stop_ || controls_dirty_; });
   }
   lock.unlock();
   RenderSnapshot();  // what the last pass counted, for the scrapes until the server stops

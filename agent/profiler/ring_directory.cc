@@ -335,6 +335,7 @@ bool RingDirectory::Poll(RecordSink& sink) {
   }
   bool more = false;
   s.rings_live = s.rings_closed = 0;
+  s.fullest_lane_permille = 0;
   s.comms.clear();
   s.ring_ids.clear();
   s.mapped_bytes = 0;
@@ -346,6 +347,7 @@ bool RingDirectory::Poll(RecordSink& sink) {
     for (std::size_t i = 0; i < stats.by_type.size(); ++i) s.records[i] += stats.by_type[i];
     for (std::size_t i = 0; i < stats.corrupt.size(); ++i) s.corrupt[i] += stats.corrupt[i];
     s.lane_resyncs += stats.lane_resyncs;
+    s.fullest_lane_permille = std::max(s.fullest_lane_permille, stats.fullest_lane_permille);
   };
 
   // First which rings are alive, and the live rings' communicator tables, before any record is

@@ -65,6 +65,7 @@ struct DirectorySnapshot {
   std::array<std::uint64_t, NCCLSCOPE_REC_TYPE_MAX + 1> records{};
   std::array<std::uint64_t, static_cast<std::size_t>(CorruptReason::kCount)> corrupt{};
   std::uint64_t lane_resyncs = 0;
+  std::uint32_t fullest_lane_permille = 0;  // of the last pass (DrainStats), paces the next
   // Plugin-side counters and ring-full drops: current rings plus every reclaimed one (saturating).
   std::array<std::uint64_t, NCCLSCOPE_COUNTER_MAX> plugin_counters{};
   std::uint64_t dropped_ring_full = 0;

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstring>
 
@@ -264,6 +265,8 @@ bool RingFile::DrainLane(std::uint32_t index, RecordSink& sink, std::uint32_t ma
     return commit(head);
   }
   const std::uint64_t available = head - tail;
+  stats.fullest_lane_permille = std::max(stats.fullest_lane_permille,
+                                         static_cast<std::uint32_t>(available * 1000 / capacity_));
   std::uint64_t take = available < max ? available : max;
   // Keep an op and its continuation records together even across the batch limit.
   const std::uint64_t copy =

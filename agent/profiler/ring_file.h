@@ -45,6 +45,9 @@ struct DrainStats {
   std::array<std::uint64_t, static_cast<std::size_t>(CorruptReason::kCount)> corrupt{};
   std::uint64_t lane_resyncs = 0;  // lanes whose head/tail made no sense; skipped to head
   bool more = false;               // a lane had more than the batch limit
+  // The fullest lane found, in thousandths of its capacity (its records before the drain took
+  // them): what paces the passes (pass_pacer.h).
+  std::uint32_t fullest_lane_permille = 0;
 };
 
 // What the agent may map and read of one ring (bounds on a pod's file, see ncclscope_ring.h).

@@ -1,0 +1,79 @@
+// The reader's pace (agent/profiler/pass_pacer.h): passes that find the lanes nearly empty are
+// spread out up to plugin.poll_interval_max, a lane half full brings them back to
+// plugin.poll_interval at once; and the fill that paces them is what the pass really found.
+
+#include "agent/profiler/pass_pacer.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "agent/profiler/ring_directory.h"
+#include "plugin/ring/ring_writer.h"
+#include "tests/support/temp_dir.h"
+#include "tests/unit/analytics/analytics_test_util.h"
+
+namespace ncclscope::testing {
+namespace {
+
+using std::chrono::milliseconds;
+
+TEST(PassPacerTest, QuietPassesSpreadOutAndAFillingLaneBringsThemBack) {
+  profiler::PassPacer pacer(milliseconds(100), milliseconds(500));
+  EXPECT_EQ(pacer.wait(), milliseconds(100));
+  EXPECT_EQ(pacer.AfterPass(0), milliseconds(200));
+  EXPECT_EQ(pacer.AfterPass(249), milliseconds(400));
+  EXPECT_EQ(pacer.AfterPass(0), milliseconds(500));  // capped
+  EXPECT_EQ(pacer.AfterPass(0), milliseconds(500));
+  EXPECT_EQ(pacer.AfterPass(300), milliseconds(500));  // a quarter to half full: kept
+  EXPECT_EQ(pacer.AfterPass(500), milliseconds(100));  // half full: back at once
+  EXPECT_EQ(pacer.AfterPass(499), milliseconds(100));
+  EXPECT_EQ(pacer.AfterPass(250), milliseconds(100));
+  EXPECT_EQ(pacer.AfterPass(100), milliseconds(200));
+  // New bounds start over at the minimum.
+  pacer.SetBounds(milliseconds(50), milliseconds(1000));
+  EXPECT_EQ(pacer.wait(), milliseconds(50));
+}
+
+TEST(PassPacerTest, AMaximumAtOrBelowTheMinimumKeepsEveryWaitAtTheMinimum) {
+  profiler::PassPacer equal(milliseconds(100), milliseconds(100));
+  profiler::PassPacer below(milliseconds(100), milliseconds(20));
+  for (int pass = 0; pass < 5; ++pass) {
+    EXPECT_EQ(equal.AfterPass(0), milliseconds(100));
+    EXPECT_EQ(below.AfterPass(0), milliseconds(100));
+  }
+}
+
+TEST(PassPacerTest, APassReportsItsFullestLane) {
+  TempDir dir;
+  ring::RingWriter writer;
+  ring::RingGeometry geometry;
+  geometry.lanes = 2;
+  geometry.lane_capacity = 64;
+  geometry.comm_slots = 1;
+  std::string error;
+  ASSERT_TRUE(writer.Create(dir.path(), geometry, {"pod", "1", "job"}, &error)) << error;
+  ncclscope_op_record op =
+      analytics::testutil::Coll(7, 0, NCCLSCOPE_FUNC_ALL_REDUCE, 4096, 1, 0, 0).op;
+  op.h.type = NCCLSCOPE_REC_OP;
+  for (int i = 0; i < 40; ++i) ASSERT_TRUE(writer.Write(&op, 1, 0));  // lane 0: 40 of 64
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE(writer.Write(&op, 1, 1));   // lane 1: 8 of 64
+  profiler::RingDirectory directory(dir.path());
+  struct Sink : profiler::RecordSink {
+    void OnCommTables(const std::vector<profiler::LiveComm>&) override {}
+    void OnCommInit(const profiler::RingOrigin&, const ncclscope_comm_init_record&) override {}
+    void OnCommFinalize(const profiler::RingOrigin&,
+                        const ncclscope_comm_finalize_record&) override {}
+    void OnOp(const profiler::RingOrigin&, const profiler::OpView&) override {}
+    void OnProxyOp(const profiler::RingOrigin&, const ncclscope_proxy_op_record&) override {}
+  } sink;
+  directory.Poll(sink);
+  EXPECT_EQ(directory.snapshot().fullest_lane_permille, 40u * 1000 / 64);
+  directory.Poll(sink);  // nothing new
+  EXPECT_EQ(directory.snapshot().fullest_lane_permille, 0u);
+}
+
+}  // namespace
+}  // namespace ncclscope::testing
