@@ -75,5 +75,44 @@ TEST(PassPacerTest, APassReportsItsFullestLane) {
   EXPECT_EQ(directory.snapshot().fullest_lane_permille, 0u);
 }
 
+// The headroom the pacer's longest wait relies on (pass_pacer.h): a writer thread whose lane
+// fills during a long wait spills into the next lanes instead of dropping, and the first pass
+// that finds a lane half full brings the wait back to poll_interval.
+TEST(PassPacerTest, ABurstDuringTheLongestWaitSpillsIntoTheNextLanesAndBringsThePaceBack) {
+  TempDir dir;
+  ring::RingWriter writer;
+  ring::RingGeometry geometry;  // the default ring's lanes: 16 x 2,048 records
+  geometry.comm_slots = 1;
+  std::string error;
+  ASSERT_TRUE(writer.Create(dir.path(), geometry, {"pod", "1", "job"}, &error)) << error;
+  struct Sink : profiler::RecordSink {
+    std::uint64_t ops = 0;
+    void OnCommTables(const std::vector<profiler::LiveComm>&) override {}
+    void OnCommInit(const profiler::RingOrigin&, const ncclscope_comm_init_record&) override {}
+    void OnCommFinalize(const profiler::RingOrigin&,
+                        const ncclscope_comm_finalize_record&) override {}
+    void OnOp(const profiler::RingOrigin&, const profiler::OpView&) override { ++ops; }
+    void OnProxyOp(const profiler::RingOrigin&, const ncclscope_proxy_op_record&) override {}
+  } sink;
+  profiler::RingDirectory directory(dir.path());
+  profiler::PassPacer pacer(milliseconds(100), milliseconds(500));
+  for (int pass = 0; pass < 4; ++pass) {
+    directory.Poll(sink);
+    pacer.AfterPass(directory.snapshot().fullest_lane_permille);
+  }
+  ASSERT_EQ(pacer.wait(), milliseconds(500));  // quiet: the longest wait
+  // 500 ms of a writer thread at 8,000 records per second: twice its lane.
+  ncclscope_op_record op =
+      analytics::testutil::Coll(7, 0, NCCLSCOPE_FUNC_ALL_REDUCE, 4096, 1, 0, 0).op;
+  op.h.type = NCCLSCOPE_REC_OP;
+  constexpr int kBurst = 4000;
+  for (int i = 0; i < kBurst; ++i) ASSERT_TRUE(writer.Write(&op, 1, 0)) << "record " << i;
+  directory.Poll(sink);
+  EXPECT_EQ(sink.ops, static_cast<std::uint64_t>(kBurst));
+  EXPECT_EQ(directory.snapshot().dropped_ring_full, 0u);
+  EXPECT_EQ(directory.snapshot().fullest_lane_permille, 1000u);  // the writer's own lane: full
+  EXPECT_EQ(pacer.AfterPass(directory.snapshot().fullest_lane_permille), milliseconds(100));
+}
+
 }  // namespace
 }  // namespace ncclscope::testing
