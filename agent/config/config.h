@@ -106,11 +106,11 @@ struct PluginConfig {
             "it well below the time a job takes to write that many.",
             checks::InRange{Millis(10), Seconds(10)});
     v.Field("poll_interval_max", poll_interval_max,
-            "The longest wait between passes: while the lanes a pass finds are under a quarter "
-            "full, the next wait doubles from poll_interval up to this; a lane half full brings "
-            "it back to poll_interval. A pass costs about the same with little to read, so a "
-            "quiet node is read less often. Equal to poll_interval (or below): every wait is "
-            "poll_interval.",
+            "The longest wait between passes. The reader waits as long as would find its fullest "
+            "lane about 40 % full at the rate it last saw (at most twice its last wait), between "
+            "poll_interval and this; a lane half full brings it back to poll_interval. A pass "
+            "costs about the same with little to read, so a quiet node is read less often. Equal "
+            "to poll_interval (or below): every wait is poll_interval.",
             checks::InRange{Millis(10), Seconds(10)});
     v.Field("max_comms", max_comms,
             "Communicators that get their own comm label; records of further ones are "

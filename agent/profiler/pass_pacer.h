@@ -6,14 +6,16 @@
 // lanes nearly empty are spread out, from plugin.poll_interval up to plugin.poll_interval_max,
 // and come back to poll_interval as soon as a lane fills faster.
 //
-// The measure is the fullest lane a pass read, as a share of its capacity: under a quarter, the
-// next wait doubles (up to the maximum); half or more, it goes back to the minimum at once;
-// between, it stays. At a steady rate the lanes are then read when they are a quarter to half
-// full. A burst that starts during the longest wait has poll_interval_max to fill a lane (and
-// the three lanes a writer spills into, ring_writer.cc) before records are dropped and counted:
-// at the default 500 ms and 2,048-record lanes, ~4,000 records per second per writer thread into
-// one lane, ~16,000 with the spill lanes free. poll_interval_max equal to poll_interval (or
-// below it) keeps every wait at poll_interval.
+// The measure is the fullest lane a pass read, as a share of its capacity. The next wait is the
+// one that would have found that lane 40 % full at the rate the pass saw (at most twice the last
+// wait, never below plugin.poll_interval nor above plugin.poll_interval_max); a lane half full or
+// more brings it back to plugin.poll_interval at once. At 5,000 records per second into a
+// 2,048-record lane the passes settle ~165 ms apart; up to ~1,600 per second, at the maximum. A
+// burst that starts during the longest wait has poll_interval_max to fill a lane (and the three
+// lanes a writer spills into, ring_writer.cc) before records are dropped and counted: at the
+// default 500 ms and 2,048-record lanes, ~4,000 records per second per writer thread into one
+// lane, ~16,000 with the spill lanes free. poll_interval_max equal to poll_interval (or below it)
+// keeps every wait at poll_interval.
 
 #include <chrono>
 #include <cstdint>
@@ -35,6 +37,9 @@ class PassPacer {
   Duration AfterPass(std::uint32_t fullest_lane_permille);
 
   Duration wait() const { return wait_; }
+
+  static constexpr std::uint32_t kTarget = 400;  // thousandths of a lane the next pass aims at
+  static constexpr std::uint32_t kBackAt = 500;  // a lane this full: back to the minimum
 
  private:
   Duration min_{};

@@ -1,6 +1,6 @@
-// The reader's pace (agent/profiler/pass_pacer.h): passes that find the lanes nearly empty are
-// spread out up to plugin.poll_interval_max, a lane half full brings them back to
-// plugin.poll_interval at once; and the fill that paces them is what the pass really found.
+// The reader's pace (agent/profiler/pass_pacer.h): each wait aims to find the fullest lane ~40 %
+// full, between plugin.poll_interval and plugin.poll_interval_max; a lane half full brings it back
+// to plugin.poll_interval at once; and the fill that paces them is what the pass really found.
 
 #include "agent/profiler/pass_pacer.h"
 
@@ -19,19 +19,31 @@ namespace ncclscope::testing {
 namespace {
 
 using std::chrono::milliseconds;
+using std::chrono::nanoseconds;
 
 TEST(PassPacerTest, QuietPassesSpreadOutAndAFillingLaneBringsThemBack) {
   profiler::PassPacer pacer(milliseconds(100), milliseconds(500));
   EXPECT_EQ(pacer.wait(), milliseconds(100));
+  // Empty or nearly: the wait doubles, up to the maximum.
   EXPECT_EQ(pacer.AfterPass(0), milliseconds(200));
-  EXPECT_EQ(pacer.AfterPass(249), milliseconds(400));
-  EXPECT_EQ(pacer.AfterPass(0), milliseconds(500));  // capped
+  EXPECT_EQ(pacer.AfterPass(10), milliseconds(400));
   EXPECT_EQ(pacer.AfterPass(0), milliseconds(500));
-  EXPECT_EQ(pacer.AfterPass(300), milliseconds(500));  // a quarter to half full: kept
-  EXPECT_EQ(pacer.AfterPass(500), milliseconds(100));  // half full: back at once
-  EXPECT_EQ(pacer.AfterPass(499), milliseconds(100));
-  EXPECT_EQ(pacer.AfterPass(250), milliseconds(100));
+  EXPECT_EQ(pacer.AfterPass(0), milliseconds(500));
+  // 20 % full in 500 ms: 1,000 ms would find it at 40 %, but the maximum holds.
+  EXPECT_EQ(pacer.AfterPass(200), milliseconds(500));
+  // 45 % full: the wait that finds it at 40 %.
+  EXPECT_EQ(pacer.AfterPass(450), nanoseconds(milliseconds(500)) * 400 / 450);
+  // Half full: back to the minimum at once.
+  EXPECT_EQ(pacer.AfterPass(500), milliseconds(100));
+  // The full load: ~24 % of a 2,048-record lane in 100 ms settles at ~40 % per pass.
+  EXPECT_EQ(pacer.AfterPass(244), nanoseconds(milliseconds(100)) * 400 / 244);
+  EXPECT_EQ(pacer.AfterPass(400), nanoseconds(milliseconds(100)) * 400 / 244);
+  // Growth is at most twice the last wait, and never below the minimum.
+  pacer.SetBounds(milliseconds(100), milliseconds(1000));
   EXPECT_EQ(pacer.AfterPass(100), milliseconds(200));
+  EXPECT_EQ(pacer.AfterPass(490), nanoseconds(milliseconds(200)) * 400 / 490);
+  pacer.SetBounds(milliseconds(100), milliseconds(1000));
+  EXPECT_EQ(pacer.AfterPass(499), milliseconds(100));
   // New bounds start over at the minimum.
   pacer.SetBounds(milliseconds(50), milliseconds(1000));
   EXPECT_EQ(pacer.wait(), milliseconds(50));
