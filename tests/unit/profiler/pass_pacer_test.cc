@@ -9,6 +9,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "agent/profiler/ring_directory.h"
 #include "plugin/ring/ring_writer.h"
@@ -20,6 +21,16 @@ namespace {
 
 using std::chrono::milliseconds;
 using std::chrono::nanoseconds;
+
+struct CountingSink : profiler::RecordSink {
+  std::uint64_t ops = 0;
+  void OnCommTables(const std::vector<profiler::LiveComm>&) override {}
+  void OnCommInit(const profiler::RingOrigin&, const ncclscope_comm_init_record&) override {}
+  void OnCommFinalize(const profiler::RingOrigin&, const ncclscope_comm_finalize_record&) override {
+  }
+  void OnOp(const profiler::RingOrigin&, const profiler::OpView&) override { ++ops; }
+  void OnProxyOp(const profiler::RingOrigin&, const ncclscope_proxy_op_record&) override {}
+};
 
 TEST(PassPacerTest, QuietPassesSpreadOutAndAFillingLaneBringsThemBack) {
   profiler::PassPacer pacer(milliseconds(100), milliseconds(500));
@@ -73,14 +84,7 @@ TEST(PassPacerTest, APassReportsItsFullestLane) {
   for (int i = 0; i < 40; ++i) ASSERT_TRUE(writer.Write(&op, 1, 0));  // lane 0: 40 of 64
   for (int i = 0; i < 8; ++i) ASSERT_TRUE(writer.Write(&op, 1, 1));   // lane 1: 8 of 64
   profiler::RingDirectory directory(dir.path());
-  struct Sink : profiler::RecordSink {
-    void OnCommTables(const std::vector<profiler::LiveComm>&) override {}
-    void OnCommInit(const profiler::RingOrigin&, const ncclscope_comm_init_record&) override {}
-    void OnCommFinalize(const profiler::RingOrigin&,
-                        const ncclscope_comm_finalize_record&) override {}
-    void OnOp(const profiler::RingOrigin&, const profiler::OpView&) override {}
-    void OnProxyOp(const profiler::RingOrigin&, const ncclscope_proxy_op_record&) override {}
-  } sink;
+  CountingSink sink;
   directory.Poll(sink);
   EXPECT_EQ(directory.snapshot().fullest_lane_permille, 40u * 1000 / 64);
   directory.Poll(sink);  // nothing new
@@ -97,15 +101,7 @@ TEST(PassPacerTest, ABurstDuringTheLongestWaitSpillsIntoTheNextLanesAndBringsThe
   geometry.comm_slots = 1;
   std::string error;
   ASSERT_TRUE(writer.Create(dir.path(), geometry, {"pod", "1", "job"}, &error)) << error;
-  struct Sink : profiler::RecordSink {
-    std::uint64_t ops = 0;
-    void OnCommTables(const std::vector<profiler::LiveComm>&) override {}
-    void OnCommInit(const profiler::RingOrigin&, const ncclscope_comm_init_record&) override {}
-    void OnCommFinalize(const profiler::RingOrigin&,
-                        const ncclscope_comm_finalize_record&) override {}
-    void OnOp(const profiler::RingOrigin&, const profiler::OpView&) override { ++ops; }
-    void OnProxyOp(const profiler::RingOrigin&, const ncclscope_proxy_op_record&) override {}
-  } sink;
+  CountingSink sink;
   profiler::RingDirectory directory(dir.path());
   profiler::PassPacer pacer(milliseconds(100), milliseconds(500));
   for (int pass = 0; pass < 4; ++pass) {
