@@ -67,6 +67,11 @@ inline constexpr metrics::MetricDef kNcclRingMappedBytes =
     metrics::Gauge("ncclscope_nccl_ring_mapped_bytes", "bytes",
                    "Bytes of ring metadata (header, comm table, lanes) the agent maps, "
                    "all rings held; record data is read, never mapped.");
+inline constexpr metrics::MetricDef kNcclRingPollWaitSeconds =
+    metrics::Gauge("ncclscope_nccl_ring_poll_wait_seconds", "seconds",
+                   "How long the ring reader waits after its last pass: plugin.poll_interval "
+                   "while records come in fast, up to plugin.poll_interval_max while the lanes "
+                   "are nearly empty (the NCCL series can be that much older than the scrape).");
 inline constexpr metrics::MetricDef kNcclControlsFileRepairsTotal = metrics::Counter(
     "ncclscope_nccl_controls_file_repairs_total", "",
     "Times <ring_dir>/ncclscope.controls was found changed, replaced or removed by someone "
@@ -89,6 +94,7 @@ inline constexpr std::array kProfilerMetrics = {&kNcclPluginOverheadSecondsTotal
                                                 &kNcclRecordsDroppedTotal,
                                                 &kNcclRingLimitsTotal,
                                                 &kNcclRingMappedBytes,
+                                                &kNcclRingPollWaitSeconds,
                                                 &kNcclControlsFileRepairsTotal,
                                                 &kNcclPluginEventsTotal};
 

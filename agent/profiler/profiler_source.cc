@@ -328,7 +328,7 @@ void ProfilerSource::Run() {
         // visible: a scrape must never see an op counted but not the events (filtered,
         // dropped) the plugin counted before it. Lock order analytics -> snapshot, as in
         // CollectAnalytics and RenderSnapshot.
-        PublishSnapshot(directory.snapshot());
+        PublishSnapshot(directory.snapshot(), wait);
       }
       RefreshQpTable();
     } catch (const std::exception& e) {
@@ -347,8 +347,9 @@ void ProfilerSource::Run() {
   RenderSnapshot();  // what the last pass counted, for the scrapes until the server stops
 }
 
-void ProfilerSource::PublishSnapshot(const DirectorySnapshot& latest) {
+void ProfilerSource::PublishSnapshot(const DirectorySnapshot& latest, PassPacer::Duration wait) {
   std::lock_guard<std::mutex> snap(snapshot_mutex_);
+  published_wait_ = wait;
   snapshot_.rings_live = latest.rings_live;
   snapshot_.rings_closed = latest.rings_closed;
   snapshot_.rings_reclaimed = latest.rings_reclaimed;
@@ -466,9 +467,11 @@ void ProfilerSource::Collect(metrics::TextWriter& writer) const {
   CollectAnalytics(writer);
   metrics::FamilySet out;
   DirectorySnapshot s;
+  PassPacer::Duration wait{};
   {
     std::lock_guard<std::mutex> lock(snapshot_mutex_);
     s = snapshot_;
+    wait = published_wait_;
   }
 
   metrics::Family& rings = out.Get(kNcclRings);
@@ -507,6 +510,7 @@ void ProfilerSource::Collect(metrics::TextWriter& writer) const {
   }
   metrics::Family& mapped = out.Get(kNcclRingMappedBytes);
   mapped.Add({}, static_cast<double>(s.mapped_bytes));
+  out.Get(kNcclRingPollWaitSeconds).Add({}, std::chrono::duration<double>(wait).count());
   metrics::Family& repairs = out.Get(kNcclControlsFileRepairsTotal);
   repairs.Add({}, static_cast<double>(s.controls_file_repairs));
   metrics::Family& events = out.Get(kNcclPluginEventsTotal);

@@ -57,8 +57,9 @@ class ProfilerSource : public Source {
   void CollectAnalytics(metrics::TextWriter& out) const;
   class Fanout;
   void Run();
-  void PublishSnapshot(const DirectorySnapshot& latest);  // reader thread, analytics lock held
-  void RenderSnapshot();                                  // reader thread
+  // Reader thread, analytics lock held; `wait`: the pacer's wait after this pass.
+  void PublishSnapshot(const DirectorySnapshot& latest, PassPacer::Duration wait);
+  void RenderSnapshot();  // reader thread
   // Renders the analytics into a new text for the cache (analytics lock held by the caller).
   std::shared_ptr<std::string> RenderAnalytics(std::size_t capacity) const;
   // Makes `text` the cached rendering unless a newer one is there already (see rendered_).
@@ -99,6 +100,7 @@ class ProfilerSource : public Source {
 
   mutable std::mutex snapshot_mutex_;
   DirectorySnapshot snapshot_;
+  PassPacer::Duration published_wait_{};  // the reader's wait after its last pass
   // The analytics' text for scrapes that find a pass running (see kRenderInterval): the newest
   // rendering, whether the reader thread or a scrape made it. Never replaced by an older one, so
   // no scrape shows a counter below what an earlier scrape showed (Prometheus would read a reset).

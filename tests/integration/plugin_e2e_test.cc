@@ -190,6 +190,11 @@ TEST(PluginEndToEndTest, CountsAndBytesEqualWhatEachAbiVersionDrove) {
   EXPECT_EQ(lint.exit_code, 0) << lint.output;
   EXPECT_EQ(lint.output, "") << "promtool lint findings:\n" << lint.output;
   EXPECT_EQ(UndocumentedMetrics(body), std::vector<std::string>{}) << "add them to docs/metrics.md";
+  // Nothing left to read: the reader's wait grows from poll_interval (20 ms) to the default
+  // poll_interval_max (agent/profiler/pass_pacer.h).
+  EXPECT_TRUE(WaitFor([&] { return agent.Sample("ncclscope_nccl_ring_poll_wait_seconds") == 0.5; },
+                      seconds(10)))
+      << agent.Sample("ncclscope_nccl_ring_poll_wait_seconds");
 }
 
 TEST(PluginEndToEndTest, DropsEqualWhatOverflowedWhileNoAgentRan) {
