@@ -26,6 +26,7 @@ class PassPacer {
  public:
   using Duration = std::chrono::steady_clock::duration;
 
+  PassPacer() = default;  // every wait 0 until SetBounds()
   PassPacer(Duration min, Duration max) { SetBounds(min, max); }
 
   // The configured bounds (a maximum below the minimum is taken as the minimum). The wait

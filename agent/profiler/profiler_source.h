@@ -3,10 +3,9 @@
 // The `profiler` source: reads the NCCL profiler plugin's rings in plugin.ring_dir on a background
 // thread (every plugin.poll_interval, up to plugin.poll_interval_max while the lanes are nearly
 // empty: pass_pacer.h), feeds the records to the NCCL analytics (agent/analytics/nccl_analytics.h;
-// plus any sink added with AddSink), passes the plugin controls
-// from the config to every job, and renders everything at scrape time (Collect): the analytics'
-// many series (rendered by the analytics, cached between passes), then the data-path health
-// (rings, records, drops).
+// plus any sink added with AddSink), passes the plugin controls from the config to every job, and
+// renders everything at scrape time (Collect): the analytics' many series (rendered by the
+// analytics, cached between passes), then the data-path health (rings, records, drops).
 
 #include <atomic>
 #include <chrono>
@@ -90,7 +89,7 @@ class ProfilerSource : public Source {
   rdma::netlink::DumpStatus last_dump_status_ = rdma::netlink::DumpStatus::kOk;  // for the log
   config::PluginConfig plugin_;
   bool controls_dirty_ = false;
-  PassPacer pacer_{std::chrono::milliseconds(100), std::chrono::milliseconds(100)};  // reader's
+  PassPacer pacer_;  // the reader's; bounds from the config in Start() and Run()
 
   std::chrono::steady_clock::time_point rendered_at_{};  // reader thread
   std::size_t rendered_capacity_ = 0;                    // reader thread
