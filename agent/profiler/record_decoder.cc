@@ -27,6 +27,8 @@ bool ValidOp(const ncclscope_op_record& op) {
     return false;
   }
   if (!ValidRank(op.rank) || !ValidPeer(op.peer)) return false;
+  // A weight multiplies every sum of the record (plugin.record_one_in): bounded as the setting.
+  if (op.weight > NCCLSCOPE_MAX_RECORD_ONE_IN) return false;
   const auto timed = static_cast<std::uint32_t>(__builtin_popcountll(op.channel_mask));
   if (op.n_timed != timed) return false;
   const std::uint32_t inline_count =
@@ -68,6 +70,7 @@ bool ValidProxyOp(const ncclscope_proxy_op_record& rec) {
     return false;
   }
   if (rec.end_ns < rec.start_ns) return false;
+  if (rec.weight > NCCLSCOPE_MAX_RECORD_ONE_IN) return false;
   return true;
 }
 

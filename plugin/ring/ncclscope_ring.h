@@ -108,7 +108,9 @@ enum ncclscope_counter {
   NCCLSCOPE_CTR_GOVERNOR_UP = 15,          /* overhead governor steps that restored sampling */
   NCCLSCOPE_CTR_PLUGIN_TIME_NS = 16,       /* estimated ns the plugin spent inside NCCL's calls
                                               (the governor's sampled timing, scaled up) */
-  NCCLSCOPE_COUNTER_MAX = 17               /* counters[] grows into reserved1, up to offset 512 */
+  NCCLSCOPE_CTR_OPS_NOT_RECORDED = 17,     /* ops left out by record_one_in (counted in the comm
+                                              table, their records and network records skipped) */
+  NCCLSCOPE_COUNTER_MAX = 18               /* counters[] grows into reserved1, up to offset 512 */
 };
 
 /* Control bits that the job's environment pinned (header.pinned_controls): the plugin ignores
@@ -120,6 +122,7 @@ enum ncclscope_control_bit {
   NCCLSCOPE_CONTROL_KERNEL_DUTY = 1u << 3,
   NCCLSCOPE_CONTROL_PROXY_DUTY = 1u << 4,
   NCCLSCOPE_CONTROL_OVERHEAD_BUDGET = 1u << 5,
+  NCCLSCOPE_CONTROL_RECORD_ONE_IN = 1u << 6,
 };
 
 /* The controls file, <ring_dir>/ncclscope.controls: `key=value` lines the agent writes from its
@@ -135,6 +138,7 @@ enum ncclscope_control_bit {
 #define NCCLSCOPE_KEY_PROXY_DUTY "proxy_duty"
 #define NCCLSCOPE_KEY_OVERHEAD_BUDGET "overhead_budget"
 #define NCCLSCOPE_KEY_RING_SIZE "ring_size"
+#define NCCLSCOPE_KEY_RECORD_ONE_IN "record_one_in"
 
 /* Agent -> plugin controls, a seqlock: the agent makes `seq` odd, writes the fields, then makes it
  * even (release). The plugin applies a snapshot only when `seq` is even, non-zero, unchanged across
@@ -151,7 +155,10 @@ struct ncclscope_controls {
                                    local GPU, parts per million (0: governor off); used only when
                                    `flags` has NCCLSCOPE_CONTROLS_HAS_BUDGET */
   uint32_t flags;               /* enum ncclscope_controls_flag */
-  uint8_t reserved[24];
+  uint32_t record_one_in;       /* write the records of 1 op in this many (1..65536), chosen by
+                                   ncclscope_op_recorded(); used only when `flags` has
+                                   NCCLSCOPE_CONTROLS_HAS_RECORD_ONE_IN */
+  uint8_t reserved[20];
 };
 NCCLSCOPE_STATIC_ASSERT(sizeof(struct ncclscope_controls) == 64, "controls size");
 
@@ -159,7 +166,10 @@ NCCLSCOPE_STATIC_ASSERT(sizeof(struct ncclscope_controls) == 64, "controls size"
  * and the plugin keeps its own value). */
 enum ncclscope_controls_flag {
   NCCLSCOPE_CONTROLS_HAS_BUDGET = 1u << 0,
+  NCCLSCOPE_CONTROLS_HAS_RECORD_ONE_IN = 1u << 1,
 };
+
+#define NCCLSCOPE_MAX_RECORD_ONE_IN 65536u
 
 /* The overhead governor's state (header.governor, plugin-written, each field on its own). The
  * plugin times every call of 1 op in `sample_every` (its handles carry a bit) and, once per
@@ -340,6 +350,43 @@ struct ncclscope_record_header {
 /* Op kinds, functions, datatypes, algorithms, protocols: small codes instead of NCCL's strings. */
 enum ncclscope_op_kind { NCCLSCOPE_KIND_COLL = 1, NCCLSCOPE_KIND_P2P = 2, NCCLSCOPE_KIND_CE = 3 };
 
+/* What, besides the communicator and seq, names an op alike on every rank that has it: the
+ * function for a collective (seq is NCCL's seqNumber per (comm, func), equal across ranks), the
+ * pair of ranks for p2p (seq is our count per (comm, direction, peer): the k-th send from a to b
+ * and b's k-th receive from a share the pair and k). */
+static inline uint64_t ncclscope_op_sample_key(unsigned kind, unsigned func, int32_t rank,
+                                               int32_t peer) {
+  uint64_t lo = rank < peer ? rank : peer;
+  uint64_t hi = rank < peer ? peer : rank;
+  if (kind != NCCLSCOPE_KIND_P2P) return func;
+  return (1ull << 63) | ((lo & 0xFFFFFFFFull) << 31) | (hi & 0xFFFFFFFFull);
+}
+
+/* Whether the op (comm_id, key, seq) has records when 1 op in `one_in` is recorded, `key` from
+ * ncclscope_op_sample_key(). A function of what every rank knows alike, so all ranks record the
+ * same collectives (the agent's last-arrival matcher needs each collective from all its ranks)
+ * and a send and its receive agree. A hash, not seq % one_in: a job whose iteration issues
+ * one_in collectives of a function would otherwise always record the same one of them; and with
+ * the function and the pair in it, the functions and peers of a communicator are drawn apart (a
+ * draw shared by all of them makes the estimates far noisier). An op recorded at 1 in N is also
+ * recorded at 1 in k for every k that divides N, so ranks that briefly disagree (a new setting
+ * reaches processes at different times) still record the same ops of the coarser setting. */
+static inline int ncclscope_op_recorded(uint64_t comm_id, uint64_t key, uint64_t seq,
+                                        uint32_t one_in) {
+  uint64_t x;
+  if (one_in <= 1u) return 1;
+  x = comm_id ^ (seq * 0x9E3779B97F4A7C15ull) ^ (key * 0xD6E8FEB86659FD93ull);
+  x ^= x >> 31;
+  x *= 0xBF58476D1CE4E5B9ull;
+  x ^= x >> 29;
+  return (x % one_in) == 0u;
+}
+
+/* The ops a record stands for, from its `weight` field: 0 (written before the field) is 1. */
+static inline uint32_t ncclscope_record_weight(uint32_t weight) {
+  return weight == 0u ? 1u : weight;
+}
+
 enum ncclscope_func {
   NCCLSCOPE_FUNC_UNKNOWN = 0,
   NCCLSCOPE_FUNC_ALL_REDUCE = 1,
@@ -463,7 +510,8 @@ struct ncclscope_op_record {
   uint8_t n_inline;        /* valid entries in ch[] */
   uint8_t n_continuations; /* NCCLSCOPE_REC_OP_CHANNELS records that directly follow */
   uint32_t comm_slot;      /* comm table index, UINT32_MAX when none */
-  uint32_t reserved;
+  uint32_t weight;         /* the ops this record stands for: record_one_in when it was written
+                              (1 in `weight` ops like it has a record); 0 (older plugins) is 1 */
   struct ncclscope_channel_time ch[NCCLSCOPE_OP_INLINE_CHANNELS];
 };
 
@@ -531,7 +579,9 @@ struct ncclscope_proxy_op_record {
   uint32_t net_type;     /* enum ncclscope_net_type: 0 unknown (no net-plugin event seen) */
   int32_t net_dev_index; /* IB: device index within NCCL's (possibly merged) net device */
   uint32_t qp_num[2];    /* IB: the first two distinct QP numbers used, 0 when unused */
-  uint8_t reserved1[56];
+  uint32_t weight;       /* as ncclscope_op_record.weight: its op's; 1 for PXN ops raised for
+                            another process (every one recorded); 0 (older plugins) is 1 */
+  uint8_t reserved1[52];
 };
 
 /* ncclscope_proxy_op_record.net_type: where the net-plugin events came from. */
@@ -688,7 +738,8 @@ static inline const char* ncclscope_counter_name(unsigned counter) {
       "flushed_op",       "proxy_op_without_network",
       "chain_error",      "mask_uncertain_op",
       NCCLSCOPE_NULL, /* GOVERNOR_DOWN, GOVERNOR_UP, PLUGIN_TIME_NS: the governor's own metrics */
-      NCCLSCOPE_NULL,     NCCLSCOPE_NULL};
+      NCCLSCOPE_NULL,     NCCLSCOPE_NULL,
+      "unrecorded_op"};
   return counter < NCCLSCOPE_COUNTER_MAX ? names[counter] : NCCLSCOPE_NULL;
 }
 

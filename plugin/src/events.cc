@@ -126,7 +126,11 @@ void EmitAndFree(OpState* op, std::uint32_t index, std::uint32_t final_state,
                 NCCLSCOPE_OP_CONT_CHANNELS
           : 0;
   ring::RingWriter::Reservation slots;
-  const bool reserved = r.ring.Reserve(1 + continuations, ThreadLaneHint(), &slots);
+  // An op left out by record_one_in (weight 0) is built on the stack like a dropped one and only
+  // reaches the comm table: its completion is counted there like every op's.
+  const std::uint32_t weight = Load(op->weight);
+  if (weight == 0) Count(NCCLSCOPE_CTR_OPS_NOT_RECORDED);
+  const bool reserved = weight != 0 && r.ring.Reserve(1 + continuations, ThreadLaneHint(), &slots);
   // Without room the record is dropped (and counted); the stack copy keeps the code path one.
   alignas(64) unsigned char spare[NCCLSCOPE_RECORD_SIZE];
   unsigned char* raw = reserved ? slots.slots[0] : spare;
@@ -152,6 +156,7 @@ void EmitAndFree(OpState* op, std::uint32_t index, std::uint32_t final_state,
   rec->n_channels = Load(op->n_channels);
   rec->n_warps = Load(op->n_warps);
   rec->comm_slot = Load(op->comm_slot);
+  rec->weight = weight;
   std::uint16_t flags = static_cast<std::uint16_t>(Load(op->flags) | extra_flags);
   if ((final_state & kOpEnqueued) == 0) flags |= NCCLSCOPE_OP_NO_ENQUEUE_STOP;
 
@@ -392,6 +397,19 @@ void* StartGroup() {
   return EncodeHandle(HandleKind::kGroup, 0, plan);
 }
 
+// The weight of the op's record (OpState::weight) under plugin.record_one_in: record_one_in when
+// ncclscope_op_recorded() picks it, 0 when it is only counted. A p2p op without our per-peer
+// count has no seq its peer shares (seq is NCCL's, 0 for p2p before 2.29): always recorded.
+std::uint32_t RecordWeight(const Runtime& r, std::uint8_t kind, std::uint8_t func,
+                           std::uint16_t flags, std::uint64_t comm_id, std::uint64_t seq,
+                           std::int32_t rank, std::int32_t peer) {
+  const std::uint32_t one_in = r.record_one_in.load(std::memory_order_relaxed);
+  if (one_in <= 1) return 1;
+  if (kind == NCCLSCOPE_KIND_P2P && (flags & NCCLSCOPE_OP_P2P_SEQ_PER_PEER) == 0) return 1;
+  const std::uint64_t key = ncclscope_op_sample_key(kind, func, rank, peer);
+  return ncclscope_op_recorded(comm_id, key, seq, one_in) != 0 ? one_in : 0;
+}
+
 void StartOp(void* context, void** handle, const OpArgs& args) {
   Runtime& r = R();
   std::uint32_t comm_index = 0;
@@ -514,6 +532,7 @@ void StartOp(void* context, void** handle, const OpArgs& args) {
   Store(op->comm_slot, comm_slot);
   Store(op->plan, plan);
   Store(op->flags, flags);
+  Store(op->weight, RecordWeight(r, args.kind, func, flags, Load(comm->comm_id), seq, rank, peer));
   Store(op->kind, args.kind);
   Store(op->func, func);
   Store(op->datatype, datatype);
@@ -708,6 +727,9 @@ void StartProxyOp(void* context, void** handle, const ProxyOpArgs& args) {
   std::uint32_t parent_generation = 0;
   std::uint32_t parent_plan = 0;  // see ProxyOpState::parent_plan
   std::uint8_t parent_timed = 0;
+  // A network op of a parent we cannot see (PXN, or gone) is always recorded: weight 1 keeps the
+  // network bytes the agent sums unbiased either way.
+  std::uint32_t weight = 1;
   if (args.pid != r.pid) {
     // PXN: raised by our proxy on behalf of another process. The context and parent are that
     // process's values: keep them as numbers for the agent to join, never decode them here.
@@ -727,6 +749,7 @@ void StartProxyOp(void* context, void** handle, const ProxyOpArgs& args) {
       seq = Load(op->seq);
       op_index = Load(op->op_index);
       func = Load(op->func);
+      const std::uint32_t parent_weight = Load(op->weight);
       const std::uint8_t algo = Load(op->algo);
       const std::uint8_t expect = Load(op->expect);
       const std::uint32_t plan = Load(op->plan);
@@ -744,6 +767,7 @@ void StartProxyOp(void* context, void** handle, const ProxyOpArgs& args) {
         parent_generation = op_generation;
         parent_timed = expect != kExpectNone ? 1 : 0;
         parent_plan = plan;
+        weight = parent_weight;
       }
     }
   }
@@ -764,6 +788,7 @@ void StartProxyOp(void* context, void** handle, const ProxyOpArgs& args) {
   Store(po->op_index, op_index);
   Store(po->func, func);
   Store(po->flags, flags);
+  Store(po->weight, weight);
   Store(po->origin_context, reinterpret_cast<std::uintptr_t>(context));
   Store(po->origin_parent, reinterpret_cast<std::uintptr_t>(args.parent));
   Store(po->origin_pid, args.pid);
@@ -868,6 +893,11 @@ void StopOp(void* handle) {
 
 void EmitProxyOp(ProxyOpState* po, std::uint32_t index, std::uint16_t extra_flags) {
   Runtime& r = R();
+  const std::uint32_t weight = Load(po->weight);
+  if (weight == 0) {  // its op is counted, not recorded (record_one_in)
+    r.proxy_ops.Free(index);
+    return;
+  }
   alignas(64) ncclscope_proxy_op_record rec{};
   rec.h.type = NCCLSCOPE_REC_PROXY_OP;
   rec.comm_id = Load(po->comm_id);
@@ -897,6 +927,7 @@ void EmitProxyOp(ProxyOpState* po, std::uint32_t index, std::uint16_t extra_flag
   rec.net_dev_index = Load(po->net_dev_index);
   rec.qp_num[0] = Load(po->qp_num[0]);
   rec.qp_num[1] = Load(po->qp_num[1]);
+  rec.weight = weight;
   r.ring.Write(&rec, 1, ThreadLaneHint());
   r.proxy_ops.Free(index);
 }

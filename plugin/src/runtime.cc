@@ -96,6 +96,8 @@ void ApplyAgentControls(Runtime& r) {
   snapshot.overhead_budget_ppm =
       std::atomic_ref<std::uint32_t>(shared.overhead_budget_ppm).load(std::memory_order_acquire);
   snapshot.flags = std::atomic_ref<std::uint32_t>(shared.flags).load(std::memory_order_acquire);
+  snapshot.record_one_in =
+      std::atomic_ref<std::uint32_t>(shared.record_one_in).load(std::memory_order_acquire);
   if (seq_ref.load(std::memory_order_relaxed) != seq) return;  // being rewritten: next pass
   r.applied_control_seq = seq;
   const std::uint32_t pinned = r.settings.pinned;
@@ -119,6 +121,11 @@ void ApplyAgentControls(Runtime& r) {
       (snapshot.flags & NCCLSCOPE_CONTROLS_HAS_BUDGET) != 0 &&
       snapshot.overhead_budget_ppm <= 1'000'000) {
     r.overhead_budget_ppm.store(snapshot.overhead_budget_ppm, std::memory_order_relaxed);
+  }
+  if ((pinned & NCCLSCOPE_CONTROL_RECORD_ONE_IN) == 0 &&
+      (snapshot.flags & NCCLSCOPE_CONTROLS_HAS_RECORD_ONE_IN) != 0 && snapshot.record_one_in >= 1 &&
+      snapshot.record_one_in <= NCCLSCOPE_MAX_RECORD_ONE_IN) {
+    r.record_one_in.store(snapshot.record_one_in, std::memory_order_relaxed);
   }
   std::atomic_ref<std::uint32_t>(header->applied_control_seq).store(seq, std::memory_order_relaxed);
 }
@@ -279,6 +286,7 @@ void InitializeLocked(Runtime& r) {
   r.kernel_duty_pm.store(s.kernel_duty_pm);
   r.proxy_duty_pm.store(s.proxy_duty_pm);
   r.overhead_budget_ppm.store(s.overhead_budget_ppm);
+  r.record_one_in.store(s.record_one_in);
   if (s.disabled) {
     Log(abi::kLogInfo, "disabled by NCCLSCOPE_DISABLE");
     return;

@@ -73,6 +73,7 @@ struct Runtime {
   std::atomic<std::uint32_t> kernel_duty_pm{1000};
   std::atomic<std::uint32_t> proxy_duty_pm{1000};
   std::atomic<std::uint32_t> overhead_budget_ppm{0};
+  std::atomic<std::uint32_t> record_one_in{1};
   std::uint32_t applied_control_seq = 0;  // maintenance thread only
 
   // The overhead governor (governor.h): timing accumulators and the duty-cycle limits it sets.

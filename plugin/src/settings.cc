@@ -108,6 +108,13 @@ constexpr Control kControls[] = {
      [](std::string_view v, Settings& s) {
        return Assign(v, s.overhead_budget_ppm, ParseFractionPpm);
      }},
+    {"NCCLSCOPE_RECORD_ONE_IN", NCCLSCOPE_KEY_RECORD_ONE_IN, NCCLSCOPE_CONTROL_RECORD_ONE_IN,
+     [](std::string_view v, Settings& s) {
+       const auto n = ParseUint(v);
+       if (!n || !InRange(*n, 1, NCCLSCOPE_MAX_RECORD_ONE_IN)) return false;
+       s.record_one_in = static_cast<std::uint32_t>(*n);
+       return true;
+     }},
     {"NCCLSCOPE_OVERHEAD_SAMPLE", nullptr, 0,
      [](std::string_view v, Settings& s) {
        const auto n = ParseUint(v);

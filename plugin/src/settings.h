@@ -53,6 +53,9 @@ struct Settings {
   // NCCLSCOPE_OVERHEAD_BUDGET: the overhead governor's budget, the plugin's share of one core per
   // local GPU in parts per million (governor.h); 0 turns the governor off.
   std::uint32_t overhead_budget_ppm = 10'000;
+  // NCCLSCOPE_RECORD_ONE_IN: records (and network records) for 1 op in this many, chosen by
+  // ncclscope_op_recorded(); every op is still counted in the comm table.
+  std::uint32_t record_one_in = 1;
   std::uint32_t pinned = 0;  // ncclscope_control_bit set by the environment
 
   // The governor times every call of 1 op in this many (a power of two, 1..65536), environment

@@ -81,6 +81,8 @@ struct alignas(64) OpState {
   std::atomic<std::uint32_t> comm_slot{UINT32_MAX};
   std::atomic<std::uint32_t> plan{0};  // kernel plan number (0: unknown), see CommState
   std::atomic<std::uint16_t> flags{0};
+  // The ops its record stands for (ncclscope_op_record.weight); 0: counted, not recorded.
+  std::atomic<std::uint32_t> weight{1};
   std::atomic<std::uint8_t> kind{0};
   std::atomic<std::uint8_t> func{0};
   std::atomic<std::uint8_t> datatype{0};
@@ -151,6 +153,7 @@ struct alignas(64) ProxyOpState {
   // a bound that later timed plans still beat.
   std::atomic<std::uint32_t> parent_plan{0};
   std::atomic<std::uint16_t> flags{0};
+  std::atomic<std::uint32_t> weight{1};  // its op's (OpState::weight); 0: no record
   std::atomic<std::uint8_t> channel{0};
   std::atomic<std::uint8_t> is_send{0};
   std::atomic<std::uint8_t> func{0};

@@ -26,6 +26,7 @@ namespace ncclscope::testing {
 namespace {
 
 using replay::CapturedGraph;
+using replay::CollSpec;
 using replay::GroupTask;
 using replay::P2pSpec;
 using replay::PlanLaunch;
@@ -459,6 +460,73 @@ TEST_P(NcclPatternsTest, DutyCycleFlipsLoseNothing) {
   EXPECT_LE(never_came, PluginCounter(NCCLSCOPE_CTR_OPS_MASK_UNCERTAIN) - uncertain);
   EXPECT_EQ(PluginCounter(NCCLSCOPE_CTR_LATE_EVENT), late);
   EXPECT_EQ(PluginCounter(NCCLSCOPE_CTR_OPS_INCOMPLETE), incomplete);
+}
+
+// plugin.record_one_in: the plugin writes the records of the ops ncclscope_op_recorded() picks
+// from (comm, seq) alone, so every rank of a communicator (and a send and its receive) picks the
+// same ones, weighs each by the setting, writes the network records of those ops only, and still
+// counts every op in the comm table.
+TEST_P(NcclPatternsTest, RecordOneInRecordsTheSameOpsOnEveryRankAndCountsEveryOp) {
+  ProxyThread proxy;
+  ReplayProcess process(PluginUnderTest(), version());
+  const std::uint64_t id = NextCommId();
+  // Two ranks of one communicator in this process: what one picks, the other must pick too.
+  ReplayComm rank0(process, id, "sampled", 2, 4, 0, &proxy);
+  ReplayComm rank1(process, id, "sampled", 2, 4, 1, &proxy);
+  ASSERT_TRUE(rank0.Init());
+  ASSERT_TRUE(rank1.Init());
+  constexpr std::uint32_t kOneIn = 4;
+  ncclscope_controls sampled = DefaultControls();
+  sampled.record_one_in = kOneIn;
+  sampled.flags |= NCCLSCOPE_CONTROLS_HAS_RECORD_ONE_IN;
+  ASSERT_TRUE(SetPluginControls(sampled, true));
+  const std::uint64_t not_recorded = PluginCounter(NCCLSCOPE_CTR_OPS_NOT_RECORDED);
+  ProxyPlan net;
+  net.steps = 2;
+  constexpr std::uint64_t kOps = 400;
+  std::set<std::uint64_t> picked;
+  for (std::uint64_t seq = 0; seq < kOps; ++seq) {
+    const std::uint64_t key =
+        ncclscope_op_sample_key(NCCLSCOPE_KIND_COLL, NCCLSCOPE_FUNC_ALL_REDUCE, 0, -1);
+    if (ncclscope_op_recorded(id, key, seq, kOneIn) != 0) picked.insert(seq);
+    for (ReplayComm* comm : {&rank0, &rank1}) {
+      CollSpec spec;
+      spec.channels = 2;
+      comm->Collective(spec, seq, {}, net);
+    }
+  }
+  proxy.Drain();
+  // About one in four, and neither none nor all (the hash is not seq % 4 either: see the header).
+  EXPECT_GT(picked.size(), kOps / kOneIn / 2);
+  EXPECT_LT(picked.size(), kOps / kOneIn * 2);
+  ASSERT_TRUE(WaitForOps(id, 2 * picked.size()));
+  std::map<std::int32_t, std::set<std::uint64_t>> recorded;
+  for (const profiler::OpView& view : PluginRecords().OpsOf(id)) {
+    EXPECT_EQ(view.op.weight, kOneIn) << view.op.seq;
+    recorded[view.op.rank].insert(view.op.seq);
+  }
+  EXPECT_EQ(recorded[0], picked);
+  EXPECT_EQ(recorded[1], picked);
+  // Network records: only those of the recorded ops, with their weight.
+  std::size_t network = 0;
+  for (const ncclscope_proxy_op_record& rec : PluginRecords().ProxyOpsOf(id)) {
+    ++network;
+    EXPECT_EQ(rec.weight, kOneIn);
+    ASSERT_NE(rec.flags & NCCLSCOPE_PROXY_PARENT_KNOWN, 0);
+    EXPECT_TRUE(picked.contains(rec.seq)) << rec.seq;
+  }
+  EXPECT_GT(network, 0u);
+  // Every op is counted: the comm table has them all, the counter the ones left out.
+  EXPECT_EQ(PluginCounter(NCCLSCOPE_CTR_OPS_NOT_RECORDED) - not_recorded,
+            2 * (kOps - picked.size()));
+  std::size_t slots = 0;
+  for (const profiler::LiveComm& live : PluginRecords().snapshot().comms) {
+    if (live.slot.comm_id != id) continue;
+    ++slots;
+    EXPECT_EQ(live.slot.ops_enqueued, kOps);
+    EXPECT_EQ(live.slot.ops_completed, kOps);
+  }
+  EXPECT_EQ(slots, 2u);
 }
 
 // CollNet tasks announce nChannels 0 yet get a KernelCh per channel; their ProxyOps are never

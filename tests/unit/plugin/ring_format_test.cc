@@ -132,7 +132,12 @@ TEST_F(RingFormatTest, RecordsRoundTripWithTheirOrigin) {
   net.is_send = 1;
   net.start_ns = 10;
   net.end_ns = 20;
+  net.weight = 8;
   ASSERT_TRUE(writer_.Write(&net, 1, 1));
+  // The same with a weight no record_one_in gives: skipped as corrupt, its sums never multiplied.
+  ncclscope_proxy_op_record heavy = net;
+  heavy.weight = NCCLSCOPE_MAX_RECORD_ONE_IN + 1;
+  ASSERT_TRUE(writer_.Write(&heavy, 1, 1));
   auto file = Open();
   ASSERT_NE(file, nullptr);
   EXPECT_EQ(file->origin().hostname, "host-a");
@@ -141,12 +146,14 @@ TEST_F(RingFormatTest, RecordsRoundTripWithTheirOrigin) {
   Collect sink;
   const profiler::DrainStats stats = file->Drain(sink);
   EXPECT_EQ(stats.records, 2u);
+  EXPECT_EQ(stats.corrupt[static_cast<int>(CorruptReason::kField)], 1u);
   ASSERT_EQ(sink.ops.size(), 1u);
   EXPECT_EQ(sink.ops[0].op.seq, 1u);
   EXPECT_EQ(sink.ops[0].n_channels, 3u);
   EXPECT_EQ(sink.ops[0].channels[2].end_off_ns, 300u);
   ASSERT_EQ(sink.proxy.size(), 1u);
   EXPECT_EQ(sink.proxy[0].bytes, 4096u);
+  EXPECT_EQ(sink.proxy[0].weight, 8u);
   // Consumed: a second drain finds nothing, and neither does a restarted reader.
   EXPECT_EQ(file->Drain(sink).records, 0u);
   EXPECT_EQ(Open()->Drain(sink).records, 0u);
@@ -186,9 +193,10 @@ TEST_F(RingFormatTest, BusyLanesCountAsContention) {
 }
 
 TEST_F(RingFormatTest, CorruptRecordsAreSkippedAndCountedByReason) {
-  for (int i = 0; i < 7; ++i) Write(MakeOp(static_cast<std::uint64_t>(i), 2));
+  for (int i = 0; i < 8; ++i) Write(MakeOp(static_cast<std::uint64_t>(i), 2));
   // 0: flipped bit -> checksum. 1: stale position -> position. 2: unknown type, 3: bad func,
-  // 4: bytes that do not match count x size, both with a correct checksum. 5, 6 stay valid.
+  // 4: bytes that do not match count x size, 5: a weight beyond any record_one_in (it would
+  // multiply the record's sums), all with a correct checksum. 6 (the largest weight), 7 valid.
   Slot(0, 0)[40] ^= 0x01;
   auto rewrite = [&](std::uint32_t slot, auto&& change) {
     ncclscope_op_record op{};
@@ -202,16 +210,18 @@ TEST_F(RingFormatTest, CorruptRecordsAreSkippedAndCountedByReason) {
   rewrite(2, [](ncclscope_op_record& op) { op.h.type = 77; });
   rewrite(3, [](ncclscope_op_record& op) { op.func = 200; });
   rewrite(4, [](ncclscope_op_record& op) { op.bytes = 5; });
+  rewrite(5, [](ncclscope_op_record& op) { op.weight = NCCLSCOPE_MAX_RECORD_ONE_IN + 1; });
+  rewrite(6, [](ncclscope_op_record& op) { op.weight = NCCLSCOPE_MAX_RECORD_ONE_IN; });
   auto file = Open();
   Collect sink;
   const profiler::DrainStats stats = file->Drain(sink);
   EXPECT_EQ(stats.corrupt[static_cast<int>(CorruptReason::kChecksum)], 1u);
   EXPECT_EQ(stats.corrupt[static_cast<int>(CorruptReason::kPosition)], 1u);
   EXPECT_EQ(stats.corrupt[static_cast<int>(CorruptReason::kType)], 1u);
-  EXPECT_EQ(stats.corrupt[static_cast<int>(CorruptReason::kField)], 2u);
+  EXPECT_EQ(stats.corrupt[static_cast<int>(CorruptReason::kField)], 3u);
   ASSERT_EQ(sink.ops.size(), 2u);
-  EXPECT_EQ(sink.ops[0].op.seq, 5u);
-  EXPECT_EQ(sink.ops[1].op.seq, 6u);
+  EXPECT_EQ(sink.ops[0].op.seq, 6u);
+  EXPECT_EQ(sink.ops[1].op.seq, 7u);
 }
 
 TEST_F(RingFormatTest, ContinuationsMustMatchTheirOp) {

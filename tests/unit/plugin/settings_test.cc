@@ -80,6 +80,7 @@ TEST(SettingsTest, DefaultsRecordEverythingWithGpuTimingAndSampleTheNetwork) {
   EXPECT_EQ(s.ring_bytes, 8u << 20);
   EXPECT_EQ(s.overhead_budget_ppm, 10'000u);  // the governor keeps the plugin under 1 % of a core
   EXPECT_EQ(s.overhead_sample, 256u);
+  EXPECT_EQ(s.record_one_in, 1u);  // every op recorded unless the agent or the job asks
   EXPECT_TRUE(s.test_spin_file.empty());
   EXPECT_EQ(s.pinned, 0u);
   EXPECT_TRUE(s.warnings.empty());
@@ -104,6 +105,23 @@ TEST(SettingsTest, OverheadBudgetFromTheControlsFileOrPinnedByTheEnvironment) {
       Env({{"NCCLSCOPE_OVERHEAD_SAMPLE", "100"}, {"NCCLSCOPE_OVERHEAD_BUDGET", "lots"}}), bad);
   EXPECT_EQ(bad.overhead_sample, 256u);  // not a power of two
   EXPECT_EQ(bad.overhead_budget_ppm, 10'000u);
+  EXPECT_EQ(bad.warnings.size(), 2u);
+}
+
+TEST(SettingsTest, RecordOneInFromTheControlsFileOrPinnedByTheEnvironment) {
+  Settings s;
+  ApplyControlsFile("record_one_in=8\n", s);
+  EXPECT_EQ(s.record_one_in, 8u);
+  EXPECT_EQ(s.pinned, 0u);
+  ApplyEnvironment(Env({{"NCCLSCOPE_RECORD_ONE_IN", "3"}}), s);
+  EXPECT_EQ(s.record_one_in, 3u);
+  EXPECT_EQ(s.pinned, NCCLSCOPE_CONTROL_RECORD_ONE_IN);
+  ApplyControlsFile("record_one_in=16\n", s);  // pinned: the agent's value is ignored
+  EXPECT_EQ(s.record_one_in, 3u);
+  Settings bad;
+  ApplyEnvironment(Env({{"NCCLSCOPE_RECORD_ONE_IN", "0"}}), bad);
+  ApplyControlsFile("record_one_in=65537\n", bad);
+  EXPECT_EQ(bad.record_one_in, 1u);
   EXPECT_EQ(bad.warnings.size(), 2u);
 }
 
