@@ -57,6 +57,7 @@ void ArrivalMatcher::OnOp(const CommRegistry& registry, const Comm& comm,
     fresh.first_seen = now;
     fresh.expected = expected;
     fresh.comm_label = comm.label;
+    fresh.weight = 1;
     fresh.rank_bits = 0;
     fresh.arrivals.clear();
     order_.emplace_back(index, fresh.generation);
@@ -72,6 +73,7 @@ void ArrivalMatcher::OnOp(const CommRegistry& registry, const Comm& comm,
     }
   }
   instance.rank_bits |= bit;
+  instance.weight = std::max(instance.weight, ncclscope_record_weight(op.weight));
   const bool timed = (op.flags & NCCLSCOPE_OP_GPU_TIMING) != 0;
   instance.arrivals.push_back({op.rank, timed ? op.gpu_start_ns : 0, op.enqueue_ns});
   if (expected != 0) instance.expected = expected;
@@ -114,18 +116,20 @@ void ArrivalMatcher::Complete(const CommRegistry& registry, const Pending& insta
   };
   for (const Arrival& a : instance.arrivals) {
     RankStats& s = ranks_.Get(RankKey(label, a.rank), label, rank_labels(a.rank));
-    s.lag.Observe(time_of(a) - earliest);
-    AddSat(s.wait_ns, latest - time_of(a));
+    s.lag.Observe(time_of(a) - earliest, instance.weight);
+    AddWeighted(s.wait_ns, latest - time_of(a), instance.weight);
   }
   RankStats& last = ranks_.Get(RankKey(label, last_rank), label, rank_labels(last_rank));
-  ++last.last_arrivals;
-  AddSat(last.last_delay_ns, latest - second);
-  if (observer_) observer_(label, last_rank, latest - second);
-  ++matched_.Get(label, label, [&] {
-    std::string labels;
-    metrics::AppendLabel(labels, "comm", registry.Label(label));
-    return labels;
-  });
+  AddSat(last.last_arrivals, instance.weight);
+  AddWeighted(last.last_delay_ns, latest - second, instance.weight);
+  if (observer_) observer_(label, last_rank, latest - second, instance.weight);
+  AddSat(matched_.Get(label, label,
+                      [&] {
+                        std::string labels;
+                        metrics::AppendLabel(labels, "comm", registry.Label(label));
+                        return labels;
+                      }),
+         instance.weight);
 }
 
 void ArrivalMatcher::EndPass(const CommRegistry& registry, Clock::time_point now) {

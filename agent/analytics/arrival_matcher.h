@@ -53,9 +53,9 @@ class ArrivalMatcher {
   // plugin.rank_histograms; the rules and dashboards read the mean, series_budget.mjs).
   void SetLagHistogram(bool lag_histogram) { lag_histogram_ = lag_histogram; }
   // Called for every matched collective with its last arriver and its lead over the second-last
-  // (the detectors' input, agent/analytics/detection).
-  using Observer =
-      std::function<void(std::uint32_t comm_label, std::int32_t last_rank, std::uint64_t delay_ns)>;
+  // (the detectors' input, agent/analytics/detection), and the collectives it stands for.
+  using Observer = std::function<void(std::uint32_t comm_label, std::int32_t last_rank,
+                                      std::uint64_t delay_ns, std::uint32_t weight)>;
   void SetObserver(Observer observer) { observer_ = std::move(observer); }
   // A completed collective of a local rank (kind COLL).
   void OnOp(const CommRegistry& registry, const Comm& comm, const ncclscope_op_record& op,
@@ -101,6 +101,10 @@ class ArrivalMatcher {
     Clock::time_point first_seen;
     std::uint32_t expected = 0;
     std::uint32_t comm_label = 0;
+    // The ops the instance stands for (its records' weight, plugin.record_one_in). Ranks briefly
+    // on different settings record the ops of the coarser one (ncclscope_op_recorded): an
+    // instance all of them recorded stands for the largest weight.
+    std::uint32_t weight = 1;
     // Bit (rank % 64) of every arrival: a record whose bit is clear is no duplicate, and the
     // arrivals (other cache lines, cold by the time the next rank's record is read) are not
     // scanned for it.

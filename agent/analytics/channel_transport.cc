@@ -77,15 +77,18 @@ void ChannelTransport::OnOp(const CommRegistry& registry, const Comm& comm,
     }
     return;
   }
+  // A record stands for `weight` ops (plugin.record_one_in), and its network records for theirs
+  // (they carry the op's weight): bytes and seconds are scaled alike, so the split holds.
+  const std::uint32_t weight = ncclscope_record_weight(op.weight);
   RankChannels& rank = Rank(registry, comm.label, op.rank);
   for (std::uint32_t i = 0; i < view.n_channels; ++i) {
     const ncclscope_channel_time& t = view.channels[i];
     const std::uint8_t c = view.channel_ids[i];
     rank.used |= 1ull << c;
-    AddSat(rank.channel[c].gpu_busy_ns, t.end_off_ns - t.start_off_ns);
+    AddWeighted(rank.channel[c].gpu_busy_ns, t.end_off_ns - t.start_off_ns, weight);
   }
   const std::uint32_t split = op.n_channels != 0 ? op.n_channels : view.n_channels;
-  const double share = model.bus_bytes() / split;
+  const double share = model.bus_bytes() * weight / split;
   if (comm.nnodes == 1) {
     // Single node: the whole share of every channel went intra-node, during its GPU time.
     ++results_[kIntraNode];
@@ -94,7 +97,7 @@ void ChannelTransport::OnOp(const CommRegistry& registry, const Comm& comm,
       const ncclscope_channel_time& t = view.channels[i];
       Stats& row = rank.channel[view.channel_ids[i]];
       row.bytes[kNvlink] += share;
-      AddSat(row.busy_ns[kNvlink], t.end_off_ns - t.start_off_ns);
+      AddWeighted(row.busy_ns[kNvlink], t.end_off_ns - t.start_off_ns, weight);
     }
     return;
   }
@@ -107,6 +110,7 @@ void ChannelTransport::OnOp(const CommRegistry& registry, const Comm& comm,
   d.key = JoinKey{op.comm_id, op.rank, op.op_index};
   d.comm_label = comm.label;
   d.share = share;
+  d.weight = weight;
   for (std::uint32_t i = 0; i < view.n_channels; ++i) {
     const ncclscope_channel_time& t = view.channels[i];
     d.channels.push_back({view.channel_ids[i], t.end_off_ns - t.start_off_ns});
@@ -147,7 +151,7 @@ void ChannelTransport::Attribute(RankChannels& rank, const DeferredOp& op, const
     if (net != nullptr) {
       for (const NetSend& s : net->sends) {
         if (s.channel != ch.channel) continue;
-        AddSat(net_bytes, s.bytes);
+        AddWeighted(net_bytes, s.bytes, op.weight);
         first = std::min(first, s.start_ns);
         last = std::max(last, s.end_ns);
       }
@@ -158,11 +162,11 @@ void ChannelTransport::Attribute(RankChannels& rank, const DeferredOp& op, const
     if (net_bytes > 0) {
       row.networked = true;
       row.bytes[kNetwork] += static_cast<double>(net_bytes);
-      AddSat(row.busy_ns[kNetwork], last > first ? last - first : 0);
+      AddWeighted(row.busy_ns[kNetwork], last > first ? last - first : 0, op.weight);
     }
     if (intra > 0) {
       row.bytes[kNvlink] += intra;
-      AddSat(row.busy_ns[kNvlink], ch.busy_ns);
+      AddWeighted(row.busy_ns[kNvlink], ch.busy_ns, op.weight);
     }
   }
 }

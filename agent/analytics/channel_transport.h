@@ -82,7 +82,8 @@ class ChannelTransport {
     std::uint64_t pass = 0;
     JoinKey key;
     std::uint32_t comm_label = 0;
-    double share = 0;  // bus bytes per channel
+    double share = 0;          // bus bytes per channel, times weight
+    std::uint32_t weight = 1;  // the ops the record stands for (plugin.record_one_in)
     absl::InlinedVector<ChannelTime, 16> channels;
   };
 

@@ -28,9 +28,11 @@ inline std::uint32_t LatencyBucket(std::uint64_t ns) {
 struct LatencyHistogram {
   std::uint64_t counts[kLatencyBuckets] = {};
   std::uint64_t sum_ns = 0;
-  void Observe(std::uint64_t ns) {
-    ++counts[LatencyBucket(ns)];
-    sum_ns = ns > UINT64_MAX - sum_ns ? UINT64_MAX : sum_ns + ns;  // saturating
+  // `weight`: the observations this one stands for (a record's weight, plugin.record_one_in).
+  void Observe(std::uint64_t ns, std::uint32_t weight = 1) {
+    counts[LatencyBucket(ns)] += weight;
+    const std::uint64_t add = ns > UINT64_MAX / weight ? UINT64_MAX : ns * weight;
+    sum_ns = add > UINT64_MAX - sum_ns ? UINT64_MAX : sum_ns + add;  // saturating
   }
 };
 

@@ -14,9 +14,10 @@ NcclAnalytics::NcclAnalytics(const AnalyticsSettings& settings)
       now_(Clock::now()),
       last_expiry_(Clock::now()) {
   arrivals_.SetLimits({settings.match_window, settings.match_timeout});
-  arrivals_.SetObserver([this](std::uint32_t label, std::int32_t rank, std::uint64_t delay_ns) {
-    detection_.OnMatched(registry_, label, rank, delay_ns);
-  });
+  arrivals_.SetObserver(
+      [this](std::uint32_t label, std::int32_t rank, std::uint64_t delay_ns, std::uint32_t weight) {
+        detection_.OnMatched(registry_, label, rank, delay_ns, weight);
+      });
   nic_.SetEnabled(settings.nic_lookup && settings.channel_metrics);
   ops_.SetHistograms(settings.rank_histograms, settings.p2p_histograms);
   arrivals_.SetLagHistogram(settings.rank_histograms);

@@ -60,10 +60,11 @@ void NetworkWaits::Observe(CommRegistry& registry, Comm* comm,
     metrics::AppendLabel(labels, "direction", Direction(send));
     return labels;
   });
-  ++t.ops;
-  AddSat(t.bytes, record.bytes);
+  const std::uint32_t weight = ncclscope_record_weight(record.weight);  // plugin.record_one_in
+  AddSat(t.ops, weight);
+  AddWeighted(t.bytes, record.bytes, weight);
   for (std::uint32_t i = 0; i < NCCLSCOPE_STEP_STATE_COUNT; ++i)
-    AddSat(t.state_ns[i], record.state_ns[i]);
+    AddWeighted(t.state_ns[i], record.state_ns[i], weight);
   if (!per_channel) return;
 
   std::int32_t peer = CommRegistry::kOtherPeer;
@@ -82,10 +83,10 @@ void NetworkWaits::Observe(CommRegistry& registry, Comm* comm,
         metrics::AppendLabel(labels, "direction", Direction(send));
         return labels;
       });
-  AddSat(c.bytes, record.bytes);
-  AddSat(c.busy_ns, record.end_ns - record.start_ns);
+  AddWeighted(c.bytes, record.bytes, weight);
+  AddWeighted(c.busy_ns, record.end_ns - record.start_ns, weight);
   for (std::uint32_t i = 0; i < NCCLSCOPE_STEP_STATE_COUNT; ++i)
-    AddSat(c.state_ns[i], record.state_ns[i]);
+    AddWeighted(c.state_ns[i], record.state_ns[i], weight);
 }
 
 void NetworkWaits::DropLabels(const absl::flat_hash_set<std::uint32_t>& labels) {

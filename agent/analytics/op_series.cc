@@ -46,21 +46,23 @@ void OpSeries::Observe(const CommRegistry& registry, std::uint32_t comm_label,
   };
   Stats& s = table_.Get(Key(comm_label, op.rank, op.func, op.algo, op.proto, size), comm_label,
                         [&] { return labels(true); });
-  ++s.ops;
-  AddSat(s.bytes, op.bytes);
+  // Each record stands for `weight` ops (plugin.record_one_in): the sums are of all ops.
+  const std::uint32_t weight = ncclscope_record_weight(op.weight);
+  AddSat(s.ops, weight);
+  AddWeighted(s.bytes, op.bytes, weight);
   if ((op.flags & NCCLSCOPE_OP_GPU_TIMING) == 0) return;
   const std::uint64_t ns = op.gpu_end_ns - op.gpu_start_ns;
-  ++s.timed;
-  AddSat(s.gpu_ns, ns);
-  s.algo_bytes += model.algo_bytes;
-  s.bus_bytes += model.bus_bytes();
+  AddSat(s.timed, weight);
+  AddWeighted(s.gpu_ns, ns, weight);
+  s.algo_bytes += model.algo_bytes * weight;
+  s.bus_bytes += model.bus_bytes() * weight;
   if (op.kind == NCCLSCOPE_KIND_P2P && !p2p_histograms_) return;
   // Rank -1 (all ones in its 24 bits) is the node's row of the collective.
   const std::int32_t rank = rank_histograms_ ? op.rank : -1;
   histograms_
       .Get(Key(comm_label, rank, op.func, op.algo, op.proto, size), comm_label,
            [&] { return labels(rank_histograms_); })
-      .Observe(ns);
+      .Observe(ns, weight);
 }
 
 void OpSeries::Render(metrics::TextWriter& out) const {

@@ -29,11 +29,12 @@ void P2pSeries::Observe(const CommRegistry& registry, const Comm& comm,
     metrics::AppendLabel(labels, "size", SizeBucketLabel(size));
     return labels;
   });
-  ++s.ops;
-  AddSat(s.bytes, op.bytes);
+  const std::uint32_t weight = ncclscope_record_weight(op.weight);  // plugin.record_one_in
+  AddSat(s.ops, weight);
+  AddWeighted(s.bytes, op.bytes, weight);
   if ((op.flags & NCCLSCOPE_OP_GPU_TIMING) != 0) {
-    AddSat(s.gpu_ns, op.gpu_end_ns - op.gpu_start_ns);
-    s.timed_bytes += static_cast<double>(op.bytes);
+    AddWeighted(s.gpu_ns, op.gpu_end_ns - op.gpu_start_ns, weight);
+    s.timed_bytes += static_cast<double>(op.bytes) * weight;
   }
 }
 

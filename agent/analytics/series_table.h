@@ -19,6 +19,12 @@ inline void AddSat(std::uint64_t& a, std::uint64_t b) {
   a = b > UINT64_MAX - a ? UINT64_MAX : a + b;
 }
 
+// a += b x weight (a record's weight: the ops it stands for under plugin.record_one_in),
+// saturating like AddSat.
+inline void AddWeighted(std::uint64_t& a, std::uint64_t b, std::uint32_t weight) {
+  AddSat(a, b > UINT64_MAX / weight ? UINT64_MAX : b * weight);
+}
+
 // At most kMaxRows rows per table, whatever the records say (label values come from pods): a row
 // asked for beyond is not created; its updates go to a scratch row that is never rendered, and
 // are counted in refused().

@@ -30,8 +30,8 @@ void Detection::OnOp(const CommRegistry& registry, const Comm& comm, const Local
 }
 
 void Detection::OnMatched(const CommRegistry& registry, std::uint32_t comm_label,
-                          std::int32_t last_rank, std::uint64_t delay_ns) {
-  stragglers_.OnMatched(registry, comm_label, last_rank, delay_ns);
+                          std::int32_t last_rank, std::uint64_t delay_ns, std::uint32_t weight) {
+  stragglers_.OnMatched(registry, comm_label, last_rank, delay_ns, weight);
 }
 
 void Detection::EndPass(const CommRegistry& registry, Clock::time_point now) {

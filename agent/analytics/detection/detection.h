@@ -29,7 +29,7 @@ class Detection {
             const ncclscope_op_record& op, Clock::time_point now);
   // A collective matched across the node's ranks (ArrivalMatcher's observer).
   void OnMatched(const CommRegistry& registry, std::uint32_t comm_label, std::int32_t last_rank,
-                 std::uint64_t delay_ns);
+                 std::uint64_t delay_ns, std::uint32_t weight = 1);
   void EndPass(const CommRegistry& registry, Clock::time_point now);
 
   void DropLabels(const absl::flat_hash_set<std::uint32_t>& labels);

@@ -28,6 +28,7 @@ void GpuTimeline::OnOp(const Comm& comm, const LocalRank& rank, const ncclscope_
   p.start_ns = op.gpu_start_ns;
   p.end_ns = op.gpu_end_ns;
   p.order_ns = p.timed ? op.gpu_start_ns : op.enqueue_ns;
+  p.weight = ncclscope_record_weight(op.weight);
   p.comm_label = comm.label;
   p.rank = op.rank;
   const std::uint64_t key = GpuKey(rank);
@@ -81,14 +82,26 @@ void GpuTimeline::EndPass(const CommRegistry& registry, Clock::time_point now,
       Stats& s = *row;
       if (gpu.busy_until_ns == 0 || p.start_ns >= gpu.busy_until_ns) {
         const std::uint64_t gap = gpu.busy_until_ns == 0 ? 0 : p.start_ns - gpu.busy_until_ns;
+        const std::uint64_t own = p.end_ns - p.start_ns;
         if (gpu.busy_until_ns != 0 && gpu.last_timed && gap <= kMaxGapNs) {
-          s.compute_ns += gap;
+          // gap - (weight - 1) x own: what the unrecorded operations did not take (see above).
+          constexpr std::uint64_t kCap = std::uint64_t{1} << 61;  // far beyond any real time
+          const std::uint64_t others =
+              p.weight <= 1 ? 0 : (own > kCap / (p.weight - 1) ? kCap : own * (p.weight - 1));
+          gpu.compute_debt_ns +=
+              static_cast<std::int64_t>(std::min(gap, kCap)) - static_cast<std::int64_t>(others);
+          if (gpu.compute_debt_ns > 0) {
+            AddSat(s.compute_ns, static_cast<std::uint64_t>(gpu.compute_debt_ns));
+            gpu.compute_debt_ns = 0;
+          }
+        } else {
+          gpu.compute_debt_ns = 0;  // nothing measurable to carry it across
         }
-        s.communication_ns += p.end_ns - p.start_ns;
+        AddWeighted(s.communication_ns, own, p.weight);
         gpu.busy_until_ns = p.end_ns;
       } else if (p.end_ns > gpu.busy_until_ns) {
         // Overlaps the latest operation (another stream): only the part after it is new.
-        s.communication_ns += p.end_ns - gpu.busy_until_ns;
+        AddWeighted(s.communication_ns, p.end_ns - gpu.busy_until_ns, p.weight);
         gpu.busy_until_ns = p.end_ns;
       }
       gpu.last_timed = true;

@@ -20,6 +20,15 @@
 // out, and records are folded in the order the agent reads them, sorted by GPU start within one
 // pass: an operation that started before the latest one folded but was read a pass later adds
 // only the part after it (a rare overlap of long operations on several streams).
+//
+// With plugin.record_one_in = N > 1 a record stands for N operations (its weight) and the gap
+// before it holds, besides compute, the GPU time of the ~N-1 operations left unrecorded since
+// the previous record. Communication is then N x the record's time, and compute the gap less
+// (N-1) x the record's time: active time (gap plus the record's own time) less estimated
+// communication, the same quantity as above when N = 1. The per-record difference can be
+// negative (a long operation recorded after a short gap); it is carried per GPU and counted once
+// positive, so the counter stays monotonic and unbiased over many records (its error is at most
+// one record's N x duration, and it is reset at a gap that cannot be measured).
 
 #include <absl/container/flat_hash_map.h>
 
@@ -57,12 +66,14 @@ class GpuTimeline {
     std::uint64_t start_ns = 0;
     std::uint64_t end_ns = 0;
     bool timed = false;
+    std::uint32_t weight = 1;  // the operations the record stands for (plugin.record_one_in)
     std::uint32_t comm_label = 0;
     std::int32_t rank = 0;
   };
   struct Gpu {
-    std::uint64_t busy_until_ns = 0;  // end of the latest folded timed operation
-    bool last_timed = false;          // whether the latest folded operation had GPU timing
+    std::uint64_t busy_until_ns = 0;   // end of the latest folded timed operation
+    bool last_timed = false;           // whether the latest folded operation had GPU timing
+    std::int64_t compute_debt_ns = 0;  // estimated compute not yet counted (<= 0), see above
     std::vector<Pending> pass;
     Clock::time_point last_seen{};
   };

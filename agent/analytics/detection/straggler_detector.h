@@ -47,7 +47,7 @@ class StragglerDetector {
   // One collective matched across the node's ranks: `last_rank` arrived `delay_ns` after the
   // second-last.
   void OnMatched(const CommRegistry& registry, std::uint32_t comm_label, std::int32_t last_rank,
-                 std::uint64_t delay_ns);
+                 std::uint64_t delay_ns, std::uint32_t weight = 1);
   // Closes the window when a second has passed.
   void EndPass(Clock::time_point now);
 

@@ -78,9 +78,11 @@ TEST_F(ArrivalMatcherTest, LastArriverLagAndWait) {
 // its delay is still measured against the second-last arrival, not against itself.
 TEST_F(ArrivalMatcherTest, TheLastArriversRecordReadFirstStillCountsItsDelay) {
   std::vector<std::tuple<std::uint32_t, std::int32_t, std::uint64_t>> seen;
-  matcher_.SetObserver([&](std::uint32_t label, std::int32_t rank, std::uint64_t delay) {
-    seen.emplace_back(label, rank, delay);
-  });
+  matcher_.SetObserver(
+      [&](std::uint32_t label, std::int32_t rank, std::uint64_t delay, std::uint32_t weight) {
+        EXPECT_EQ(weight, 1u);  // records of older plugins (weight 0) stand for one op
+        seen.emplace_back(label, rank, delay);
+      });
   for (std::uint64_t seq = 0; seq < 3; ++seq) {
     const std::uint64_t t = 1'000'000'000 + seq * 10'000'000;
     Arrive(2, seq, t + 4'000'000);

@@ -198,5 +198,57 @@ TEST(NcclAnalyticsTest, ChannelSeriesFollowTheSwitchAndTheExpositionLints) {
   EXPECT_EQ(text.find("ncclscope_nccl_channel_bytes_total{"), std::string::npos) << text;
 }
 
+// plugin.record_one_in: a record of weight 4 stands for 4 ops, and its network records for
+// theirs. The same sums as 4 records of weight 1 (0, older plugins, is 1): counts, bytes, GPU
+// time, the histogram, the last arrivals and their delay, network bytes and step seconds.
+TEST(NcclAnalyticsTest, WeighedRecordsCountTheOpsTheyStandFor) {
+  const auto drive = [](std::uint32_t weight, int records) {
+    NcclAnalytics a;
+    a.OnCommTables({Live(9, 0, 2, 2), Live(9, 1, 2, 2)});
+    a.EndPass(Clock::now());
+    for (int i = 0; i < records; ++i) {
+      const auto seq = static_cast<std::uint64_t>(i);
+      for (int rank = 0; rank < 2; ++rank) {
+        // Rank 1 arrives 5 us after rank 0 on every collective.
+        profiler::OpView op = Coll(9, rank, NCCLSCOPE_FUNC_ALL_REDUCE, 1 << 20, seq,
+                                   1'000'000 + seq * 100'000 + rank * 5'000, 20'000);
+        op.op.weight = weight;
+        a.OnOp(kOrigin, op);
+      }
+      ncclscope_proxy_op_record net = Proxy(9, 0, 1, 1, true, 4096, seq, 0, 10);
+      net.state_ns[NCCLSCOPE_STEP_SEND_WAIT] = 700;
+      net.weight = weight;
+      a.OnProxyOp(kOrigin, net);
+    }
+    a.EndPass(Clock::now());
+    return Render(a);
+  };
+  const std::string all = drive(0, 4);
+  const std::string sampled = drive(4, 1);
+  const std::string op =
+      "{comm=\"0x0000000000000009\",rank=\"0\",func=\"AllReduce\",algo=\"RING\","
+      "proto=\"SIMPLE\",size=\"1MiB-4MiB\"}";
+  const std::string rank1 = "{comm=\"0x0000000000000009\",rank=\"1\"}";
+  for (const std::string& series :
+       {"ncclscope_nccl_ops_total" + op, "ncclscope_nccl_op_bytes_total" + op,
+        "ncclscope_nccl_ops_timed_total" + op, "ncclscope_nccl_op_gpu_seconds_total" + op,
+        "ncclscope_nccl_op_bus_bytes_total" + op,
+        std::string("ncclscope_nccl_op_gpu_duration_seconds_count{comm=\"0x0000000000000009\","
+                    "func=\"AllReduce\",algo=\"RING\",proto=\"SIMPLE\",size=\"1MiB-4MiB\"}"),
+        "ncclscope_nccl_coll_last_arrivals_total" + rank1,
+        "ncclscope_nccl_coll_last_arrival_delay_seconds_total" + rank1,
+        std::string("ncclscope_nccl_channel_network_bytes_total{comm=\"0x0000000000000009\","
+                    "rank=\"0\",channel=\"1\",peer=\"1\",direction=\"send\"}")}) {
+    SCOPED_TRACE(series);
+    const double expected = testing::SampleValue(all, series);
+    EXPECT_GT(expected, 0);
+    EXPECT_DOUBLE_EQ(testing::SampleValue(sampled, series), expected);
+  }
+  EXPECT_EQ(testing::SampleValue(sampled, "ncclscope_nccl_ops_total" + op), 4);
+  EXPECT_DOUBLE_EQ(
+      testing::SampleValue(sampled, "ncclscope_nccl_coll_last_arrival_delay_seconds_total" + rank1),
+      4 * 5e-6);
+}
+
 }  // namespace
 }  // namespace ncclscope::analytics

@@ -24,10 +24,11 @@ class GpuTimelineTest : public ::testing::Test {
     registry_.OnTables({Live(7, 0, 2, 1), Live(7, 1, 2, 1), Live(8, 0, 2, 2)});
     registry_.EndPass(now_);
   }
-  void Op(std::uint64_t comm, int rank, std::uint64_t start, std::uint64_t duration) {
+  void Op(std::uint64_t comm, int rank, std::uint64_t start, std::uint64_t duration,
+          std::uint32_t weight = 0) {
     Comm& c = registry_.Get(comm);
-    const profiler::OpView v =
-        Coll(comm, rank, NCCLSCOPE_FUNC_ALL_REDUCE, 1 << 20, 0, start, duration);
+    profiler::OpView v = Coll(comm, rank, NCCLSCOPE_FUNC_ALL_REDUCE, 1 << 20, 0, start, duration);
+    v.op.weight = weight;
     timeline_.OnOp(c, registry_.RankOf(c, rank), v.op);
   }
   void EndPass() { timeline_.EndPass(registry_, now_, std::chrono::minutes(10)); }
@@ -84,6 +85,32 @@ TEST_F(GpuTimelineTest, UntimedNeighboursOverlapsAndLongIdlesAreLeftOut) {
   Op(7, 0, 5300 + GpuTimeline::kMaxGapNs + 1, 100);  // a job between phases: not compute
   EndPass();
   EXPECT_EQ(Of(7, 0).compute_ns, 100u);
+}
+
+// plugin.record_one_in = 4: a record stands for 4 operations, and the gap before it holds the 3
+// left unrecorded. An iteration of 4 operations of 300 ns, 100 ns apart, recorded one in four:
+// communication 4 x 300 per record, compute the gap (3 x 300 + 4 x 100) less 3 x 300, as if all
+// had been recorded. A long operation after a short gap makes the estimate negative: carried,
+// never subtracted from the counter.
+TEST_F(GpuTimelineTest, WeighedRecordsEstimateWhatTheOpsTheyStandForDid) {
+  for (std::uint64_t i = 0; i < 3; ++i) Op(7, 0, 1000 + i * 1600, 300, 4);
+  EndPass();
+  EXPECT_EQ(Of(7, 0).communication_ns, 3u * 4 * 300);
+  EXPECT_EQ(Of(7, 0).compute_ns, 2u * 4 * 100);  // nothing before the first record
+  // Every one recorded (weight 0 is 1, as older plugins write) gives the same per operation.
+  for (std::uint64_t i = 0; i < 8; ++i) Op(7, 1, 1000 + i * 400, 300, 0);
+  EndPass();
+  EXPECT_EQ(Of(7, 1).communication_ns, 8u * 300);
+  EXPECT_EQ(Of(7, 1).compute_ns, 7u * 100);
+  // 7 x 300 stood for by a record after a 100 ns gap: -2000 carried, then paid by later gaps.
+  const std::uint64_t before = Of(7, 0).compute_ns;
+  const std::uint64_t end = 1000 + 2 * 1600 + 300;
+  Op(7, 0, end + 100, 300, 8);
+  EndPass();
+  EXPECT_EQ(Of(7, 0).compute_ns, before);
+  Op(7, 0, end + 400 + 2500, 300, 1);  // a 2500 ns gap: 2500 - 2000 counted
+  EndPass();
+  EXPECT_EQ(Of(7, 0).compute_ns, before + 500);
 }
 
 TEST_F(GpuTimelineTest, IdleGpusAreForgotten) {
