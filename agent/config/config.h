@@ -87,6 +87,7 @@ struct PluginConfig {
   Duration series_retention = Seconds(600);
   std::vector<std::string> events = EventGroupNames();
   std::uint64_t min_bytes = 0;
+  std::uint32_t record_one_in = 1;
   Duration duty_cycle_period = Seconds(10);
   double kernel_duty_cycle = 1.0;
   double proxy_duty_cycle = 0.1;
@@ -172,6 +173,15 @@ struct PluginConfig {
             "Operations with fewer bytes are counted as filtered, not recorded. "
             "NCCLSCOPE_MIN_BYTES in the job.",
             checks::InRange<std::uint64_t>{0, 1ull << 40});
+    v.Field("record_one_in", record_one_in,
+            "Record 1 operation in this many (and its network steps), the same ones on every "
+            "rank; every operation is still counted, and the agent weighs each record by this "
+            "number, so counts, bytes and seconds stay rates of all operations (estimates, "
+            "within a few percent over a minute at thousands of operations per second). For "
+            "jobs issuing thousands of operations per second per GPU: 8 keeps the agent under "
+            "0.5 % of a core at 5,000 per GPU (docs/benchmarks.md). Use the same value on "
+            "every node. NCCLSCOPE_RECORD_ONE_IN in the job.",
+            checks::InRange<std::uint32_t>{1, 65536});  // NCCLSCOPE_MAX_RECORD_ONE_IN
     v.Field("duty_cycle_period", duty_cycle_period,
             "Length of one sampling cycle for kernel_ch and proxy events, aligned to the wall "
             "clock so every process samples the same windows. NCCLSCOPE_DUTY_PERIOD in the job.",

@@ -82,7 +82,8 @@ ncclscope_controls ControlsFromConfig(const config::PluginConfig& plugin) {
   controls.proxy_duty_pm = PerMille(plugin.proxy_duty_cycle);
   controls.overhead_budget_ppm =
       static_cast<std::uint32_t>(std::lround(plugin.overhead_budget * 1'000'000.0));
-  controls.flags = NCCLSCOPE_CONTROLS_HAS_BUDGET;
+  controls.record_one_in = plugin.record_one_in;
+  controls.flags = NCCLSCOPE_CONTROLS_HAS_BUDGET | NCCLSCOPE_CONTROLS_HAS_RECORD_ONE_IN;
   return controls;
 }
 
@@ -118,6 +119,7 @@ std::string ControlsFileText(const config::PluginConfig& plugin) {
        << "# when a job starts. A job's NCCLSCOPE_* environment variables take precedence.\n"
        << NCCLSCOPE_KEY_EVENTS "=" << (events.empty() ? "none" : events) << "\n"
        << NCCLSCOPE_KEY_MIN_BYTES "=" << c.min_bytes << "\n"
+       << NCCLSCOPE_KEY_RECORD_ONE_IN "=" << c.record_one_in << "\n"
        << NCCLSCOPE_KEY_DUTY_PERIOD "=" << c.duty_period_ns << "ns\n"
        << NCCLSCOPE_KEY_KERNEL_DUTY "=" << Percent(c.kernel_duty_pm, 10) << "\n"
        << NCCLSCOPE_KEY_PROXY_DUTY "=" << Percent(c.proxy_duty_pm, 10) << "\n"

@@ -197,6 +197,43 @@ TEST(PluginEndToEndTest, CountsAndBytesEqualWhatEachAbiVersionDrove) {
       << agent.Sample("ncclscope_nccl_ring_poll_wait_seconds");
 }
 
+// plugin.record_one_in from the agent's config reaches a job through the controls file: the
+// plugin writes 1 record in 4 (weight 4) and counts the rest, and the agent's sums are the
+// estimate of all ops: 4 x the records, which with the ops left out are exactly the ops driven.
+TEST(PluginEndToEndTest, RecordOneInWeighsRecordsAndCountsEveryOp) {
+  TempDir ring_dir;
+  // A fixed 20 ms pace: the job's burst must not meet a reader resting at poll_interval_max.
+  AgentProcess agent(
+      AgentConfig(ring_dir.path(), "  record_one_in: 4\n  poll_interval_max: 20ms\n"));
+  ASSERT_TRUE(agent.ok()) << agent.startup_log();
+  auto job = StartJob(
+      agent.dir(), ring_dir.path(),
+      {"--abi", "6", "--comms", "2", "--ranks", "3", "--colls", "400", "--p2p", "40", "--proxy"},
+      {"NCCLSCOPE_RING_SIZE=64MiB"});  // its burst fits: no drop to blur the sums
+  ASSERT_EQ(job->Wait(seconds(120)), 0) << job->Stderr();
+  const auto expected = ParseExpectations(job->Stdout());
+  ASSERT_FALSE(expected.empty()) << job->Stdout();
+  std::uint64_t driven = 0;
+  for (const Expected& e : expected) driven += e.ops;
+  double estimated = 0;
+  double unrecorded = 0;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        const std::string body = agent.Get("/metrics").body;
+        estimated = Total(body, "ncclscope_nccl_ops_total");
+        unrecorded = Value(body, "ncclscope_nccl_plugin_events_total{event=\"unrecorded_op\"}");
+        return estimated / 4 + unrecorded == static_cast<double>(driven);
+      },
+      seconds(20)))
+      << "estimated " << estimated << ", unrecorded " << unrecorded << ", driven " << driven;
+  EXPECT_GT(unrecorded, static_cast<double>(driven) / 2);
+  // The estimate itself: ~3,000 ops, but the ranks of a collective (and both ends of a p2p op)
+  // share their draw (that is the point): a few hundred independent draws of 1 in 4, ~10 %
+  // standard error. Within 50 %; its exactness is the identity above.
+  EXPECT_NEAR(estimated, static_cast<double>(driven), 0.5 * static_cast<double>(driven));
+  EXPECT_EQ(Total(agent.Get("/metrics").body, "ncclscope_nccl_records_dropped_total"), 0);
+}
+
 TEST(PluginEndToEndTest, DropsEqualWhatOverflowedWhileNoAgentRan) {
   TempDir ring_dir;
   TempDir logs;

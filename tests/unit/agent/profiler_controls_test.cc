@@ -19,9 +19,12 @@ TEST(ProfilerControlsTest, TheAgentsControlsAreWhatThePluginReads) {
   plugin.proxy_duty_cycle = 0.05;
   plugin.ring_size = 32u << 20;
   plugin.overhead_budget = 0.0025;
+  plugin.record_one_in = 8;
   const ncclscope_controls header = ControlsFromConfig(plugin);
   EXPECT_EQ(header.overhead_budget_ppm, 2'500u);
-  EXPECT_EQ(header.flags, static_cast<std::uint32_t>(NCCLSCOPE_CONTROLS_HAS_BUDGET));
+  EXPECT_EQ(header.record_one_in, 8u);
+  EXPECT_EQ(header.flags, static_cast<std::uint32_t>(NCCLSCOPE_CONTROLS_HAS_BUDGET |
+                                                     NCCLSCOPE_CONTROLS_HAS_RECORD_ONE_IN));
   EXPECT_EQ(header.event_mask, 0x2u | 0x40u | 0x18u);
   EXPECT_EQ(header.kernel_duty_pm, 250u);
   EXPECT_EQ(header.proxy_duty_pm, 50u);
@@ -37,6 +40,7 @@ TEST(ProfilerControlsTest, TheAgentsControlsAreWhatThePluginReads) {
   EXPECT_EQ(settings.proxy_duty_pm, header.proxy_duty_pm);
   EXPECT_EQ(settings.ring_bytes, plugin.ring_size);
   EXPECT_EQ(settings.overhead_budget_ppm, header.overhead_budget_ppm);
+  EXPECT_EQ(settings.record_one_in, header.record_one_in);
 
   plugin.events.clear();
   plugin::Settings none;
