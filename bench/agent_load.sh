@@ -12,7 +12,8 @@
 #   multi:  2 nodes x 8 GPUs, a world communicator (network steps, sampled 10 % of the time)
 # Environment: POLL_INTERVAL (plugin.poll_interval, default the agent's 100ms), SCRAPE_INTERVAL
 # (seconds between scrapes, default 15), PROXY_DUTY (plugin.proxy_duty_cycle, default the
-# agent's 0.1), RECORD_ONE_IN (plugin.record_one_in, default 1: every op recorded);
+# agent's 0.1), RECORD_ONE_IN (plugin.record_one_in, default 1) and RECORD_RATE_LIMIT
+# (plugin.record_rate_limit, default the agent's 1000 ops/s per process; 0: every op recorded);
 # bench/overhead_sweep.sh varies them. RATE (iterations per second per rank, default
 # 1000, i.e. 5 collectives each): a low rate leaves what the agent costs per pass, not per op.
 # AGENT_CPUS / SIM_CPUS (taskset lists, default unpinned): run the agent and the simulated job on
@@ -48,6 +49,7 @@ plugin:
   poll_interval: ${POLL_INTERVAL:-100ms}
   proxy_duty_cycle: ${PROXY_DUTY:-0.1}
   record_one_in: ${RECORD_ONE_IN:-1}
+  record_rate_limit: ${RECORD_RATE_LIMIT:-1000}
 # Only the NCCL profiler path is measured here.
 ebpf:
   enabled: false

@@ -88,6 +88,7 @@ struct PluginConfig {
   std::vector<std::string> events = EventGroupNames();
   std::uint64_t min_bytes = 0;
   std::uint32_t record_one_in = 1;
+  std::uint32_t record_rate_limit = 1000;
   Duration duty_cycle_period = Seconds(10);
   double kernel_duty_cycle = 1.0;
   double proxy_duty_cycle = 0.1;
@@ -177,11 +178,17 @@ struct PluginConfig {
             "Record 1 operation in this many (and its network steps), the same ones on every "
             "rank; every operation is still counted, and the agent weighs each record by this "
             "number, so counts, bytes and seconds stay rates of all operations (estimates, "
-            "within a few percent over a minute at thousands of operations per second). For "
-            "jobs issuing thousands of operations per second per GPU: 8 keeps the agent under "
-            "0.5 % of a core at 5,000 per GPU (docs/benchmarks.md). Use the same value on "
-            "every node. NCCLSCOPE_RECORD_ONE_IN in the job.",
+            "within a few percent over a minute at thousands of operations per second). Use "
+            "the same value on every node. NCCLSCOPE_RECORD_ONE_IN in the job.",
             checks::InRange<std::uint32_t>{1, 65536});  // NCCLSCOPE_MAX_RECORD_ONE_IN
+    v.Field("record_rate_limit", record_rate_limit,
+            "Operations per second a process records at most: above it, each process "
+            "multiplies record_one_in by the smallest power of two that brings it under "
+            "(re-decided every second; back down once under half), so the agent stays under "
+            "0.5 % of a core at 5,000 operations per second per GPU (docs/benchmarks.md) while "
+            "slower jobs keep every record. ncclscope_nccl_plugin_record_one_in shows the "
+            "largest in force. 0: no limit. NCCLSCOPE_RECORD_RATE_LIMIT in the job.",
+            checks::InRange<std::uint32_t>{0, 1'000'000'000});
     v.Field("duty_cycle_period", duty_cycle_period,
             "Length of one sampling cycle for kernel_ch and proxy events, aligned to the wall "
             "clock so every process samples the same windows. NCCLSCOPE_DUTY_PERIOD in the job.",

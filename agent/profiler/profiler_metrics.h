@@ -35,6 +35,11 @@ inline constexpr metrics::MetricDef kNcclPluginOpOverheadSeconds = metrics::Gaug
     "ncclscope_nccl_plugin_op_overhead_seconds", "seconds",
     "The highest mean plugin time per timed operation (its start, stop, kernel channels, "
     "network ops and steps) among the node's live processes in their last governor window.");
+inline constexpr metrics::MetricDef kNcclPluginRecordOneIn = metrics::Gauge(
+    "ncclscope_nccl_plugin_record_one_in", "",
+    "The largest N among the node's live processes that record 1 operation in N "
+    "(plugin.record_one_in times the power of two plugin.record_rate_limit asks for); 1: every "
+    "operation recorded, the NCCL series exact rather than estimated.");
 inline constexpr metrics::MetricDef kNcclRings = metrics::Gauge(
     "ncclscope_nccl_rings", "",
     "Plugin rings in the ring directory (one per process using the plugin), by state: live, "
@@ -86,6 +91,7 @@ inline constexpr std::array kProfilerMetrics = {&kNcclPluginOverheadSecondsTotal
                                                 &kNcclPluginDutyCycleRatio,
                                                 &kNcclPluginOverheadRatio,
                                                 &kNcclPluginOpOverheadSeconds,
+                                                &kNcclPluginRecordOneIn,
                                                 &kNcclRings,
                                                 &kNcclRingsReclaimedTotal,
                                                 &kNcclRingsRejectedTotal,

@@ -321,6 +321,10 @@ void AbsorbGovernor(const ncclscope_governor_state& g, DirectorySnapshot::Govern
   out.min_proxy_duty_pm = std::min(out.min_proxy_duty_pm, g.proxy_duty_pm);
   out.max_load_ppm = std::max(out.max_load_ppm, g.load_ppm);
   out.max_op_ns = std::max(out.max_op_ns, g.op_ns);
+  // 0 from plugins before record_one_in, or before their first second; bounded as the setting.
+  if (g.record_one_in <= NCCLSCOPE_MAX_RECORD_ONE_IN) {
+    out.max_record_one_in = std::max(out.max_record_one_in, g.record_one_in);
+  }
 }
 
 }  // namespace

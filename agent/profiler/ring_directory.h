@@ -82,8 +82,9 @@ struct DirectorySnapshot {
     std::array<std::uint32_t, 5> by_level{};  // ncclscope_governor_level
     std::uint32_t min_kernel_duty_pm = 1000;  // lowest duty cycles in force
     std::uint32_t min_proxy_duty_pm = 1000;
-    std::uint32_t max_load_ppm = 0;  // highest share of a core per GPU, last window
-    std::uint64_t max_op_ns = 0;     // highest plugin time per timed op, last window
+    std::uint32_t max_load_ppm = 0;       // highest share of a core per GPU, last window
+    std::uint64_t max_op_ns = 0;          // highest plugin time per timed op, last window
+    std::uint32_t max_record_one_in = 1;  // largest 1-in-N recording in force
   } governor;
 };
 

@@ -123,6 +123,7 @@ enum ncclscope_control_bit {
   NCCLSCOPE_CONTROL_PROXY_DUTY = 1u << 4,
   NCCLSCOPE_CONTROL_OVERHEAD_BUDGET = 1u << 5,
   NCCLSCOPE_CONTROL_RECORD_ONE_IN = 1u << 6,
+  NCCLSCOPE_CONTROL_RECORD_RATE_LIMIT = 1u << 7,
 };
 
 /* The controls file, <ring_dir>/ncclscope.controls: `key=value` lines the agent writes from its
@@ -139,6 +140,7 @@ enum ncclscope_control_bit {
 #define NCCLSCOPE_KEY_OVERHEAD_BUDGET "overhead_budget"
 #define NCCLSCOPE_KEY_RING_SIZE "ring_size"
 #define NCCLSCOPE_KEY_RECORD_ONE_IN "record_one_in"
+#define NCCLSCOPE_KEY_RECORD_RATE_LIMIT "record_rate_limit"
 
 /* Agent -> plugin controls, a seqlock: the agent makes `seq` odd, writes the fields, then makes it
  * even (release). The plugin applies a snapshot only when `seq` is even, non-zero, unchanged across
@@ -158,7 +160,11 @@ struct ncclscope_controls {
   uint32_t record_one_in;       /* write the records of 1 op in this many (1..65536), chosen by
                                    ncclscope_op_recorded(); used only when `flags` has
                                    NCCLSCOPE_CONTROLS_HAS_RECORD_ONE_IN */
-  uint8_t reserved[20];
+  uint32_t record_rate_limit;   /* ops per second the process records at most (0: no limit):
+                                   above it, record_one_in is multiplied by the smallest power of
+                                   two that brings it under; used only with
+                                   NCCLSCOPE_CONTROLS_HAS_RECORD_RATE_LIMIT */
+  uint8_t reserved[16];
 };
 NCCLSCOPE_STATIC_ASSERT(sizeof(struct ncclscope_controls) == 64, "controls size");
 
@@ -167,6 +173,7 @@ NCCLSCOPE_STATIC_ASSERT(sizeof(struct ncclscope_controls) == 64, "controls size"
 enum ncclscope_controls_flag {
   NCCLSCOPE_CONTROLS_HAS_BUDGET = 1u << 0,
   NCCLSCOPE_CONTROLS_HAS_RECORD_ONE_IN = 1u << 1,
+  NCCLSCOPE_CONTROLS_HAS_RECORD_RATE_LIMIT = 1u << 2,
 };
 
 #define NCCLSCOPE_MAX_RECORD_ONE_IN 65536u
@@ -195,7 +202,10 @@ struct ncclscope_governor_state {
   uint64_t evaluated_ns; /* host time of the last evaluation (0: none yet) */
   uint32_t sample_every; /* 1 op in this many is timed */
   uint32_t windows;      /* windows evaluated so far */
-  uint8_t reserved[16];
+  /* Recording (plugin.record_one_in, plugin.record_rate_limit): 0 before the first window. */
+  uint32_t record_one_in; /* 1 op in this many recorded now: record_one_in x the rate factor */
+  uint32_t op_rate;       /* ops per second the process started in the last second or more */
+  uint8_t reserved[8];
 };
 NCCLSCOPE_STATIC_ASSERT(sizeof(struct ncclscope_governor_state) == 64, "governor size");
 

@@ -397,13 +397,14 @@ void* StartGroup() {
   return EncodeHandle(HandleKind::kGroup, 0, plan);
 }
 
-// The weight of the op's record (OpState::weight) under plugin.record_one_in: record_one_in when
-// ncclscope_op_recorded() picks it, 0 when it is only counted. A p2p op without our per-peer
+// The weight of the op's record (OpState::weight) under plugin.record_one_in and
+// plugin.record_rate_limit: the one-in in force when ncclscope_op_recorded() picks the op, 0
+// when it is only counted. A p2p op without our per-peer
 // count has no seq its peer shares (seq is NCCL's, 0 for p2p before 2.29): always recorded.
 std::uint32_t RecordWeight(const Runtime& r, std::uint8_t kind, std::uint8_t func,
                            std::uint16_t flags, std::uint64_t comm_id, std::uint64_t seq,
                            std::int32_t rank, std::int32_t peer) {
-  const std::uint32_t one_in = r.record_one_in.load(std::memory_order_relaxed);
+  const std::uint32_t one_in = record_rate::OneIn(r);  // record_one_in x the rate limit's factor
   if (one_in <= 1) return 1;
   if (kind == NCCLSCOPE_KIND_P2P && (flags & NCCLSCOPE_OP_P2P_SEQ_PER_PEER) == 0) return 1;
   const std::uint64_t key = ncclscope_op_sample_key(kind, func, rank, peer);

@@ -98,6 +98,8 @@ void ApplyAgentControls(Runtime& r) {
   snapshot.flags = std::atomic_ref<std::uint32_t>(shared.flags).load(std::memory_order_acquire);
   snapshot.record_one_in =
       std::atomic_ref<std::uint32_t>(shared.record_one_in).load(std::memory_order_acquire);
+  snapshot.record_rate_limit =
+      std::atomic_ref<std::uint32_t>(shared.record_rate_limit).load(std::memory_order_acquire);
   if (seq_ref.load(std::memory_order_relaxed) != seq) return;  // being rewritten: next pass
   r.applied_control_seq = seq;
   const std::uint32_t pinned = r.settings.pinned;
@@ -126,6 +128,11 @@ void ApplyAgentControls(Runtime& r) {
       (snapshot.flags & NCCLSCOPE_CONTROLS_HAS_RECORD_ONE_IN) != 0 && snapshot.record_one_in >= 1 &&
       snapshot.record_one_in <= NCCLSCOPE_MAX_RECORD_ONE_IN) {
     r.record_one_in.store(snapshot.record_one_in, std::memory_order_relaxed);
+  }
+  if ((pinned & NCCLSCOPE_CONTROL_RECORD_RATE_LIMIT) == 0 &&
+      (snapshot.flags & NCCLSCOPE_CONTROLS_HAS_RECORD_RATE_LIMIT) != 0 &&
+      snapshot.record_rate_limit <= 1'000'000'000) {
+    r.record_rate_limit.store(snapshot.record_rate_limit, std::memory_order_relaxed);
   }
   std::atomic_ref<std::uint32_t>(header->applied_control_seq).store(seq, std::memory_order_relaxed);
 }
@@ -287,6 +294,7 @@ void InitializeLocked(Runtime& r) {
   r.proxy_duty_pm.store(s.proxy_duty_pm);
   r.overhead_budget_ppm.store(s.overhead_budget_ppm);
   r.record_one_in.store(s.record_one_in);
+  r.record_rate_limit.store(s.record_rate_limit);
   if (s.disabled) {
     Log(abi::kLogInfo, "disabled by NCCLSCOPE_DISABLE");
     return;
@@ -396,6 +404,7 @@ void MaintenancePass(std::uint64_t now_ns) {
   Runtime& r = R();
   ApplyAgentControls(r);
   governor::Evaluate(r, now_ns);
+  record_rate::Evaluate(r, now_ns);
   const std::uint32_t mask = DesiredMask(now_ns);
   r.pending_mask.store(mask, std::memory_order_relaxed);
   // With API events (v5+) the user threads apply the change right after NCCL's read of a call

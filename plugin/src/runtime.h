@@ -19,6 +19,7 @@
 #include "plugin/src/governor.h"
 #include "plugin/src/handle.h"
 #include "plugin/src/pools.h"
+#include "plugin/src/record_rate.h"
 #include "plugin/src/settings.h"
 #include "plugin/src/state.h"
 
@@ -74,6 +75,11 @@ struct Runtime {
   std::atomic<std::uint32_t> proxy_duty_pm{1000};
   std::atomic<std::uint32_t> overhead_budget_ppm{0};
   std::atomic<std::uint32_t> record_one_in{1};
+  std::atomic<std::uint32_t> record_rate_limit{0};
+  // The power of two the rate limit multiplies record_one_in by (record_rate.h), and the state of
+  // its window (maintenance thread only).
+  std::atomic<std::uint32_t> record_rate_factor{1};
+  record_rate::Window record_window;
   std::uint32_t applied_control_seq = 0;  // maintenance thread only
 
   // The overhead governor (governor.h): timing accumulators and the duty-cycle limits it sets.

@@ -115,6 +115,14 @@ constexpr Control kControls[] = {
        s.record_one_in = static_cast<std::uint32_t>(*n);
        return true;
      }},
+    {"NCCLSCOPE_RECORD_RATE_LIMIT", NCCLSCOPE_KEY_RECORD_RATE_LIMIT,
+     NCCLSCOPE_CONTROL_RECORD_RATE_LIMIT,
+     [](std::string_view v, Settings& s) {
+       const auto n = ParseUint(v);
+       if (!n || *n > 1'000'000'000) return false;
+       s.record_rate_limit = static_cast<std::uint32_t>(*n);
+       return true;
+     }},
     {"NCCLSCOPE_OVERHEAD_SAMPLE", nullptr, 0,
      [](std::string_view v, Settings& s) {
        const auto n = ParseUint(v);

@@ -56,6 +56,10 @@ struct Settings {
   // NCCLSCOPE_RECORD_ONE_IN: records (and network records) for 1 op in this many, chosen by
   // ncclscope_op_recorded(); every op is still counted in the comm table.
   std::uint32_t record_one_in = 1;
+  // NCCLSCOPE_RECORD_RATE_LIMIT: ops per second the process records at most (0: no limit); above
+  // it record_one_in is multiplied by a power of two (record_rate.h). The agent's default applies
+  // once it wrote the controls; a job alone records every op.
+  std::uint32_t record_rate_limit = 0;
   std::uint32_t pinned = 0;  // ncclscope_control_bit set by the environment
 
   // The governor times every call of 1 op in this many (a power of two, 1..65536), environment

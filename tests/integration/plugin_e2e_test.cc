@@ -203,13 +203,23 @@ TEST(PluginEndToEndTest, CountsAndBytesEqualWhatEachAbiVersionDrove) {
 TEST(PluginEndToEndTest, RecordOneInWeighsRecordsAndCountsEveryOp) {
   TempDir ring_dir;
   // A fixed 20 ms pace: the job's burst must not meet a reader resting at poll_interval_max.
-  AgentProcess agent(
-      AgentConfig(ring_dir.path(), "  record_one_in: 4\n  poll_interval_max: 20ms\n"));
+  AgentProcess agent(AgentConfig(ring_dir.path(),
+                                 "  record_one_in: 4\n  record_rate_limit: 0\n"
+                                 "  poll_interval_max: 20ms\n"));
   ASSERT_TRUE(agent.ok()) << agent.startup_log();
-  auto job = StartJob(
-      agent.dir(), ring_dir.path(),
-      {"--abi", "6", "--comms", "2", "--ranks", "3", "--colls", "400", "--p2p", "40", "--proxy"},
-      {"NCCLSCOPE_RING_SIZE=64MiB"});  // its burst fits: no drop to blur the sums
+  const std::string go = agent.dir().path() + "/go";
+  auto job = StartJob(agent.dir(), ring_dir.path(),
+                      {"--abi", "6", "--comms", "2", "--ranks", "3", "--colls", "200", "--p2p",
+                       "20", "--proxy", "--phases", "2", "--go", go},
+                      {"NCCLSCOPE_RING_SIZE=64MiB"});  // its burst fits: no drop to blur the sums
+  ASSERT_TRUE(job->WaitForStderr("phase 1 done", seconds(60))) << job->Stderr();
+  // The live process says what it records by: 1 in 4, as configured (no rate limit here).
+  EXPECT_TRUE(
+      WaitFor([&] { return agent.Sample("ncclscope_nccl_plugin_record_one_in") == 4; }, seconds(5)))
+      << agent.Sample("ncclscope_nccl_plugin_record_one_in");
+  // And the overhead governor's view of it: GPU timing always on, as configured.
+  EXPECT_EQ(agent.Sample("ncclscope_nccl_plugin_duty_cycle_ratio{events=\"kernel_ch\"}"), 1);
+  Touch(go + ".2");
   ASSERT_EQ(job->Wait(seconds(120)), 0) << job->Stderr();
   const auto expected = ParseExpectations(job->Stdout());
   ASSERT_FALSE(expected.empty()) << job->Stdout();

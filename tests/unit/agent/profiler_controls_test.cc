@@ -20,11 +20,14 @@ TEST(ProfilerControlsTest, TheAgentsControlsAreWhatThePluginReads) {
   plugin.ring_size = 32u << 20;
   plugin.overhead_budget = 0.0025;
   plugin.record_one_in = 8;
+  plugin.record_rate_limit = 2500;
   const ncclscope_controls header = ControlsFromConfig(plugin);
   EXPECT_EQ(header.overhead_budget_ppm, 2'500u);
   EXPECT_EQ(header.record_one_in, 8u);
+  EXPECT_EQ(header.record_rate_limit, 2500u);
   EXPECT_EQ(header.flags, static_cast<std::uint32_t>(NCCLSCOPE_CONTROLS_HAS_BUDGET |
-                                                     NCCLSCOPE_CONTROLS_HAS_RECORD_ONE_IN));
+                                                     NCCLSCOPE_CONTROLS_HAS_RECORD_ONE_IN |
+                                                     NCCLSCOPE_CONTROLS_HAS_RECORD_RATE_LIMIT));
   EXPECT_EQ(header.event_mask, 0x2u | 0x40u | 0x18u);
   EXPECT_EQ(header.kernel_duty_pm, 250u);
   EXPECT_EQ(header.proxy_duty_pm, 50u);
@@ -41,6 +44,7 @@ TEST(ProfilerControlsTest, TheAgentsControlsAreWhatThePluginReads) {
   EXPECT_EQ(settings.ring_bytes, plugin.ring_size);
   EXPECT_EQ(settings.overhead_budget_ppm, header.overhead_budget_ppm);
   EXPECT_EQ(settings.record_one_in, header.record_one_in);
+  EXPECT_EQ(settings.record_rate_limit, header.record_rate_limit);
 
   plugin.events.clear();
   plugin::Settings none;

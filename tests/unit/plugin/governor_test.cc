@@ -1,4 +1,5 @@
-// The overhead governor (plugin/src/governor.h) through the real libnccl-profiler-ncclscope.so,
+// The overhead governor (plugin/src/governor.h), and the record-rate limit that works beside it
+// (plugin/src/record_rate.h), through the real libnccl-profiler-ncclscope.so,
 // driven like NCCL by tools/replay and read back with the agent's own ring reader. The plugin is
 // made artificially expensive with its test-only knob (NCCLSCOPE_TEST_SPIN_FILE: a busy-wait in
 // every call it times; with NCCLSCOPE_OVERHEAD_SAMPLE=1 that is every call): the governor must
@@ -355,6 +356,44 @@ TEST(GovernorTest, AJobPinsItsBudgetAgainstTheAgent) {
   std::this_thread::sleep_for(milliseconds(500));
   EXPECT_EQ(Header().governor.budget_ppm, 30'000u);
   EXPECT_NE(Header().pinned_controls & NCCLSCOPE_CONTROL_OVERHEAD_BUDGET, 0u);
+}
+
+// plugin.record_rate_limit, the plugin's other self-limit: a process starting more ops per second
+// than the limit records 1 in the smallest power of two that brings it under (record_rate.h),
+// says so in its header, and records every op again once it is quiet. Every op is accounted
+// for: records plus the ops left out are the ops the job issued, and each record's weight is
+// the 1-in-N it was recorded at.
+TEST(GovernorTest, AFastJobIsRecordedOneInAPowerOfTwoUnderTheRateLimitThenEveryOpAgain) {
+  if (!SetUpGovernorEnvironment(nullptr)) GTEST_SKIP() << kOwnProcess;
+  Job job;  // this process's only job: the plugin's counters are its
+  ASSERT_TRUE(job.Start());
+  ncclscope_controls controls = DefaultControls();
+  controls.flags |= NCCLSCOPE_CONTROLS_HAS_RECORD_RATE_LIMIT;
+  controls.record_rate_limit = 20;  // the job issues ~250 ops/s: 1 in 16 (1 in 8 on a slow host)
+  ASSERT_TRUE(SetPluginControls(controls, true));
+  ASSERT_TRUE(WaitForGovernor([](const auto& g) { return g.record_one_in >= 4; }, seconds(10)))
+      << Header().governor.record_one_in << " at " << Header().governor.op_rate << " ops/s";
+  const ncclscope_governor_state busy = Header().governor;
+  EXPECT_EQ(busy.record_one_in & (busy.record_one_in - 1), 0u);  // a power of two
+  EXPECT_LE(busy.op_rate, 20u * busy.record_one_in);             // enough to bring it under
+  std::this_thread::sleep_for(milliseconds(1500));               // ops recorded at that rate
+  job.Stop();
+  // Quiet: the next window sees no ops and records every one again.
+  EXPECT_TRUE(WaitForGovernor([](const auto& g) { return g.record_one_in == 1; }, seconds(5)));
+  std::size_t records = 0;
+  std::size_t weighed = 0;
+  ASSERT_TRUE(PluginRecords().PollUntil([&] {
+    records = PluginRecords().CountOps(job.id());
+    return records + PluginCounter(NCCLSCOPE_CTR_OPS_NOT_RECORDED) == job.issued();
+  })) << records
+      << " records, issued " << job.issued();
+  for (const profiler::OpView& view : PluginRecords().OpsOf(job.id())) {
+    const std::uint32_t w = ncclscope_record_weight(view.op.weight);
+    EXPECT_EQ(w & (w - 1), 0u) << w;
+    weighed += w > 1;
+  }
+  EXPECT_GT(weighed, 0u);
+  EXPECT_LT(records, job.issued() / 2);
 }
 
 }  // namespace

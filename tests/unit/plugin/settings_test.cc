@@ -81,6 +81,7 @@ TEST(SettingsTest, DefaultsRecordEverythingWithGpuTimingAndSampleTheNetwork) {
   EXPECT_EQ(s.overhead_budget_ppm, 10'000u);  // the governor keeps the plugin under 1 % of a core
   EXPECT_EQ(s.overhead_sample, 256u);
   EXPECT_EQ(s.record_one_in, 1u);  // every op recorded unless the agent or the job asks
+  EXPECT_EQ(s.record_rate_limit, 0u);
   EXPECT_TRUE(s.test_spin_file.empty());
   EXPECT_EQ(s.pinned, 0u);
   EXPECT_TRUE(s.warnings.empty());
@@ -108,7 +109,7 @@ TEST(SettingsTest, OverheadBudgetFromTheControlsFileOrPinnedByTheEnvironment) {
   EXPECT_EQ(bad.warnings.size(), 2u);
 }
 
-TEST(SettingsTest, RecordOneInFromTheControlsFileOrPinnedByTheEnvironment) {
+TEST(SettingsTest, RecordOneInAndRateLimitFromTheControlsFileOrPinnedByTheEnvironment) {
   Settings s;
   ApplyControlsFile("record_one_in=8\n", s);
   EXPECT_EQ(s.record_one_in, 8u);
@@ -118,11 +119,17 @@ TEST(SettingsTest, RecordOneInFromTheControlsFileOrPinnedByTheEnvironment) {
   EXPECT_EQ(s.pinned, NCCLSCOPE_CONTROL_RECORD_ONE_IN);
   ApplyControlsFile("record_one_in=16\n", s);  // pinned: the agent's value is ignored
   EXPECT_EQ(s.record_one_in, 3u);
+  ApplyControlsFile("record_rate_limit=1000\n", s);
+  EXPECT_EQ(s.record_rate_limit, 1000u);
+  ApplyEnvironment(Env({{"NCCLSCOPE_RECORD_RATE_LIMIT", "0"}}), s);
+  EXPECT_EQ(s.record_rate_limit, 0u);
+  EXPECT_NE(s.pinned & NCCLSCOPE_CONTROL_RECORD_RATE_LIMIT, 0u);
   Settings bad;
   ApplyEnvironment(Env({{"NCCLSCOPE_RECORD_ONE_IN", "0"}}), bad);
-  ApplyControlsFile("record_one_in=65537\n", bad);
+  ApplyControlsFile("record_one_in=65537\nrecord_rate_limit=-5\n", bad);
   EXPECT_EQ(bad.record_one_in, 1u);
-  EXPECT_EQ(bad.warnings.size(), 2u);
+  EXPECT_EQ(bad.record_rate_limit, 0u);
+  EXPECT_EQ(bad.warnings.size(), 3u);
 }
 
 TEST(SettingsTest, EnvironmentWinsOverTheControlsFileAndPinsThatControl) {
