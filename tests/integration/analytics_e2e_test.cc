@@ -252,8 +252,7 @@ TEST(AnalyticsEndToEndTest, SustainedRateKeepsEveryOpsIdentityAndMatchesEveryCol
 
 // The default record_rate_limit (1,000 ops/s per process) at 1,500 ops/s per rank: each process
 // records 1 in 2 (the gauge says so while they run), and the agent's weighed sums estimate every
-// op: ~24,000 ops on the node, ~6,000 independent draws of 1 in 2 (the ranks of a collective
-// share theirs): well within 10 %.
+// op: ~24,000 ops on the node, ~6,000 draws (the ranks of a collective share theirs).
 TEST(AnalyticsEndToEndTest, RecordRateLimitEstimatesAFastJob) {
   TempDir ring_dir;
   AgentProcess agent(AgentConfig(ring_dir.path(), /*every_op=*/false));
@@ -282,12 +281,16 @@ TEST(AnalyticsEndToEndTest, RecordRateLimitEstimatesAFastJob) {
       << Value(body, "ncclscope_nccl_records_total{type=\"op\"}") << " records + " << unrecorded
       << " unrecorded, " << driven << " driven";
   EXPECT_GT(unrecorded, driven / 4);
-  EXPECT_NEAR(Sum(body, "ncclscope_nccl_ops_total") / driven, 1.0, 0.1);
+  // The estimate: which ops are recorded is fixed by (comm, function, seq), but the 1-in-N in
+  // force follows the host's speed (1 in 2 here; a sanitizer's stalls and catch-up bursts raise
+  // it for a while), so the error is a few percent at 1 in 2 and more at 1 in 8 (an ASan run of
+  // CI measured 0.89). 25 %: a sum that forgot the weights would be at least ~45 % low.
+  EXPECT_NEAR(Sum(body, "ncclscope_nccl_ops_total") / driven, 1.0, 0.25);
   // The 4 processes went to 1 in 2 at different times (each decides on its own second): the
   // collectives recorded by only some of them in between are evicted as incomplete, a handful
   // (docs/analytics.md, "Recording one operation in N"); every other one is matched.
   const double matched = Sum(body, "ncclscope_nccl_coll_matched_total");
-  EXPECT_GT(matched, driven / 4 * 0.9);  // ~6,000 collectives, weighed
+  EXPECT_GT(matched, driven / 4 * 0.75);  // ~6,000 collectives, weighed, as the estimate above
   EXPECT_LT(Sum(body, "ncclscope_nccl_coll_match_evictions_total"), matched / 100);
 }
 
