@@ -113,25 +113,20 @@ __attribute__((noinline)) void WriteContinuations(const OpState* op, const nccls
   }
 }
 
-// Builds the op's record(s) in place in the ring, updates the comm table and frees the op.
-void EmitAndFree(OpState* op, std::uint32_t index, std::uint32_t final_state,
-                 std::uint16_t extra_flags, std::uint64_t now = 0) {
-  Runtime& r = R();
-  // Channels that reported both ends, in ascending channel order; how many records they need.
-  const std::uint64_t mask = Load(op->timed_mask);
-  const std::uint32_t timed = PopCount(mask);
+// Builds the op's record(s) in place in the ring (or, without room, on the stack: dropped and
+// counted, the code path one). always_inline, with CompleteInCommTable: as calls they cost 27
+// instructions more per recorded collective (callgrind, docs/benchmarks.md, "record_one_in").
+__attribute__((always_inline)) inline void WriteOpRecords(
+    Runtime& r, const OpState* op, std::uint32_t weight, std::uint64_t mask, std::uint32_t timed,
+    bool partial, std::uint32_t final_state, std::uint16_t extra_flags, std::uint64_t complete_ns) {
+  // How many records the timed channels need, in ascending channel order.
   const std::uint32_t continuations =
       timed > NCCLSCOPE_OP_INLINE_CHANNELS
           ? (timed - NCCLSCOPE_OP_INLINE_CHANNELS + NCCLSCOPE_OP_CONT_CHANNELS - 1) /
                 NCCLSCOPE_OP_CONT_CHANNELS
           : 0;
   ring::RingWriter::Reservation slots;
-  // An op left out by record_one_in (weight 0) is built on the stack like a dropped one and only
-  // reaches the comm table: its completion is counted there like every op's.
-  const std::uint32_t weight = Load(op->weight);
-  if (weight == 0) Count(NCCLSCOPE_CTR_OPS_NOT_RECORDED);
-  const bool reserved = weight != 0 && r.ring.Reserve(1 + continuations, ThreadLaneHint(), &slots);
-  // Without room the record is dropped (and counted); the stack copy keeps the code path one.
+  const bool reserved = r.ring.Reserve(1 + continuations, ThreadLaneHint(), &slots);
   alignas(64) unsigned char spare[NCCLSCOPE_RECORD_SIZE];
   unsigned char* raw = reserved ? slots.slots[0] : spare;
   std::memset(raw, 0, NCCLSCOPE_RECORD_SIZE);
@@ -142,7 +137,7 @@ void EmitAndFree(OpState* op, std::uint32_t index, std::uint32_t final_state,
   rec->count = Load(op->count);
   rec->bytes = Load(op->bytes);
   rec->enqueue_ns = Load(op->enqueue_ns);
-  rec->complete_ns = now != 0 ? now : clock::Now();
+  rec->complete_ns = complete_ns;
   rec->op_index = Load(op->op_index);
   const std::uint64_t stop_ns = Load(op->enqueue_stop_ns);
   rec->enqueue_dur_ns = stop_ns > rec->enqueue_ns ? Saturate32(stop_ns - rec->enqueue_ns) : 0;
@@ -159,6 +154,7 @@ void EmitAndFree(OpState* op, std::uint32_t index, std::uint32_t final_state,
   rec->weight = weight;
   std::uint16_t flags = static_cast<std::uint16_t>(Load(op->flags) | extra_flags);
   if ((final_state & kOpEnqueued) == 0) flags |= NCCLSCOPE_OP_NO_ENQUEUE_STOP;
+  if (partial) flags |= NCCLSCOPE_OP_GPU_TIMING_PARTIAL;
 
   if (mask != 0) {
     std::uint64_t first = UINT64_MAX;
@@ -175,7 +171,6 @@ void EmitAndFree(OpState* op, std::uint32_t index, std::uint32_t final_state,
     rec->channel_mask = mask;
     rec->n_timed = static_cast<std::uint8_t>(timed);
     flags |= NCCLSCOPE_OP_GPU_TIMING;
-    if (timed < rec->n_channels) flags |= NCCLSCOPE_OP_GPU_TIMING_PARTIAL;
     rec->n_continuations = static_cast<std::uint8_t>(continuations);
     rec->n_inline = static_cast<std::uint8_t>(
         timed < NCCLSCOPE_OP_INLINE_CHANNELS ? timed : NCCLSCOPE_OP_INLINE_CHANNELS);
@@ -188,43 +183,57 @@ void EmitAndFree(OpState* op, std::uint32_t index, std::uint32_t final_state,
     // Dropped without a reservation: no continuation to build (and `spare` holds rec).
     if (rest != 0 && reserved) WriteContinuations(op, *rec, rest, first, slots);
     if (saturated) flags |= NCCLSCOPE_OP_TIME_SATURATED;
-  } else if (Load(op->expect) != kExpectNone &&
-             (extra_flags & NCCLSCOPE_OP_KERNEL_NEVER_CAME) == 0) {
-    flags |= NCCLSCOPE_OP_GPU_TIMING_PARTIAL;
   }
   rec->flags = flags;
-  // What the comm table needs, read before publishing: the slot is the agent's from then on.
-  const std::uint64_t complete_ns = rec->complete_ns;
-  const std::uint64_t seq = rec->seq;
-  const std::uint32_t func = rec->func;
-  const std::uint32_t comm_slot = rec->comm_slot;
+  // The slot is the agent's from here on: nothing reads rec after this.
   if (reserved) r.ring.Commit(slots);
-  const bool incomplete =
-      (flags & NCCLSCOPE_OP_GPU_TIMING_PARTIAL) != 0 || (extra_flags & NCCLSCOPE_OP_FLUSHED) != 0;
-  if (incomplete) Count(NCCLSCOPE_CTR_OPS_INCOMPLETE);
+}
 
-  // Communicator progress (the agent's in-flight view).
+// Communicator progress (the agent's in-flight view): every op completes here, recorded or not.
+__attribute__((always_inline)) inline void CompleteInCommTable(Runtime& r, const OpState* op,
+                                                               std::uint64_t mask,
+                                                               std::uint32_t final_state,
+                                                               std::uint64_t complete_ns) {
   const std::uint32_t comm_index = Load(op->comm_index);
-  if (comm_index < r.comms.carved()) {
-    auto* comm = reinterpret_cast<CommState*>(r.comms.At(comm_index));
-    if (comm->slot.generation.load(std::memory_order_acquire) == Load(op->comm_generation)) {
-      const std::uint64_t completed =
-          comm->ops_completed.fetch_add(1, std::memory_order_relaxed) + 1;
-      // A plan whose op finished with GPU timing: every earlier plan's kernel has finished.
-      const std::uint32_t plan = Load(op->plan);
-      if (mask != 0 && (final_state & kOpForced) == 0 && plan != 0) {
-        const std::uint32_t latest = Load(comm->max_timed_plan);
-        if (latest == 0 || PlanBefore(latest, plan)) Store(comm->max_timed_plan, plan);
-      }
-      if (ncclscope_comm_slot* slot = r.ring.comm_slot(comm_slot)) {
-        StoreShared64(slot->ops_completed, completed);
-        StoreShared64(slot->last_complete_ns, complete_ns);
-        StoreShared64(slot->last_complete_seq, seq);
-        StoreShared32(slot->last_complete_func, func);
-      }
-    }
+  if (comm_index >= r.comms.carved()) return;
+  auto* comm = reinterpret_cast<CommState*>(r.comms.At(comm_index));
+  if (comm->slot.generation.load(std::memory_order_acquire) != Load(op->comm_generation)) return;
+  const std::uint64_t completed = comm->ops_completed.fetch_add(1, std::memory_order_relaxed) + 1;
+  // A plan whose op finished with GPU timing: every earlier plan's kernel has finished.
+  const std::uint32_t plan = Load(op->plan);
+  if (mask != 0 && (final_state & kOpForced) == 0 && plan != 0) {
+    const std::uint32_t latest = Load(comm->max_timed_plan);
+    if (latest == 0 || PlanBefore(latest, plan)) Store(comm->max_timed_plan, plan);
   }
+  if (ncclscope_comm_slot* slot = r.ring.comm_slot(Load(op->comm_slot))) {
+    StoreShared64(slot->ops_completed, completed);
+    StoreShared64(slot->last_complete_ns, complete_ns);
+    StoreShared64(slot->last_complete_seq, Load(op->seq));
+    StoreShared32(slot->last_complete_func, Load(op->func));
+  }
+}
 
+// Records the op (unless record_one_in left it out), completes it in the comm table and frees it.
+void EmitAndFree(OpState* op, std::uint32_t index, std::uint32_t final_state,
+                 std::uint16_t extra_flags, std::uint64_t now = 0) {
+  Runtime& r = R();
+  const std::uint64_t mask = Load(op->timed_mask);  // channels that reported both ends
+  const std::uint32_t timed = PopCount(mask);
+  // Some channels untimed, or none though kernel events were expected (and not given up on).
+  const bool partial = mask != 0 ? timed < Load(op->n_channels)
+                                 : Load(op->expect) != kExpectNone &&
+                                       (extra_flags & NCCLSCOPE_OP_KERNEL_NEVER_CAME) == 0;
+  const std::uint64_t complete_ns = now != 0 ? now : clock::Now();
+  // An op left out by record_one_in (weight 0) builds no record: it is counted, and completes in
+  // the comm table like every op.
+  const std::uint32_t weight = Load(op->weight);
+  if (weight == 0) {
+    Count(NCCLSCOPE_CTR_OPS_NOT_RECORDED);
+  } else {
+    WriteOpRecords(r, op, weight, mask, timed, partial, final_state, extra_flags, complete_ns);
+  }
+  if (partial || (extra_flags & NCCLSCOPE_OP_FLUSHED) != 0) Count(NCCLSCOPE_CTR_OPS_INCOMPLETE);
+  CompleteInCommTable(r, op, mask, final_state, complete_ns);
   // Channel tags carry the generation: freeing (which bumps it) makes them all idle.
   r.ops.Free(index);
 }
@@ -399,8 +408,8 @@ void* StartGroup() {
 
 // The weight of the op's record (OpState::weight) under plugin.record_one_in and
 // plugin.record_rate_limit: the one-in in force when ncclscope_op_recorded() picks the op, 0
-// when it is only counted. A p2p op without our per-peer
-// count has no seq its peer shares (seq is NCCL's, 0 for p2p before 2.29): always recorded.
+// when it is only counted. A p2p op without our per-peer count has no seq its peer shares (seq is
+// NCCL's, 0 for p2p before 2.29): always recorded.
 std::uint32_t RecordWeight(const Runtime& r, std::uint8_t kind, std::uint8_t func,
                            std::uint16_t flags, std::uint64_t comm_id, std::uint64_t seq,
                            std::int32_t rank, std::int32_t peer) {
