@@ -14,7 +14,8 @@
 // does. Simplified: every node of the fleet replays the same healthy page (values scaled by a
 // per-node factor within 5 %); network peer labels are not renumbered.
 //
-// Reported: head series, samples ingested per second, Prometheus's RSS, and per rule group the
+// Reported: head series, samples ingested per second, Prometheus's RSS and the cores it used after
+// the warm-up (with --rules 0, ingestion's alone), and per rule group the
 // evaluation time (median and max of the evaluations after the warm-up, as /api/v1/rules reports
 // it) against its interval; then every dashboard expression (variables = all, $__rate_interval =
 // 1m, $__range = the run) timed as an instant query, slowest first; then each group's rules on a
@@ -24,12 +25,13 @@
 // Usage: node [--max-old-space-size=8192] fleet_rules_bench.mjs --agent BIN --sim BIN --plugin SO
 //          --fabric BIN --nvml SO --prometheus BIN [--nodes 1000] [--minutes 12] [--scrape 30s]
 //          [--evaluation 30s] [--dashboards 0] [--quiet 0] [--compare RULE_DIR] [--json FILE]
-//          [--keep-tsdb DIR]
+//          [--keep-tsdb DIR] [--rules 0] [--gogc N] [--gomemlimit SIZE]   (--rules 0: no rule files,
+//          ingestion alone; --gogc, --gomemlimit: the ingesting Prometheus's GOGC and GOMEMLIMIT)
 //        node fleet_rules_bench.mjs --prometheus BIN --quiet-from DIR [--compare RULE_DIR] [--json FILE]
 //          (the quiet timings only, of the rule files as they are, on a TSDB kept with --keep-tsdb)
 import { readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
-import { totalmem } from "node:os";
+import { availableParallelism, totalmem } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { freePort, sleep, startPrometheus } from "../../tests/deploy/prometheus.mjs";
@@ -38,7 +40,7 @@ import { cliOptions } from "../../tests/deploy/cli_options.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, "../..");
-const args = cliOptions(["agent", "sim", "plugin", "fabric", "nvml", "prometheus", "nodes", "minutes", "scrape", "evaluation", "dashboards", "quiet", "compare", "json", "keep-tsdb", "quiet-from"],
+const args = cliOptions(["agent", "sim", "plugin", "fabric", "nvml", "prometheus", "nodes", "minutes", "scrape", "evaluation", "dashboards", "quiet", "compare", "json", "keep-tsdb", "quiet-from", "rules", "gogc", "gomemlimit"],
   ["prometheus"]);
 for (const required of ["agent", "sim", "plugin", "fabric", "nvml"]) {
   if (!args["quiet-from"] && args[required] === undefined) throw new Error(`--${required} is required (all but --prometheus are, without --quiet-from)`);
@@ -53,6 +55,26 @@ const NODES_PER_JOB = 4;
 const t0 = Date.now();
 const log = (...m) => console.log(`[${((Date.now() - t0) / 1000).toFixed(0).padStart(5)} s]`, ...m);
 const seconds = (d) => Number(d.replace(/s$/, "").replace(/m$/, "")) * (d.endsWith("m") ? 60 : 1);
+
+// The machine's CPU jiffies, busy (all but idle and iowait) and in all, from /proc/stat.
+function machineCpu() {
+  const f = readFileSync("/proc/stat", "utf8").split("\n")[0].trim().split(/\s+/).slice(1).map(Number);
+  const total = f.reduce((a, x) => a + x, 0);
+  return { busy: total - f[3] - f[4], total };
+}
+
+// Major page faults of the Prometheus serving DIR (found by its --storage.tsdb.path), from
+// /proc/PID/stat (field 12); NaN if it is not found.
+function majorFaults(dir) {
+  for (const pid of readdirSync("/proc").filter((p) => /^\d+$/.test(p))) {
+    try {
+      if (!readFileSync(`/proc/${pid}/cmdline`, "utf8").includes(`--storage.tsdb.path=${join(dir, "data")}`)) continue;
+      const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+      return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[9]);
+    } catch { /* gone meanwhile */ }
+  }
+  return NaN;
+}
 
 // --- one node's page, as values and rates ----------------------------------------------------------
 function parsePage(text) {
@@ -272,7 +294,8 @@ try {
     targets.push({ targets: [`127.0.0.1:${port}`], labels: { __metrics_path__: `/node/${n}`, instance: `${name}:9824`, node: name } });
   }
   const ruleDir = join(root, "deploy/prometheus/rules");
-  const ruleFiles = readdirSync(ruleDir).filter((f) => f.endsWith(".yaml")).sort();
+  // --rules 0: ingestion alone, to tell its CPU from the rules' (the cores Prometheus used).
+  const ruleFiles = args.rules === "0" ? [] : readdirSync(ruleDir).filter((f) => f.endsWith(".yaml")).sort();
   const files = { "targets.json": JSON.stringify(targets) };
   for (const f of ruleFiles) files[f] = readFileSync(join(ruleDir, f), "utf8");
   prometheus = await startPrometheus(args.prometheus, {
@@ -280,6 +303,9 @@ try {
       `rule_files: [${ruleFiles.map((f) => JSON.stringify(f)).join(", ")}]\n` +
       "scrape_configs:\n  - job_name: ncclscope\n    file_sd_configs: [{files: [targets.json]}]\n",
     files,
+    // --gogc N / --gomemlimit SIZE: the ingesting server's GOGC (Go's default 100: a collection
+    // each time the heap grows by 100 % of what the last one left live) and GOMEMLIMIT.
+    env: { ...process.env, ...(args.gogc ? { GOGC: String(args.gogc) } : {}), ...(args.gomemlimit ? { GOMEMLIMIT: String(args.gomemlimit) } : {}) },
   });
   log(`Prometheus ${prometheus.base}: ${NODES} targets every ${SCRAPE}, rules every ${EVALUATION}, ${MINUTES} min`);
   const scalar = async (q) => Number((await prometheus.query(q)).result?.[0]?.value?.[1] ?? NaN);
@@ -296,8 +322,13 @@ try {
   const ruleTimes = new Map(); // "group / rule" -> { max_s, sum_s, n }
   const end = Date.now() + MINUTES * 60 * 1000;
   let heads = 0;
+  let cpu0; // Prometheus's CPU seconds and the clock when the warm-up ended
   while (Date.now() < end) {
     await sleep(5000);
+    if (cpu0 === undefined && (Date.now() - started) / 1000 >= WARMUP_S) {
+      cpu0 = { cpu: await own("process_cpu_seconds_total"), gcs: await own("go_gc_duration_seconds_count"), at: Date.now(),
+        machine: machineCpu(), faults: majorFaults(prometheus.dir) };
+    }
     const rules = await (await fetch(`${prometheus.base}/api/v1/rules`)).json();
     for (const g of rules.data.groups) {
       if (!evaluations.has(g.name)) evaluations.set(g.name, { interval: g.interval, times: [] });
@@ -320,6 +351,11 @@ try {
         `RSS ${((await own("process_resident_memory_bytes")) / 2 ** 30).toFixed(2)} GiB`);
     }
   }
+  const cpuCores = (await own("process_cpu_seconds_total") - cpu0.cpu) / ((Date.now() - cpu0.at) / 1000);
+  const gcsPerMinute = (await own("go_gc_duration_seconds_count") - cpu0.gcs) / ((Date.now() - cpu0.at) / 60000);
+  const machine = machineCpu();
+  const machineBusy = (machine.busy - cpu0.machine.busy) / (machine.total - cpu0.machine.total);
+  const faultsPerSecond = (majorFaults(prometheus.dir) - cpu0.faults) / ((Date.now() - cpu0.at) / 1000);
   const appended0 = await own("prometheus_tsdb_head_samples_appended_total");
   await sleep(2 * seconds(SCRAPE) * 1000);
   const appended1 = await own("prometheus_tsdb_head_samples_appended_total");
@@ -328,6 +364,15 @@ try {
     head_series: await own("prometheus_tsdb_head_series"),
     samples_per_second: (appended1 - appended0) / (2 * seconds(SCRAPE)),
     rss_bytes: await own("process_resident_memory_bytes"),
+    // Cores Prometheus used after the warm-up (scraping, ingestion, GC, rules), of the machine's.
+    cpu_cores: cpuCores,
+    machine_cores: availableParallelism(),
+    gc_cycles_per_minute: gcsPerMinute,
+    // The whole machine's busy share over the same window (the fleet server and this script too).
+    machine_busy: machineBusy,
+    // Prometheus's major page faults per second (pages read back from disk: mmapped head chunks and
+    // blocks that the kernel had dropped from the page cache).
+    major_faults_per_second: faultsPerSecond,
     scrape_seconds_p50: await scalar("quantile(0.5, scrape_duration_seconds)"),
     up: await scalar("sum(up)"),
     groups: [],
@@ -335,8 +380,11 @@ try {
   };
   for (const [name, e] of evaluations) {
     const t = [...e.times].sort((a, b) => a - b);
-    result.groups.push({ name, interval_s: e.interval, evaluations: t.length, p50_s: t[Math.floor(t.length / 2)] ?? NaN, max_s: t.at(-1) ?? NaN });
+    result.groups.push({ name, interval_s: e.interval, evaluations: t.length, p50_s: t[Math.floor(t.length / 2)] ?? NaN, max_s: t.at(-1) ?? NaN,
+      mean_s: t.reduce((a, x) => a + x, 0) / t.length });
   }
+  // Wall seconds per second the groups spent evaluating, all together (waiting for a core included).
+  result.rule_seconds_per_second = result.groups.reduce((a, g) => a + (g.evaluations ? g.mean_s / g.interval_s : 0), 0);
 
   result.rules = [...ruleTimes.values()].map((r) => ({ ...r, mean_s: r.sum_s / r.n })).sort((a, b) => b.mean_s - a.mean_s);
   // Evaluations Prometheus skipped because the group's previous one was still running.
@@ -346,7 +394,10 @@ try {
 
   console.log(`\n${NODES} nodes x ${result.series_per_node} series: head ${result.head_series} series, ` +
     `${Math.round(result.samples_per_second)} samples/s, RSS ${(result.rss_bytes / 2 ** 30).toFixed(2)} GiB, ${result.up} of ${NODES} up, ` +
-    `${result.missed_iterations} rule group evaluations missed`);
+    `${result.missed_iterations} rule group evaluations missed, ${result.cpu_cores.toFixed(2)} of ${result.machine_cores} cores used, ` +
+    `rule groups evaluating ${result.rule_seconds_per_second.toFixed(2)} s per s, ` +
+    `${result.gc_cycles_per_minute.toFixed(1)} GC cycles per minute; the machine ${(100 * result.machine_busy).toFixed(0)} % busy, ` +
+    `${result.major_faults_per_second.toFixed(0)} major page faults per second`);
   console.log("\n| Rule group | Interval | Evaluations | Median | Max | Max / interval |\n|---|---|---|---|---|---|");
   for (const g of result.groups) {
     console.log(`| ${g.name} | ${g.interval_s} s | ${g.evaluations} | ${g.p50_s.toFixed(3)} s | ${g.max_s.toFixed(3)} s | ${(100 * g.max_s / g.interval_s).toFixed(1)} % |`);
@@ -381,17 +432,18 @@ try {
   if (failedQueries.length) console.log(`${failedQueries.length} queries failed`);
   if (args.json) writeFileSync(args.json, JSON.stringify(result, null, 1));
   const over = result.groups.filter((g) => g.max_s > 0.1 * g.interval_s);
-  console.log(over.length ? `\nOVER 10 % of the interval: ${over.map((g) => g.name).join(", ")}` : "\nevery rule group under 10 % of its interval");
+  if (args.rules !== "0") console.log(over.length ? `\nOVER 10 % of the interval: ${over.map((g) => g.name).join(", ")}` : "\nevery rule group under 10 % of its interval");
 
-  // The same rules on a quiet server (quietTimings below), and the TSDB kept for more of them.
-  if (args.quiet !== "0") {
+  // The same rules on a quiet server (quietTimings below), and the TSDB kept for more of them
+  // (with --quiet 0 too: --quiet-from times them later).
+  if ((args.quiet !== "0" || args["keep-tsdb"]) && args.rules !== "0") {
     const groups = [...(await (await fetch(`${prometheus.base}/api/v1/rules`)).json()).data.groups];
     if (args.compare) groups.push(...(await ruleGroups(args.compare, ` (${args.compare})`)));
     const at = Date.now() / 1000 - 60;
     const dir = prometheus.dir;
     await prometheus.stop({ keep: true });
     prometheus = undefined;
-    result.quiet = await quietTimings(dir, at, groups);
+    if (args.quiet !== "0") result.quiet = await quietTimings(dir, at, groups);
     if (args["keep-tsdb"]) {
       renameSync(dir, args["keep-tsdb"]);
       writeFileSync(join(args["keep-tsdb"], "fleet.json"), JSON.stringify({ at, nodes: NODES, series_per_node: result.series_per_node }));
