@@ -351,11 +351,12 @@ try {
         `RSS ${((await own("process_resident_memory_bytes")) / 2 ** 30).toFixed(2)} GiB`);
     }
   }
-  const cpuCores = (await own("process_cpu_seconds_total") - cpu0.cpu) / ((Date.now() - cpu0.at) / 1000);
-  const gcsPerMinute = (await own("go_gc_duration_seconds_count") - cpu0.gcs) / ((Date.now() - cpu0.at) / 60000);
+  const window = (Date.now() - cpu0.at) / 1000; // seconds since the warm-up ended
+  const cpuCores = (await own("process_cpu_seconds_total") - cpu0.cpu) / window;
+  const gcsPerMinute = (await own("go_gc_duration_seconds_count") - cpu0.gcs) / (window / 60);
   const machine = machineCpu();
   const machineBusy = (machine.busy - cpu0.machine.busy) / (machine.total - cpu0.machine.total);
-  const faultsPerSecond = (majorFaults(prometheus.dir) - cpu0.faults) / ((Date.now() - cpu0.at) / 1000);
+  const faultsPerSecond = (majorFaults(prometheus.dir) - cpu0.faults) / window;
   const appended0 = await own("prometheus_tsdb_head_samples_appended_total");
   await sleep(2 * seconds(SCRAPE) * 1000);
   const appended1 = await own("prometheus_tsdb_head_samples_appended_total");
@@ -436,14 +437,14 @@ try {
 
   // The same rules on a quiet server (quietTimings below), and the TSDB kept for more of them
   // (with --quiet 0 too: --quiet-from times them later).
-  if ((args.quiet !== "0" || args["keep-tsdb"]) && args.rules !== "0") {
+  if (args.quiet !== "0" || args["keep-tsdb"]) {
     const groups = [...(await (await fetch(`${prometheus.base}/api/v1/rules`)).json()).data.groups];
     if (args.compare) groups.push(...(await ruleGroups(args.compare, ` (${args.compare})`)));
     const at = Date.now() / 1000 - 60;
     const dir = prometheus.dir;
     await prometheus.stop({ keep: true });
     prometheus = undefined;
-    if (args.quiet !== "0") result.quiet = await quietTimings(dir, at, groups);
+    if (args.quiet !== "0" && args.rules !== "0") result.quiet = await quietTimings(dir, at, groups);
     if (args["keep-tsdb"]) {
       renameSync(dir, args["keep-tsdb"]);
       writeFileSync(join(args["keep-tsdb"], "fleet.json"), JSON.stringify({ at, nodes: NODES, series_per_node: result.series_per_node }));
