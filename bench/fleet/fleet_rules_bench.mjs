@@ -17,14 +17,15 @@
 // Reported: head series, samples ingested per second, Prometheus's RSS and the cores it used after
 // the warm-up (with --rules 0, ingestion's alone), and per rule group the
 // evaluation time (median and max of the evaluations after the warm-up, as /api/v1/rules reports
-// it) against its interval; then every dashboard expression (variables = all, $__rate_interval =
-// 1m, $__range = the run) timed as an instant query, slowest first; then each group's rules on a
+// it) against its interval, and the max of those that met no garbage collection cycle of
+// Prometheus's (from Go's GODEBUG=gctrace=1 trace); then each dashboard opened as Grafana opens it, for one job or node and
+// for the whole fleet (its queries timed, see "The dashboards' queries" below); then each group's rules on a
 // quiet server (the same TSDB reopened without scraping or rules: --quiet 0 skips it), and those
 // of --compare's rule files (another version of deploy/prometheus/rules) on the same data.
 //
 // Usage: node [--max-old-space-size=8192] fleet_rules_bench.mjs --agent BIN --sim BIN --plugin SO
 //          --fabric BIN --nvml SO --prometheus BIN [--nodes 1000] [--minutes 12] [--scrape 30s]
-//          [--evaluation 30s] [--dashboards 0] [--quiet 0] [--compare RULE_DIR] [--json FILE]
+//          [--evaluation 30s] [--dashboards one|all|one,all|0] [--quiet 0] [--compare RULE_DIR] [--json FILE]
 //          [--keep-tsdb DIR] [--rules 0] [--gogc N] [--gomemlimit SIZE]   (--rules 0: no rule files,
 //          ingestion alone; --gogc, --gomemlimit: the ingesting Prometheus's GOGC and GOMEMLIMIT)
 //        node fleet_rules_bench.mjs --prometheus BIN --quiet-from DIR [--compare RULE_DIR] [--json FILE]
@@ -37,6 +38,7 @@ import { fileURLToPath } from "node:url";
 import { freePort, sleep, startPrometheus } from "../../tests/deploy/prometheus.mjs";
 import { startSimulatedNode } from "../../tests/deploy/simulated_node.mjs";
 import { cliOptions } from "../../tests/deploy/cli_options.mjs";
+import { FIRST, resolveVariables } from "../../tests/deploy/grafana_variables.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, "../..");
@@ -65,15 +67,35 @@ function machineCpu() {
 
 // Major page faults of the Prometheus serving DIR (found by its --storage.tsdb.path), from
 // /proc/PID/stat (field 12); NaN if it is not found.
-function majorFaults(dir) {
+function prometheusStat(dir) {
   for (const pid of readdirSync("/proc").filter((p) => /^\d+$/.test(p))) {
     try {
       if (!readFileSync(`/proc/${pid}/cmdline`, "utf8").includes(`--storage.tsdb.path=${join(dir, "data")}`)) continue;
       const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-      return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[9]);
+      return stat.slice(stat.lastIndexOf(")") + 2).split(" "); // fields from the 3rd (state) on
     } catch { /* gone meanwhile */ }
   }
-  return NaN;
+  return undefined;
+}
+const majorFaults = (dir) => Number(prometheusStat(dir)?.[9] ?? NaN); // majflt, field 12
+
+// When the Prometheus in `dir` started, Unix seconds (10 ms resolution): the machine's boot time
+// plus the process's start in clock ticks since boot (field 22; USER_HZ is 100 on Linux).
+function processStart(dir) {
+  const btime = Number(readFileSync("/proc/stat", "utf8").match(/^btime (\d+)$/m)[1]);
+  return btime + Number(prometheusStat(dir)?.[19] ?? NaN) / 100;
+}
+
+// Go's garbage collection cycles from the runtime's trace (GODEBUG=gctrace=1, one line per cycle
+// on stderr: "gc N @T s P%: A+B+C ms clock, ..." with T since the process started, A and C the two
+// stop-the-world pauses and B the concurrent mark, wall clock; then the heap before, at the end
+// and live after it, MB): [{ start, end, heap_mb, live_mb }], Unix seconds.
+function gcCycles(log, started) {
+  const line = /^gc \d+ @([\d.]+)s \d+%: ([\d.]+)\+([\d.]+)\+([\d.]+) ms clock, [^,]*, (\d+)->\d+->(\d+) MB/gm;
+  return [...log.matchAll(line)].map((m) => {
+    const start = started + Number(m[1]);
+    return { start, end: start + (Number(m[2]) + Number(m[3]) + Number(m[4])) / 1000, heap_mb: Number(m[5]), live_mb: Number(m[6]) };
+  });
 }
 
 // --- one node's page, as values and rates ----------------------------------------------------------
@@ -305,7 +327,10 @@ try {
     files,
     // --gogc N / --gomemlimit SIZE: the ingesting server's GOGC (Go's default 100: a collection
     // each time the heap grows by 100 % of what the last one left live) and GOMEMLIMIT.
-    env: { ...process.env, ...(args.gogc ? { GOGC: String(args.gogc) } : {}), ...(args.gomemlimit ? { GOMEMLIMIT: String(args.gomemlimit) } : {}) },
+    // GODEBUG=gctrace=1: one line on stderr per collection cycle, to tell the evaluations that met
+    // one from those that did not (gcCycles above).
+    env: { ...process.env, GODEBUG: [process.env.GODEBUG, "gctrace=1"].filter(Boolean).join(","),
+      ...(args.gogc ? { GOGC: String(args.gogc) } : {}), ...(args.gomemlimit ? { GOMEMLIMIT: String(args.gomemlimit) } : {}) },
   });
   log(`Prometheus ${prometheus.base}: ${NODES} targets every ${SCRAPE}, rules every ${EVALUATION}, ${MINUTES} min`);
   const scalar = async (q) => Number((await prometheus.query(q)).result?.[0]?.value?.[1] ?? NaN);
@@ -334,7 +359,7 @@ try {
       if (!evaluations.has(g.name)) evaluations.set(g.name, { interval: g.interval, times: [] });
       if ((Date.now() - started) / 1000 < WARMUP_S || seen.get(g.name) === g.lastEvaluation) continue;
       seen.set(g.name, g.lastEvaluation);
-      evaluations.get(g.name).times.push(g.evaluationTime);
+      evaluations.get(g.name).times.push({ at: Date.parse(g.lastEvaluation) / 1000, seconds: g.evaluationTime });
       for (const r of g.rules) {
         const key = `${g.name} / ${r.name}`;
         const prev = ruleTimes.get(key) ?? { group: g.name, rule: r.name, max_s: 0, sum_s: 0, n: 0, error: r.lastError };
@@ -379,10 +404,19 @@ try {
     groups: [],
     queries: [],
   };
+  // Which evaluations ran while a garbage collection cycle did (its pauses or its concurrent mark,
+  // during which a query that allocates is made to help mark: Go's GC assists).
+  const cycles = gcCycles(prometheus.log(), processStart(prometheus.dir)).filter((c) => c.end * 1000 >= cpu0.at);
+  const metGc = (e) => cycles.some((c) => c.start < e.at + e.seconds && c.end > e.at);
+  result.gc_cycles = cycles.length;
+  result.gc = cycles.map((c) => ({ ...c, seconds: c.end - c.start }));
+  result.gc_cycle_seconds_max = Math.max(0, ...cycles.map((c) => c.end - c.start));
   for (const [name, e] of evaluations) {
-    const t = [...e.times].sort((a, b) => a - b);
+    const t = e.times.map((x) => x.seconds).sort((a, b) => a - b);
+    const clear = e.times.filter((x) => !metGc(x)).map((x) => x.seconds);
     result.groups.push({ name, interval_s: e.interval, evaluations: t.length, p50_s: t[Math.floor(t.length / 2)] ?? NaN, max_s: t.at(-1) ?? NaN,
-      mean_s: t.reduce((a, x) => a + x, 0) / t.length });
+      mean_s: t.reduce((a, x) => a + x, 0) / t.length, met_gc: t.length - clear.length, max_without_gc_s: clear.length ? Math.max(...clear) : NaN,
+      times: e.times.map((x) => ({ ...x, met_gc: metGc(x) })) });
   }
   // Wall seconds per second the groups spent evaluating, all together (waiting for a core included).
   result.rule_seconds_per_second = result.groups.reduce((a, g) => a + (g.evaluations ? g.mean_s / g.interval_s : 0), 0);
@@ -399,36 +433,75 @@ try {
     `rule groups evaluating ${result.rule_seconds_per_second.toFixed(2)} s per s, ` +
     `${result.gc_cycles_per_minute.toFixed(1)} GC cycles per minute; the machine ${(100 * result.machine_busy).toFixed(0)} % busy, ` +
     `${result.major_faults_per_second.toFixed(0)} major page faults per second`);
-  console.log("\n| Rule group | Interval | Evaluations | Median | Max | Max / interval |\n|---|---|---|---|---|---|");
+  console.log(`\n${result.gc_cycles} garbage collection cycles after the warm-up, the longest ${result.gc_cycle_seconds_max.toFixed(1)} s ` +
+    "(pauses and concurrent mark, wall clock)");
+  console.log("\n| Rule group | Interval | Evaluations | Median | Max | Max / interval | Met a GC cycle | Max of the others / interval |\n|---|---|---|---|---|---|---|---|");
   for (const g of result.groups) {
-    console.log(`| ${g.name} | ${g.interval_s} s | ${g.evaluations} | ${g.p50_s.toFixed(3)} s | ${g.max_s.toFixed(3)} s | ${(100 * g.max_s / g.interval_s).toFixed(1)} % |`);
+    console.log(`| ${g.name} | ${g.interval_s} s | ${g.evaluations} | ${g.p50_s.toFixed(3)} s | ${g.max_s.toFixed(3)} s | ${(100 * g.max_s / g.interval_s).toFixed(1)} % ` +
+      `| ${g.met_gc} | ${(100 * g.max_without_gc_s / g.interval_s).toFixed(1)} % |`);
   }
   console.log("\nMost expensive rules (mean per evaluation):");
   for (const r of result.rules.slice(0, 12)) console.log(`  ${r.mean_s.toFixed(3)} s (max ${r.max_s.toFixed(3)} s)  ${r.group} / ${r.rule}${r.error ? ` ERROR ${r.error}` : ""}`);
   if (args.json) writeFileSync(args.json, JSON.stringify(result, null, 1));
-  // The dashboards' expressions, every variable = all (--dashboards 0: skipped).
+  // The dashboards' queries as Grafana sends them when a dashboard is opened, while Prometheus goes
+  // on ingesting and evaluating (--dashboards 0: skipped). Modes, comma-separated (default "one"):
+  // `one`: each dashboard opened for one job (job, glance: the first job_id) or one node (node,
+  // fabric: the first node), every other variable as Grafana defaults it ("All" where the variable
+  // includes it, else its first option): what an operator following an alert does. `all`: every
+  // variable at Grafana's default, i.e. the whole fleet (a dashboard saved without a selection).
+  // Time series and stat targets are range queries over the dashboards' default hour (the run's
+  // last min(60, --minutes) minutes here) at a step of one scrape interval (Grafana's step for an
+  // hour on a ~1,000 px panel is 3.6 s, raised to the data source's scrape interval), with
+  // $__rate_interval = max(4 x scrape, step + scrape) as Grafana computes it; table targets are
+  // instant queries at the end. Each query times out after 30 s (Grafana's default), counted failed.
+  // Simplified: one query at a time (Grafana sends a page's queries a few at a time), so a page's
+  // time is the sum of its queries', an upper bound of what a user waits.
   if (args.dashboards !== "0") {
     const dashDir = join(root, "deploy/grafana/dashboards");
-    const values = { __rate_interval: "1m", __interval: "30s", __range: `${MINUTES}m`, __range_s: String(MINUTES * 60), __range_ms: String(MINUTES * 60000) };
-    for (const file of readdirSync(dashDir).filter((f) => f.endsWith(".json"))) {
-      const d = JSON.parse(readFileSync(join(dashDir, file), "utf8"));
-      const panels = d.panels.flatMap((p) => (p.type === "row" ? [p, ...(p.panels ?? [])] : [p]));
-      for (const p of panels) {
-        for (const t of p.targets ?? []) {
-          if (!t.expr) continue;
-          const expr = t.expr.replace(/\$\{([A-Za-z0-9_]+)[^}]*\}|\$([A-Za-z0-9_]+)/g, (_, a, b) => values[a ?? b] ?? ".*");
-          const a = performance.now();
-          // Grafana's default query timeout is 30 s; a query Prometheus gives up on counts as failed.
-          const r = await prometheus.query(expr, undefined, "30s");
-          result.queries.push({ dashboard: file, panel: p.title, seconds: (performance.now() - a) / 1000, ok: r.ok, error: r.error });
+    const scrapeS = seconds(SCRAPE);
+    const windowS = Math.min(60, MINUTES) * 60;
+    const at = Math.floor(Date.now() / 1000);
+    const builtins = { __rate_interval: `${Math.max(4 * scrapeS, scrapeS + scrapeS)}s`, __interval: `${scrapeS}s`, __interval_ms: String(scrapeS * 1000),
+      __range: `${windowS}s`, __range_s: String(windowS), __range_ms: String(windowS * 1000) };
+    const pickOne = { "ncclscope-job": { job_id: FIRST }, "ncclscope-glance": { job_id: FIRST }, "ncclscope-node": { node: FIRST }, "ncclscope-fabric": { node: FIRST } };
+    for (const mode of String(args.dashboards ?? "one").split(",")) {
+      if (mode !== "one" && mode !== "all") throw new Error(`--dashboards ${mode}: one, all or 0`);
+      for (const file of readdirSync(dashDir).filter((f) => f.endsWith(".json")).sort()) {
+        const d = JSON.parse(readFileSync(join(dashDir, file), "utf8"));
+        const chosen = mode === "one" ? pickOne[d.uid] ?? {} : {};
+        const { interpolate, values } = await resolveVariables(d, prometheus, { chosen, builtins, start: at - windowS, grafanaDefault: true });
+        const picked = Object.entries(chosen).map(([k]) => `${k}=${values[k]}`).join(" ");
+        const panels = d.panels.flatMap((p) => (p.type === "row" ? [p, ...(p.panels ?? [])] : [p]));
+        for (const p of panels) {
+          for (const t of p.targets ?? []) {
+            if (!t.expr) continue;
+            const expr = interpolate(t.expr);
+            const a = performance.now();
+            const r = t.instant ? await prometheus.query(expr, at, "30s") : await prometheus.queryRange(expr, at - windowS, at, scrapeS, "30s");
+            result.queries.push({ mode, dashboard: d.uid, picked, panel: p.title, ref: t.refId, instant: Boolean(t.instant),
+              seconds: (performance.now() - a) / 1000, ok: r.ok, error: r.error, series: r.ok ? r.result.length : 0 });
+          }
         }
+        const qs = result.queries.filter((q) => q.mode === mode && q.dashboard === d.uid);
+        log(`dashboard ${d.uid} (${mode}${picked ? `: ${picked}` : ""}): ${qs.length} queries, ${qs.reduce((a, q) => a + q.seconds, 0).toFixed(1)} s`);
       }
     }
+    result.dashboards = [];
+    for (const key of new Set(result.queries.map((q) => `${q.mode} ${q.dashboard}`))) {
+      const qs = result.queries.filter((q) => `${q.mode} ${q.dashboard}` === key);
+      const slowest = qs.reduce((a, b) => (b.seconds > a.seconds ? b : a));
+      result.dashboards.push({ mode: qs[0].mode, dashboard: qs[0].dashboard, picked: qs[0].picked, queries: qs.length,
+        seconds: qs.reduce((a, q) => a + q.seconds, 0), slowest_s: slowest.seconds, slowest_panel: slowest.panel, failed: qs.filter((q) => !q.ok).length,
+        empty: qs.filter((q) => q.ok && q.series === 0).length });
+    }
+    console.log(`\nDashboards opened (range queries over ${windowS / 60} min at ${scrapeS} s steps, one query at a time):\n\n` +
+      "| Mode | Dashboard | Selection | Queries | All queries | Slowest | Failed (30 s) | No data |\n|---|---|---|---|---|---|---|---|\n" +
+      result.dashboards.map((x) => `| ${x.mode} | ${x.dashboard} | ${x.picked || "All"} | ${x.queries} | ${x.seconds.toFixed(1)} s | ${x.slowest_s.toFixed(2)} s (${x.slowest_panel}) | ${x.failed} | ${x.empty} |`).join("\n"));
     result.queries.sort((a, b) => b.seconds - a.seconds);
   }
   const total = result.queries.reduce((a, q) => a + q.seconds, 0);
   console.log(`\n${result.queries.length} dashboard queries, ${total.toFixed(1)} s in all; slowest:`);
-  for (const q of result.queries.slice(0, 12)) console.log(`  ${q.seconds.toFixed(3)} s  ${q.dashboard}: ${q.panel}${q.ok ? "" : ` (${q.error})`}`);
+  for (const q of result.queries.slice(0, 12)) console.log(`  ${q.seconds.toFixed(3)} s  ${q.mode} ${q.dashboard}: ${q.panel} ${q.ref}${q.ok ? "" : ` (${q.error})`}`);
   const failedQueries = result.queries.filter((q) => !q.ok);
   if (failedQueries.length) console.log(`${failedQueries.length} queries failed`);
   if (args.json) writeFileSync(args.json, JSON.stringify(result, null, 1));

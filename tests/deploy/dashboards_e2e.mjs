@@ -21,6 +21,7 @@ import { join } from "node:path";
 import { parse, stringify } from "yaml";
 import { freePort, sleep, startProcess, startPrometheus } from "./prometheus.mjs";
 import { startAgent } from "./agent.mjs";
+import { resolveVariables } from "./grafana_variables.mjs";
 
 const [root, agentBin, simBin, pluginPath, fakeNvml, prometheusBin] = process.argv.slice(2);
 const dashboards = Object.fromEntries(readdirSync(join(root, "deploy/grafana/dashboards"))
@@ -80,27 +81,11 @@ function writeNvmlState() {
   renameSync(`${nvmlState}.tmp`, nvmlState);
 }
 
-// As Grafana's Prometheus data source escapes a value for a regex matcher: a backslash before each
-// regex metacharacter, itself escaped inside the PromQL string.
-const regexEscape = (s) => s.replace(/[\\^$.*+?()[\]{}|]/g, "\\\\$&");
-const VAR_REF = /\$\{([A-Za-z0-9_]+)[^}]*\}|\$([A-Za-z0-9_]+)|\[\[([A-Za-z0-9_]+)[^\]]*\]\]/g;
 const BUILTINS = { __rate_interval: "10s", __interval: "2s", __range: "1m", __range_s: "60" };
 
-// Resolves a dashboard's variables as Grafana does: each query variable's options from its
-// label_values() query (with the variables before it interpolated); a chosen value, else "All"
-// (its allValue, or every option as a regex alternation). Returns the interpolating function.
-async function variables(d, prometheus, chosen) {
-  const values = { ...BUILTINS };
-  const interpolate = (s) => s.replace(VAR_REF, (m, a, b, c) => values[a ?? b ?? c] ?? m);
-  for (const v of d.templating.list.filter((x) => x.type === "query")) {
-    const [, selector, label] = v.query.query.match(/^label_values\((.*),\s*(\w+)\)$/s);
-    const series = await prometheus.series(interpolate(selector), Math.floor(started));
-    const options = [...new Set(series.map((s) => s[label]).filter((x) => x !== undefined && x !== ""))].sort();
-    if (chosen[v.name] !== undefined) values[v.name] = regexEscape(chosen[v.name]);
-    else values[v.name] = v.allValue ?? `(${options.map(regexEscape).join("|")})`;
-  }
-  return interpolate;
-}
+// The dashboard's variables as Grafana resolves them: a chosen value, else "All".
+const variables = async (d, prometheus, chosen) =>
+  (await resolveVariables(d, prometheus, { chosen, builtins: BUILTINS, start: started })).interpolate;
 
 const panel = (uid, title) => {
   const p = dashboards[uid].panels.find((x) => x.title === title);

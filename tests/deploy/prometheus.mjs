@@ -64,23 +64,25 @@ export async function startPrometheus(binary, { config = "global:\n  evaluation_
     if (Date.now() > deadline) { await stop(); throw new Error(`prometheus not ready after ${readyTimeoutMs / 1000} s:\n${server.log()}`); }
     await sleep(100);
   }
+  // POSTs a query to the HTTP API (`path`: query or query_range; undefined parameters left out);
+  // returns { ok, error, result }.
+  const post = async (path, params) => {
+    const res = await fetch(`${base}/api/v1/${path}`, {
+      method: "POST", headers: { "Content-Type": "application/x-www-form-urlencoded" },
+      body: new URLSearchParams(Object.entries(params).filter(([, v]) => v !== undefined).map(([k, v]) => [k, String(v)])),
+    });
+    const body = await res.json();
+    return body.status === "success" ? { ok: true, result: body.data.result }
+      : { ok: false, error: `${body.errorType}: ${body.error}` };
+  };
   return {
     dir,
     base,
-    // Instant query (at `time`, default now; Prometheus gives up after `timeout`, e.g. "30s");
-    // returns { ok, error, result } from the HTTP API.
-    async query(expr, time, timeout) {
-      const params = { query: expr };
-      if (time !== undefined) params.time = String(time);
-      if (timeout !== undefined) params.timeout = timeout;
-      const res = await fetch(`${base}/api/v1/query`, {
-        method: "POST", headers: { "Content-Type": "application/x-www-form-urlencoded" },
-        body: new URLSearchParams(params),
-      });
-      const body = await res.json();
-      return body.status === "success" ? { ok: true, result: body.data.result }
-        : { ok: false, error: `${body.errorType}: ${body.error}` };
-    },
+    // Instant query (at `time`, default now; Prometheus gives up after `timeout`, e.g. "30s").
+    query: (expr, time, timeout) => post("query", { query: expr, time, timeout }),
+    // Range query from `start` to `end` (Unix seconds) every `step` seconds, as a Grafana time
+    // series panel sends it.
+    queryRange: (expr, start, end, step, timeout) => post("query_range", { query: expr, start, end, step, timeout }),
     // Series matching a selector between `start` and now (what Grafana's label_values() reads).
     async series(match, start) {
       const params = new URLSearchParams({ "match[]": match, start: String(start) });
