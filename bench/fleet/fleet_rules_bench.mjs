@@ -18,10 +18,11 @@
 // the warm-up (with --rules 0, ingestion's alone), and per rule group the
 // evaluation time (median and max of the evaluations after the warm-up, as /api/v1/rules reports
 // it) against its interval, and the max of those that met no garbage collection cycle of
-// Prometheus's (from Go's GODEBUG=gctrace=1 trace); then each dashboard opened as Grafana opens it, for one job or node and
-// for the whole fleet (its queries timed, see "The dashboards' queries" below); then each group's rules on a
-// quiet server (the same TSDB reopened without scraping or rules: --quiet 0 skips it), and those
-// of --compare's rule files (another version of deploy/prometheus/rules) on the same data.
+// Prometheus's (from Go's GODEBUG=gctrace=1 trace); then each dashboard opened as Grafana opens
+// it, for one job or node and for the whole fleet (its queries timed, see "The dashboards'
+// queries" below); then each group's rules on a quiet server (the same TSDB reopened without
+// scraping or rules: --quiet 0 skips it), and those of --compare's rule files (another version of
+// deploy/prometheus/rules) on the same data.
 //
 // Usage: node [--max-old-space-size=8192] fleet_rules_bench.mjs --agent BIN --sim BIN --plugin SO
 //          --fabric BIN --nvml SO --prometheus BIN [--nodes 1000] [--minutes 12] [--scrape 30s]
@@ -65,8 +66,8 @@ function machineCpu() {
   return { busy: total - f[3] - f[4], total };
 }
 
-// Major page faults of the Prometheus serving DIR (found by its --storage.tsdb.path), from
-// /proc/PID/stat (field 12); NaN if it is not found.
+// /proc/PID/stat of the Prometheus serving DIR (found by its --storage.tsdb.path), its fields from
+// the 3rd on; undefined if it is not found. Its major page faults: field 12.
 function prometheusStat(dir) {
   for (const pid of readdirSync("/proc").filter((p) => /^\d+$/.test(p))) {
     try {
