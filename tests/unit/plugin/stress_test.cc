@@ -18,6 +18,7 @@
 #include <mutex>
 #include <random>
 #include <set>
+#include <string>
 #include <thread>
 
 #include "agent/profiler/ring_directory.h"
@@ -102,7 +103,17 @@ class CountingSink : public profiler::RecordSink {
   }
   void OnProxyOp(const profiler::RingOrigin&, const ncclscope_proxy_op_record& p) override {
     ++proxy_ops;
-    if (p.steps_done != p.n_steps) ++short_proxy_ops;
+    if (p.steps_done != p.n_steps) {
+      // What the first one looked like, for a failure to say which path wrote it (a flush at
+      // finalize, a lost step stop, a receive released and reused).
+      if (short_proxy_ops++ == 0) {
+        first_short_proxy_op = "steps " + std::to_string(p.steps_done) + "/" +
+                               std::to_string(p.n_steps) + ", flags " + std::to_string(p.flags) +
+                               ", send " + std::to_string(p.is_send) + ", channel " +
+                               std::to_string(p.channel) + ", seq " + std::to_string(p.seq) +
+                               ", op_index " + std::to_string(p.op_index);
+      }
+    }
   }
 
   std::map<Key, Tally> seen;
@@ -110,6 +121,7 @@ class CountingSink : public profiler::RecordSink {
   std::uint64_t partial = 0;
   std::uint64_t proxy_ops = 0;
   std::uint64_t short_proxy_ops = 0;
+  std::string first_short_proxy_op;
   std::uint64_t finalized = 0;
 
  private:
@@ -422,7 +434,7 @@ TEST_P(PluginStressTest, WhatTheAgentReadsEqualsWhatWasDriven) {
   EXPECT_GE(total, per_rank * kRanks);
   EXPECT_EQ(sink.duplicates, 0u);
   EXPECT_EQ(sink.partial, 0u);
-  EXPECT_EQ(sink.short_proxy_ops, 0u);
+  EXPECT_EQ(sink.short_proxy_ops, 0u) << "the first: " << sink.first_short_proxy_op;
   EXPECT_EQ(sink.finalized, static_cast<std::uint64_t>(kRanks * kComms));
   const profiler::DirectorySnapshot& snapshot = directory.snapshot();
   auto counter = [&](ncclscope_counter c) {
