@@ -614,16 +614,18 @@ void StartKernelCh(void* /*context*/, void** handle, void* parent, std::uint8_t 
   if (Load(op->expect) == kExpectUnknown) NoteKernelActivity(op);
 }
 
-bool ClaimNetwork(ProxyOpState* po) {
-  std::uint8_t state = po->network.load(std::memory_order_acquire);
-  if (state == kProxyIsNetwork) return true;
-  while (state == kProxyUnclassified) {
-    if (po->network.compare_exchange_weak(state, kProxyIsNetwork, std::memory_order_acq_rel,
+bool ClaimNetwork(ProxyOpState* po, std::uint32_t generation) {
+  const std::uint32_t network = ProxyNetworkWord(generation, kProxyIsNetwork);
+  std::uint32_t word = po->network.load(std::memory_order_acquire);
+  if (word == network) return true;
+  const std::uint32_t unclassified = ProxyNetworkWord(generation, kProxyUnclassified);
+  while (word == unclassified) {
+    if (po->network.compare_exchange_weak(word, network, std::memory_order_acq_rel,
                                           std::memory_order_acquire)) {
       return true;
     }
   }
-  return state == kProxyIsNetwork;
+  return word == network;
 }
 
 ReleaseResult ReleaseIfNoNetwork(std::uint32_t index, std::uint32_t generation,
@@ -634,9 +636,8 @@ ReleaseResult ReleaseIfNoNetwork(std::uint32_t index, std::uint32_t generation,
   if (po->slot.generation.load(std::memory_order_acquire) != generation) {
     return ReleaseResult::kGone;
   }
-  if (po->network.load(std::memory_order_acquire) != kProxyUnclassified) {
-    return ReleaseResult::kKept;
-  }
+  const std::uint32_t unclassified = ProxyNetworkWord(generation, kProxyUnclassified);
+  if (po->network.load(std::memory_order_acquire) != unclassified) return ReleaseResult::kKept;
   const std::uint32_t parent = Load(po->parent_index);
   bool parent_live = false;
   if (parent != UINT32_MAX && parent < r.ops.carved()) {
@@ -665,8 +666,11 @@ ReleaseResult ReleaseIfNoNetwork(std::uint32_t index, std::uint32_t generation,
     const std::uint64_t started = Load(po->start_ns);
     if (max_age_ns == 0 || now < started || now - started < max_age_ns) return ReleaseResult::kKept;
   }
-  std::uint8_t expected = kProxyUnclassified;
-  if (!po->network.compare_exchange_strong(expected, kProxyReleased, std::memory_order_acq_rel)) {
+  // Tagged: if the op was freed and its slot given to the next ProxyOp since the generation was
+  // checked above, this fails instead of releasing the live newcomer.
+  std::uint32_t expected = unclassified;
+  if (!po->network.compare_exchange_strong(expected, ProxyNetworkWord(generation, kProxyReleased),
+                                           std::memory_order_acq_rel)) {
     return ReleaseResult::kKept;
   }
   r.proxy_ops.Free(index);
@@ -701,7 +705,7 @@ void ReleaseUnclassified(Runtime& r) {
     const auto generation = static_cast<std::uint32_t>(entry);
     auto* po = reinterpret_cast<ProxyOpState*>(r.proxy_ops.At(index));
     if (po->slot.generation.load(std::memory_order_acquire) != generation ||
-        Load(po->network) != kProxyUnclassified) {
+        Load(po->network) != ProxyNetworkWord(generation, kProxyUnclassified)) {
       continue;  // stopped, classified or released elsewhere
     }
     if (ReleaseIfNoNetwork(index, generation, /*max_age_ns=*/0, PlanEvidence::kLatest) ==
@@ -825,15 +829,17 @@ void StartProxyOp(void* context, void** handle, const ProxyOpArgs& args) {
   for (auto& step : po->steps) Store(step.active, 0);
   // Only network sends set isSend (src/plugin/profiler.cc:492 at v2.28.9-1).
   const bool network = args.is_send != 0;
-  po->network.store(network ? kProxyIsNetwork : kProxyUnclassified, std::memory_order_release);
+  po->network.store(ProxyNetworkWord(generation, network ? kProxyIsNetwork : kProxyUnclassified),
+                    std::memory_order_release);
   if (!network) TrackUnclassified(index, generation);
   *handle = EncodeHandle(HandleKind::kProxyOp, generation, index);
 }
 
 void StartProxyStep(void* /*context*/, void** handle, void* parent, int step) {
   std::uint32_t index = 0;
-  ProxyOpState* po = FindProxyOp(parent, HandleKind::kProxyOp, &index, nullptr);
-  if (po == nullptr || !ClaimNetwork(po)) {
+  std::uint32_t generation = 0;
+  ProxyOpState* po = FindProxyOp(parent, HandleKind::kProxyOp, &index, nullptr, &generation);
+  if (po == nullptr || !ClaimNetwork(po, generation)) {
     *handle = nullptr;
     if (parent != nullptr && DecodeHandle(parent).kind != HandleKind::kIgnored) {
       Count(NCCLSCOPE_CTR_INVALID_HANDLE);
@@ -848,15 +854,17 @@ void StartProxyStep(void* /*context*/, void** handle, void* parent, int step) {
   Store(slot.state_since, now);
   Store(slot.trans_size, 0);
   Store(slot.active, 1);
-  *handle = EncodeHandle(HandleKind::kProxyStep,
-                         po->slot.generation.load(std::memory_order_relaxed), index, slot_index);
+  // The generation the claim was made for, not the slot's now: a step of an op freed meanwhile
+  // stays dead instead of counting on the slot's next ProxyOp.
+  *handle = EncodeHandle(HandleKind::kProxyStep, generation, index, slot_index);
 }
 
 void StartNetPlugin(void** handle, const void* parent, std::int64_t plugin_id, const void* data) {
   *handle = IgnoredHandle();  // NetPlugin stop and NetPluginUpdate states need nothing back
   std::uint32_t sub = 0;
-  ProxyOpState* po = FindProxyOp(parent, HandleKind::kProxyStep, nullptr, &sub);
-  if (po == nullptr || !ClaimNetwork(po)) return;
+  std::uint32_t generation = 0;
+  ProxyOpState* po = FindProxyOp(parent, HandleKind::kProxyStep, nullptr, &sub, &generation);
+  if (po == nullptr || !ClaimNetwork(po, generation)) return;
   const auto type = static_cast<std::uint32_t>(static_cast<std::uint64_t>(plugin_id) >> 16);
   const auto version = static_cast<std::uint32_t>(plugin_id & 0xFFFF);
   if (type == abi::kNetPluginTypeIb && version == abi::kNetIbDescrVersion && data != nullptr) {
@@ -1024,8 +1032,9 @@ void StopEvent(void* handle) {
       return;
     case HandleKind::kProxyOp: {
       std::uint32_t index = 0;
-      ProxyOpState* po = FindProxyOp(handle, HandleKind::kProxyOp, &index, nullptr);
-      if (po == nullptr || !ClaimNetwork(po)) {
+      std::uint32_t generation = 0;
+      ProxyOpState* po = FindProxyOp(handle, HandleKind::kProxyOp, &index, nullptr, &generation);
+      if (po == nullptr || !ClaimNetwork(po, generation)) {
         Count(NCCLSCOPE_CTR_INVALID_HANDLE);
         return;
       }
@@ -1089,8 +1098,9 @@ void RecordEventState(void* handle, int state, const abi::StateArgsV4* args) {
     }
     case HandleKind::kProxyOp: {
       if (state != abi::kProxyOpInProgress) return;  // deprecated v1-v3 op states: ignore
-      ProxyOpState* po = FindProxyOp(handle, HandleKind::kProxyOp, nullptr, nullptr);
-      if (po == nullptr || !ClaimNetwork(po)) {
+      std::uint32_t generation = 0;
+      ProxyOpState* po = FindProxyOp(handle, HandleKind::kProxyOp, nullptr, nullptr, &generation);
+      if (po == nullptr || !ClaimNetwork(po, generation)) {
         Count(NCCLSCOPE_CTR_INVALID_HANDLE);
         return;
       }
@@ -1136,13 +1146,16 @@ void FlushProxyOp(std::uint32_t index, std::uint32_t generation) {
   if (index >= r.proxy_ops.carved()) return;
   auto* po = reinterpret_cast<ProxyOpState*>(r.proxy_ops.At(index));
   if (po->slot.generation.load(std::memory_order_acquire) != generation) return;
-  std::uint8_t expected = kProxyUnclassified;
-  if (po->network.compare_exchange_strong(expected, kProxyReleased, std::memory_order_acq_rel)) {
+  std::uint32_t expected = ProxyNetworkWord(generation, kProxyUnclassified);
+  if (po->network.compare_exchange_strong(expected, ProxyNetworkWord(generation, kProxyReleased),
+                                          std::memory_order_acq_rel)) {
     r.proxy_ops.Free(index);  // never did network work: no record
     Count(NCCLSCOPE_CTR_PROXY_OPS_NO_NETWORK);
     return;
   }
-  if (expected == kProxyIsNetwork) EmitProxyOp(po, index, NCCLSCOPE_PROXY_FLUSHED);
+  if (expected == ProxyNetworkWord(generation, kProxyIsNetwork)) {
+    EmitProxyOp(po, index, NCCLSCOPE_PROXY_FLUSHED);
+  }
 }
 
 }  // namespace ncclscope::plugin

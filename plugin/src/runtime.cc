@@ -217,7 +217,7 @@ void SweepStaleOps(Runtime& r, std::uint64_t now) {
     for (std::uint32_t i = proxy_cursor; i < end; ++i) {
       auto* po = reinterpret_cast<ProxyOpState*>(r.proxy_ops.At(i));
       if (po->slot.in_use.load(std::memory_order_acquire) == 0 ||
-          po->network.load(std::memory_order_acquire) != kProxyUnclassified) {
+          ProxyNetworkState(po->network.load(std::memory_order_acquire)) != kProxyUnclassified) {
         continue;
       }
       ReleaseIfNoNetwork(i, po->slot.generation.load(std::memory_order_acquire), max_age,

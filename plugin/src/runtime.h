@@ -174,7 +174,7 @@ inline OpState* FindOp(const void* handle, std::uint32_t* index = nullptr,
 }
 
 inline ProxyOpState* FindProxyOp(const void* handle, HandleKind kind, std::uint32_t* index,
-                                 std::uint32_t* sub) {
+                                 std::uint32_t* sub, std::uint32_t* generation = nullptr) {
   const Handle h = DecodeHandle(handle);
   if (h.kind != kind) return nullptr;
   SlotArena& arena = R().proxy_ops;
@@ -183,11 +183,13 @@ inline ProxyOpState* FindProxyOp(const void* handle, HandleKind kind, std::uint3
   if (po->slot.generation.load(std::memory_order_acquire) != h.generation) return nullptr;
   if (index != nullptr) *index = h.index;
   if (sub != nullptr) *sub = h.sub;
+  if (generation != nullptr) *generation = h.generation;
   return po;
 }
 
-// Marks a ProxyOp as doing network work; false when it was already released (its handle is dead).
-bool ClaimNetwork(ProxyOpState* po);
+// Marks the ProxyOp of `generation` (its handle's) as doing network work; false when it was
+// already released or the slot has passed to another ProxyOp (its handle is dead).
+bool ClaimNetwork(ProxyOpState* po, std::uint32_t generation);
 // Releases an unclassified ProxyOp that will never do network work (no record is written): its
 // parent op is gone and either had GPU timing, or a later plan of its communicator has completed
 // with GPU timing (`plan_evidence`: that communicator's max_timed_plan, or the value of one sweep

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "plugin/ring/ncclscope_ring.h"
+#include "plugin/src/handle.h"
 #include "plugin/src/pools.h"
 
 namespace ncclscope::plugin {
@@ -127,6 +128,18 @@ enum ProxyNetwork : std::uint8_t {
   kProxyIsNetwork = 1,     // a network send, or an op that showed network activity
   kProxyReleased = 2,      // released without network work; its handle is dead
 };
+// ProxyOpState::network: the state tagged with the generation (as handles carry it) of the
+// ProxyOp it belongs to. A change made through a stale view of the slot - the sweep or a finalize
+// that checked the generation, then lost the CPU while the op was freed and the slot given to the
+// next ProxyOp, or a step of a freed op - compares against the tag and cannot land on the next
+// occupant (a plain state let the sweep release a live receive, and a dead op's step count on
+// the op that reused its slot).
+inline std::uint32_t ProxyNetworkWord(std::uint32_t generation, ProxyNetwork state) {
+  return (generation & kGenerationMask) << 8 | state;
+}
+inline ProxyNetwork ProxyNetworkState(std::uint32_t word) {
+  return static_cast<ProxyNetwork>(word & 0xFF);
+}
 
 struct alignas(64) ProxyOpState {
   PoolSlot slot;
@@ -157,9 +170,9 @@ struct alignas(64) ProxyOpState {
   std::atomic<std::uint8_t> channel{0};
   std::atomic<std::uint8_t> is_send{0};
   std::atomic<std::uint8_t> func{0};
-  std::atomic<std::uint8_t> network{kProxyUnclassified};  // ProxyNetwork
-  std::atomic<std::uint8_t> parent_timed{0};              // the parent op waits for KernelCh
-  std::atomic<std::uint8_t> net_type{0};                  // ncclscope_net_type
+  std::atomic<std::uint32_t> network{0};      // ProxyNetworkWord
+  std::atomic<std::uint8_t> parent_timed{0};  // the parent op waits for KernelCh
+  std::atomic<std::uint8_t> net_type{0};      // ncclscope_net_type
   // The NIC, from net-plugin events.
   std::atomic<std::int32_t> net_dev_index{-1};
   std::atomic<std::uint32_t> qp_num[2] = {};
