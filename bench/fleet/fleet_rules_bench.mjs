@@ -409,15 +409,14 @@ try {
   // during which a query that allocates is made to help mark: Go's GC assists).
   const cycles = gcCycles(prometheus.log(), processStart(prometheus.dir)).filter((c) => c.end * 1000 >= cpu0.at);
   const metGc = (e) => cycles.some((c) => c.start < e.at + e.seconds && c.end > e.at);
-  result.gc_cycles = cycles.length;
   result.gc = cycles.map((c) => ({ ...c, seconds: c.end - c.start }));
-  result.gc_cycle_seconds_max = Math.max(0, ...cycles.map((c) => c.end - c.start));
   for (const [name, e] of evaluations) {
-    const t = e.times.map((x) => x.seconds).sort((a, b) => a - b);
-    const clear = e.times.filter((x) => !metGc(x)).map((x) => x.seconds);
+    const times = e.times.map((x) => ({ ...x, met_gc: metGc(x) }));
+    const t = times.map((x) => x.seconds).sort((a, b) => a - b);
+    const clear = times.filter((x) => !x.met_gc).map((x) => x.seconds);
     result.groups.push({ name, interval_s: e.interval, evaluations: t.length, p50_s: t[Math.floor(t.length / 2)] ?? NaN, max_s: t.at(-1) ?? NaN,
       mean_s: t.reduce((a, x) => a + x, 0) / t.length, met_gc: t.length - clear.length, max_without_gc_s: clear.length ? Math.max(...clear) : NaN,
-      times: e.times.map((x) => ({ ...x, met_gc: metGc(x) })) });
+      times });
   }
   // Wall seconds per second the groups spent evaluating, all together (waiting for a core included).
   result.rule_seconds_per_second = result.groups.reduce((a, g) => a + (g.evaluations ? g.mean_s / g.interval_s : 0), 0);
@@ -434,7 +433,8 @@ try {
     `rule groups evaluating ${result.rule_seconds_per_second.toFixed(2)} s per s, ` +
     `${result.gc_cycles_per_minute.toFixed(1)} GC cycles per minute; the machine ${(100 * result.machine_busy).toFixed(0)} % busy, ` +
     `${result.major_faults_per_second.toFixed(0)} major page faults per second`);
-  console.log(`\n${result.gc_cycles} garbage collection cycles after the warm-up, the longest ${result.gc_cycle_seconds_max.toFixed(1)} s ` +
+  console.log(`\n${result.gc.length} garbage collection cycles after the warm-up, the longest ` +
+    `${Math.max(0, ...result.gc.map((c) => c.seconds)).toFixed(1)} s ` +
     "(pauses and concurrent mark, wall clock)");
   console.log("\n| Rule group | Interval | Evaluations | Median | Max | Max / interval | Met a GC cycle | Max of the others / interval |\n|---|---|---|---|---|---|---|---|");
   for (const g of result.groups) {
@@ -462,7 +462,7 @@ try {
     const scrapeS = seconds(SCRAPE);
     const windowS = Math.min(60, MINUTES) * 60;
     const at = Math.floor(Date.now() / 1000);
-    const builtins = { __rate_interval: `${Math.max(4 * scrapeS, scrapeS + scrapeS)}s`, __interval: `${scrapeS}s`, __interval_ms: String(scrapeS * 1000),
+    const builtins = { __rate_interval: `${4 * scrapeS}s` /* max(4 x scrape, step + scrape), step = scrape */, __interval: `${scrapeS}s`, __interval_ms: String(scrapeS * 1000),
       __range: `${windowS}s`, __range_s: String(windowS), __range_ms: String(windowS * 1000) };
     const pickOne = { "ncclscope-job": { job_id: FIRST }, "ncclscope-glance": { job_id: FIRST }, "ncclscope-node": { node: FIRST }, "ncclscope-fabric": { node: FIRST } };
     for (const mode of String(args.dashboards ?? "one").split(",")) {
