@@ -31,6 +31,9 @@
 //          ingestion alone; --gogc, --gomemlimit: the ingesting Prometheus's GOGC and GOMEMLIMIT)
 //        node fleet_rules_bench.mjs --prometheus BIN --quiet-from DIR [--compare RULE_DIR] [--json FILE]
 //          (the quiet timings only, of the rule files as they are, on a TSDB kept with --keep-tsdb)
+//        node fleet_rules_bench.mjs --prometheus BIN --dashboards-from DIR [--dashboards one,all]
+//          [--compare-dashboards DASHBOARD_DIR] [--json FILE]   (the dashboards' queries only, on a
+//          quiet server over a kept TSDB, beside another version's)
 import { readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
 import { availableParallelism, totalmem } from "node:os";
@@ -43,10 +46,12 @@ import { FIRST, resolveVariables } from "../../tests/deploy/grafana_variables.mj
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, "../..");
-const args = cliOptions(["agent", "sim", "plugin", "fabric", "nvml", "prometheus", "nodes", "minutes", "scrape", "evaluation", "dashboards", "quiet", "compare", "json", "keep-tsdb", "quiet-from", "rules", "gogc", "gomemlimit"],
+const args = cliOptions(["agent", "sim", "plugin", "fabric", "nvml", "prometheus", "nodes", "minutes", "scrape", "evaluation", "dashboards", "quiet", "compare", "json", "keep-tsdb", "quiet-from", "dashboards-from", "compare-dashboards", "rules", "gogc", "gomemlimit"],
   ["prometheus"]);
 for (const required of ["agent", "sim", "plugin", "fabric", "nvml"]) {
-  if (!args["quiet-from"] && args[required] === undefined) throw new Error(`--${required} is required (all but --prometheus are, without --quiet-from)`);
+  if (!args["quiet-from"] && !args["dashboards-from"] && args[required] === undefined) {
+    throw new Error(`--${required} is required (all but --prometheus are, without --quiet-from or --dashboards-from)`);
+  }
 }
 const NODES = Number(args.nodes ?? 1000);
 const MINUTES = Number(args.minutes ?? 12);
@@ -180,6 +185,16 @@ async function ruleGroups(ruleDir, suffix = "") {
   }
 }
 
+// Prometheus on the TSDB in `dir` (stopped with { keep: true }), without scraping or rules, the
+// collector deferred (quietTimings below says why).
+async function startQuietServer(dir) {
+  const restarted = Date.now();
+  const env = { ...process.env, GOGC: "off", GOMEMLIMIT: String(Math.floor(0.6 * totalmem())) };
+  const quiet = await startPrometheus(args.prometheus, { config: "global:\n  evaluation_interval: 1h\n", dir, readyTimeoutMs: 15 * 60000, env });
+  log(`quiet server: the TSDB replayed in ${((Date.now() - restarted) / 1000).toFixed(0)} s`);
+  return quiet;
+}
+
 // Each group's rules on a quiet server: while ingesting, on this VM, the groups share two cores
 // with the ingestion of every scrape and with each other (Prometheus runs groups concurrently), so
 // their times are those of a starved server. Prometheus is restarted on the TSDB in `dir` without
@@ -195,12 +210,9 @@ async function ruleGroups(ruleDir, suffix = "") {
 // rounds over every rule after one untimed pass; a group's time is the sum of its rules' medians,
 // and the sum of their minimums is shown beside it.
 async function quietTimings(dir, at, groups) {
-  const restarted = Date.now();
-  const env = { ...process.env, GOGC: "off", GOMEMLIMIT: String(Math.floor(0.6 * totalmem())) };
-  const quiet = await startPrometheus(args.prometheus, { config: "global:\n  evaluation_interval: 1h\n", dir, readyTimeoutMs: 15 * 60000, env });
+  const quiet = await startQuietServer(dir);
   const out = [];
   try {
-    log(`quiet server: the TSDB replayed in ${((Date.now() - restarted) / 1000).toFixed(0)} s`);
     // One untimed pass first: the first query to touch a series reads its chunks from disk, and
     // whichever version was timed first paid for it (the first --compare run: every group of the
     // version timed first was slower, unchanged rules included).
@@ -255,6 +267,64 @@ async function quietTimings(dir, at, groups) {
   return out;
 }
 
+// --- the dashboards' queries ---------------------------------------------------------------------
+// The dashboards' queries as Grafana sends them when a dashboard is opened. Modes: `one`: each
+// dashboard opened for one job (job, glance: the first job_id) or one node (node, fabric: the
+// first node), every other variable as Grafana defaults it ("All" where the variable includes it,
+// else its first option): what an operator following an alert does. `all`: every variable at
+// Grafana's default, i.e. the whole fleet (a dashboard saved without a selection). Time series and
+// stat targets are range queries over the dashboards' default hour (the run's last min(60,
+// --minutes) minutes here) at a step of one scrape interval (Grafana's step for an hour on a
+// ~1,000 px panel is 3.6 s, raised to the data source's scrape interval), with $__rate_interval =
+// max(4 x scrape, step + scrape) as Grafana computes it; table targets are instant queries at the
+// end. Each query times out after 30 s (Grafana's default), counted failed. Simplified: one query
+// at a time (Grafana sends a page's queries a few at a time), so a page's time is the sum of its
+// queries', an upper bound of what a user waits.
+// Returns [{ mode, dashboard, picked, panel, ref, instant, expr }], `expr` interpolated.
+async function dashboardQueries(prometheus, dashDir, modes, at, windowS, scrapeS) {
+  const builtins = { __rate_interval: `${4 * scrapeS}s` /* max(4 x scrape, step + scrape), step = scrape */, __interval: `${scrapeS}s`, __interval_ms: String(scrapeS * 1000),
+    __range: `${windowS}s`, __range_s: String(windowS), __range_ms: String(windowS * 1000) };
+  const pickOne = { "ncclscope-job": { job_id: FIRST }, "ncclscope-glance": { job_id: FIRST }, "ncclscope-node": { node: FIRST }, "ncclscope-fabric": { node: FIRST } };
+  const out = [];
+  for (const mode of modes) {
+    if (mode !== "one" && mode !== "all") throw new Error(`--dashboards ${mode}: one, all or 0`);
+    for (const file of readdirSync(dashDir).filter((f) => f.endsWith(".json")).sort()) {
+      const d = JSON.parse(readFileSync(join(dashDir, file), "utf8"));
+      const chosen = mode === "one" ? pickOne[d.uid] ?? {} : {};
+      const { interpolate, values } = await resolveVariables(d, prometheus, { chosen, builtins, start: at - windowS, grafanaDefault: true });
+      const picked = Object.entries(chosen).map(([k]) => `${k}=${values[k]}`).join(" ");
+      for (const p of d.panels.flatMap((x) => (x.type === "row" ? [x, ...(x.panels ?? [])] : [x]))) {
+        for (const t of p.targets ?? []) {
+          if (t.expr) out.push({ mode, dashboard: d.uid, picked, panel: p.title, ref: t.refId, instant: Boolean(t.instant), expr: interpolate(t.expr) });
+        }
+      }
+    }
+  }
+  return out;
+}
+
+// One dashboard query timed: { seconds, ok, error, series }.
+async function timeQuery(prometheus, q, at, windowS, scrapeS) {
+  const a = performance.now();
+  const r = q.instant ? await prometheus.query(q.expr, at, "30s") : await prometheus.queryRange(q.expr, at - windowS, at, scrapeS, "30s");
+  return { seconds: (performance.now() - a) / 1000, ok: r.ok, error: r.error, series: r.ok ? r.result.length : 0 };
+}
+
+// Per mode and dashboard: queries, their total and slowest, failed and empty ones; printed as a table.
+function dashboardTable(queries, title) {
+  const rows = [];
+  for (const key of new Set(queries.map((q) => `${q.mode} ${q.dashboard}`))) {
+    const qs = queries.filter((q) => `${q.mode} ${q.dashboard}` === key);
+    const slowest = qs.reduce((a, b) => (b.seconds > a.seconds ? b : a));
+    rows.push({ mode: qs[0].mode, dashboard: qs[0].dashboard, picked: qs[0].picked, queries: qs.length,
+      seconds: qs.reduce((a, q) => a + q.seconds, 0), slowest_s: slowest.seconds, slowest_panel: slowest.panel, failed: qs.filter((q) => !q.ok).length,
+      empty: qs.filter((q) => q.ok && q.series === 0).length });
+  }
+  console.log(`\n${title}:\n\n| Mode | Dashboard | Selection | Queries | All queries | Slowest | Failed (30 s) | No data |\n|---|---|---|---|---|---|---|---|\n` +
+    rows.map((x) => `| ${x.mode} | ${x.dashboard} | ${x.picked || "All"} | ${x.queries} | ${x.seconds.toFixed(1)} s | ${x.slowest_s.toFixed(2)} s (${x.slowest_panel}) | ${x.failed} | ${x.empty} |`).join("\n"));
+  return rows;
+}
+
 // --quiet-from DIR: only the quiet timings, on the TSDB a run kept (--keep-tsdb DIR), of the rule
 // files as they are now (and --compare's).
 if (args["quiet-from"]) {
@@ -265,6 +335,55 @@ if (args["quiet-from"]) {
   log(`quiet timings on ${dir}: ${kept.nodes} nodes x ${kept.series_per_node} series`);
   const quiet = await quietTimings(dir, kept.at, groups);
   if (args.json) writeFileSync(args.json, JSON.stringify({ ...kept, quiet }, null, 1));
+  process.exit(0);
+}
+
+// --dashboards-from DIR: the dashboards' queries (--dashboards' modes, default one,all) on a quiet
+// server over the TSDB a run kept (--keep-tsdb DIR), at the time the run ended: the shipped
+// dashboards and, with --compare-dashboards DIR, another version of deploy/grafana/dashboards side
+// by side. Three rounds, the versions' queries in turn; each query's median of three is reported
+// (the first round also reads what the page cache dropped). A query both versions send alike is
+// run once a round, for both.
+if (args["dashboards-from"]) {
+  const dir = args["dashboards-from"];
+  const kept = JSON.parse(readFileSync(join(dir, "fleet.json"), "utf8"));
+  const windowS = Math.min(60, kept.minutes ?? MINUTES) * 60;
+  const scrapeS = seconds(kept.scrape ?? SCRAPE);
+  const modes = String(args.dashboards ?? "one,all").split(",");
+  const versions = [{ name: "shipped", dir: join(root, "deploy/grafana/dashboards") }];
+  if (args["compare-dashboards"]) versions.push({ name: args["compare-dashboards"], dir: args["compare-dashboards"] });
+  log(`dashboards on ${dir}: ${kept.nodes} nodes x ${kept.series_per_node} series`);
+  const quiet = await startQuietServer(dir);
+  try {
+    for (const v of versions) v.queries = await dashboardQueries(quiet, v.dir, modes, kept.at, windowS, scrapeS);
+    const longest = Math.max(...versions.map((v) => v.queries.length));
+    for (let round = 0; round < 3; round++) {
+      const timed = new Map(); // `${instant} ${expr}` -> this round's timing
+      for (let i = 0; i < longest; i++) {
+        for (const q of versions.map((v) => v.queries[i]).filter(Boolean)) {
+          const key = `${q.instant} ${q.expr}`;
+          if (!timed.has(key)) timed.set(key, await timeQuery(quiet, q, kept.at, windowS, scrapeS));
+          (q.runs ??= []).push(timed.get(key));
+        }
+      }
+      log(`round ${round + 1} of 3`);
+    }
+    for (const v of versions) {
+      v.queries = v.queries.map(({ runs, ...q }) => ({ ...q, ...runs.sort((a, b) => a.seconds - b.seconds)[1] }));
+      v.dashboards = dashboardTable(v.queries, `Dashboards on a quiet server, ${v.name} (range queries over ${windowS / 60} min at ${scrapeS} s steps, median of 3)`);
+    }
+    if (versions.length > 1) {
+      const key = (q) => `${q.mode} ${q.dashboard} ${q.panel} ${q.ref}`;
+      const before = new Map(versions[0].queries.map((q) => [key(q), q]));
+      const changed = versions[1].queries.filter((q) => before.get(key(q))?.expr !== q.expr);
+      const cell = (q) => (q ? `${q.seconds.toFixed(2)} s${q.ok ? "" : " (failed)"}, ${q.series} series` : "-");
+      console.log(`\nQueries that differ (median of 3):\n\n| Mode | Dashboard | Panel | shipped | ${versions[1].name} |\n|---|---|---|---|---|\n` +
+        changed.map((q) => `| ${q.mode} | ${q.dashboard} | ${q.panel} ${q.ref} | ${cell(before.get(key(q)))} | ${cell(q)} |`).join("\n"));
+    }
+  } finally {
+    await quiet.stop({ keep: true });
+  }
+  if (args.json) writeFileSync(args.json, JSON.stringify({ ...kept, versions }, null, 1));
   process.exit(0);
 }
 
@@ -444,60 +563,18 @@ try {
   console.log("\nMost expensive rules (mean per evaluation):");
   for (const r of result.rules.slice(0, 12)) console.log(`  ${r.mean_s.toFixed(3)} s (max ${r.max_s.toFixed(3)} s)  ${r.group} / ${r.rule}${r.error ? ` ERROR ${r.error}` : ""}`);
   if (args.json) writeFileSync(args.json, JSON.stringify(result, null, 1));
-  // The dashboards' queries as Grafana sends them when a dashboard is opened, while Prometheus goes
-  // on ingesting and evaluating (--dashboards 0: skipped). Modes, comma-separated (default "one"):
-  // `one`: each dashboard opened for one job (job, glance: the first job_id) or one node (node,
-  // fabric: the first node), every other variable as Grafana defaults it ("All" where the variable
-  // includes it, else its first option): what an operator following an alert does. `all`: every
-  // variable at Grafana's default, i.e. the whole fleet (a dashboard saved without a selection).
-  // Time series and stat targets are range queries over the dashboards' default hour (the run's
-  // last min(60, --minutes) minutes here) at a step of one scrape interval (Grafana's step for an
-  // hour on a ~1,000 px panel is 3.6 s, raised to the data source's scrape interval), with
-  // $__rate_interval = max(4 x scrape, step + scrape) as Grafana computes it; table targets are
-  // instant queries at the end. Each query times out after 30 s (Grafana's default), counted failed.
-  // Simplified: one query at a time (Grafana sends a page's queries a few at a time), so a page's
-  // time is the sum of its queries', an upper bound of what a user waits.
+  // The dashboards' queries (dashboardQueries above) while Prometheus goes on ingesting and
+  // evaluating (--dashboards 0: skipped; default "one").
   if (args.dashboards !== "0") {
-    const dashDir = join(root, "deploy/grafana/dashboards");
     const scrapeS = seconds(SCRAPE);
     const windowS = Math.min(60, MINUTES) * 60;
     const at = Math.floor(Date.now() / 1000);
-    const builtins = { __rate_interval: `${4 * scrapeS}s` /* max(4 x scrape, step + scrape), step = scrape */, __interval: `${scrapeS}s`, __interval_ms: String(scrapeS * 1000),
-      __range: `${windowS}s`, __range_s: String(windowS), __range_ms: String(windowS * 1000) };
-    const pickOne = { "ncclscope-job": { job_id: FIRST }, "ncclscope-glance": { job_id: FIRST }, "ncclscope-node": { node: FIRST }, "ncclscope-fabric": { node: FIRST } };
-    for (const mode of String(args.dashboards ?? "one").split(",")) {
-      if (mode !== "one" && mode !== "all") throw new Error(`--dashboards ${mode}: one, all or 0`);
-      for (const file of readdirSync(dashDir).filter((f) => f.endsWith(".json")).sort()) {
-        const d = JSON.parse(readFileSync(join(dashDir, file), "utf8"));
-        const chosen = mode === "one" ? pickOne[d.uid] ?? {} : {};
-        const { interpolate, values } = await resolveVariables(d, prometheus, { chosen, builtins, start: at - windowS, grafanaDefault: true });
-        const picked = Object.entries(chosen).map(([k]) => `${k}=${values[k]}`).join(" ");
-        const panels = d.panels.flatMap((p) => (p.type === "row" ? [p, ...(p.panels ?? [])] : [p]));
-        for (const p of panels) {
-          for (const t of p.targets ?? []) {
-            if (!t.expr) continue;
-            const expr = interpolate(t.expr);
-            const a = performance.now();
-            const r = t.instant ? await prometheus.query(expr, at, "30s") : await prometheus.queryRange(expr, at - windowS, at, scrapeS, "30s");
-            result.queries.push({ mode, dashboard: d.uid, picked, panel: p.title, ref: t.refId, instant: Boolean(t.instant),
-              seconds: (performance.now() - a) / 1000, ok: r.ok, error: r.error, series: r.ok ? r.result.length : 0 });
-          }
-        }
-        const qs = result.queries.filter((q) => q.mode === mode && q.dashboard === d.uid);
-        log(`dashboard ${d.uid} (${mode}${picked ? `: ${picked}` : ""}): ${qs.length} queries, ${qs.reduce((a, q) => a + q.seconds, 0).toFixed(1)} s`);
-      }
+    const modes = String(args.dashboards ?? "one").split(",");
+    for (const q of await dashboardQueries(prometheus, join(root, "deploy/grafana/dashboards"), modes, at, windowS, scrapeS)) {
+      const { expr, ...rest } = q;
+      result.queries.push({ ...rest, ...(await timeQuery(prometheus, q, at, windowS, scrapeS)) });
     }
-    result.dashboards = [];
-    for (const key of new Set(result.queries.map((q) => `${q.mode} ${q.dashboard}`))) {
-      const qs = result.queries.filter((q) => `${q.mode} ${q.dashboard}` === key);
-      const slowest = qs.reduce((a, b) => (b.seconds > a.seconds ? b : a));
-      result.dashboards.push({ mode: qs[0].mode, dashboard: qs[0].dashboard, picked: qs[0].picked, queries: qs.length,
-        seconds: qs.reduce((a, q) => a + q.seconds, 0), slowest_s: slowest.seconds, slowest_panel: slowest.panel, failed: qs.filter((q) => !q.ok).length,
-        empty: qs.filter((q) => q.ok && q.series === 0).length });
-    }
-    console.log(`\nDashboards opened (range queries over ${windowS / 60} min at ${scrapeS} s steps, one query at a time):\n\n` +
-      "| Mode | Dashboard | Selection | Queries | All queries | Slowest | Failed (30 s) | No data |\n|---|---|---|---|---|---|---|---|\n" +
-      result.dashboards.map((x) => `| ${x.mode} | ${x.dashboard} | ${x.picked || "All"} | ${x.queries} | ${x.seconds.toFixed(1)} s | ${x.slowest_s.toFixed(2)} s (${x.slowest_panel}) | ${x.failed} | ${x.empty} |`).join("\n"));
+    result.dashboards = dashboardTable(result.queries, `Dashboards opened (range queries over ${windowS / 60} min at ${scrapeS} s steps, one query at a time)`);
     result.queries.sort((a, b) => b.seconds - a.seconds);
   }
   const total = result.queries.reduce((a, q) => a + q.seconds, 0);
@@ -521,7 +598,7 @@ try {
     if (args.quiet !== "0" && args.rules !== "0") result.quiet = await quietTimings(dir, at, groups);
     if (args["keep-tsdb"]) {
       renameSync(dir, args["keep-tsdb"]);
-      writeFileSync(join(args["keep-tsdb"], "fleet.json"), JSON.stringify({ at, nodes: NODES, series_per_node: result.series_per_node }));
+      writeFileSync(join(args["keep-tsdb"], "fleet.json"), JSON.stringify({ at, nodes: NODES, minutes: MINUTES, scrape: SCRAPE, series_per_node: result.series_per_node }));
       log(`TSDB kept in ${args["keep-tsdb"]} (--quiet-from ${args["keep-tsdb"]} times rules on it again)`);
     } else {
       rmSync(dir, { recursive: true, force: true });
