@@ -42,7 +42,7 @@ import { fileURLToPath } from "node:url";
 import { freePort, sleep, startPrometheus } from "../../tests/deploy/prometheus.mjs";
 import { startSimulatedNode } from "../../tests/deploy/simulated_node.mjs";
 import { cliOptions } from "../../tests/deploy/cli_options.mjs";
-import { FIRST, resolveVariables } from "../../tests/deploy/grafana_variables.mjs";
+import { FIRST, panelsOf, resolveVariables } from "../../tests/deploy/grafana_variables.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, "../..");
@@ -293,7 +293,7 @@ async function dashboardQueries(prometheus, dashDir, modes, at, windowS, scrapeS
       const chosen = mode === "one" ? pickOne[d.uid] ?? {} : {};
       const { interpolate, values } = await resolveVariables(d, prometheus, { chosen, builtins, start: at - windowS, grafanaDefault: true });
       const picked = Object.entries(chosen).map(([k]) => `${k}=${values[k]}`).join(" ");
-      for (const p of d.panels.flatMap((x) => (x.type === "row" ? [x, ...(x.panels ?? [])] : [x]))) {
+      for (const p of panelsOf(d)) {
         for (const t of p.targets ?? []) {
           if (t.expr) out.push({ mode, dashboard: d.uid, picked, panel: p.title, ref: t.refId, instant: Boolean(t.instant), expr: interpolate(t.expr) });
         }

@@ -16,6 +16,7 @@ import { isDeepStrictEqual } from "node:util";
 import { metricCatalog, TARGET_LABELS } from "./metrics_doc.mjs";
 import { analyze } from "./promql.mjs";
 import { startPrometheus } from "./prometheus.mjs";
+import { panelsOf, VAR_REF } from "./grafana_variables.mjs";
 
 const [root, prometheusBinary] = process.argv.slice(2);
 const DATASOURCE = { type: "prometheus", uid: "${datasource}" };
@@ -34,15 +35,8 @@ let checks = 0;
 const fail = (where, why) => { failures++; console.error(`FAIL ${where}: ${why}`); };
 const check = (ok, where, why) => { if (ok) checks++; else fail(where, why); };
 
-// Variable references in Grafana's three syntaxes: $name, ${name} / ${name:format} / ${name.field},
-// [[name]].
-const VAR_REF = /\$\{([A-Za-z0-9_]+)[^}]*\}|\$([A-Za-z0-9_]+)|\[\[([A-Za-z0-9_]+)[^\]]*\]\]/g;
 const referencedVars = (s) => [...s.matchAll(VAR_REF)].map((m) => m[1] ?? m[2] ?? m[3]);
 const substitute = (s) => s.replace(VAR_REF, (_, a, b, c) => BUILTIN_VALUES[a ?? b ?? c] ?? USER_VALUE);
-
-function panelsOf(dashboard) {
-  return dashboard.panels.flatMap((p) => (p.type === "row" ? [p, ...(p.panels ?? [])] : [p]));
-}
 
 // Every string under `node` with its path, to find links and variable references anywhere.
 function* strings(node, path = "") {

@@ -1,11 +1,16 @@
 // A dashboard's template variables resolved as Grafana resolves them, for the tests and benchmarks
 // that run the shipped dashboards' queries against a real Prometheus (dashboards_e2e.mjs,
-// bench/fleet/fleet_rules_bench.mjs).
+// bench/fleet/fleet_rules_bench.mjs), and the references and panels dashboards.mjs checks.
 
 // As Grafana's Prometheus data source escapes a value for a regex matcher: a backslash before each
 // regex metacharacter, itself escaped inside the PromQL string.
 export const regexEscape = (s) => s.replace(/[\\^$.*+?()[\]{}|]/g, "\\\\$&");
-const VAR_REF = /\$\{([A-Za-z0-9_]+)[^}]*\}|\$([A-Za-z0-9_]+)|\[\[([A-Za-z0-9_]+)[^\]]*\]\]/g;
+// A variable reference in Grafana's three syntaxes: $name, ${name} / ${name:format} /
+// ${name.field}, [[name]]; the name is the first defined group.
+export const VAR_REF = /\$\{([A-Za-z0-9_]+)[^}]*\}|\$([A-Za-z0-9_]+)|\[\[([A-Za-z0-9_]+)[^\]]*\]\]/g;
+
+// Every panel of a dashboard, those inside collapsed rows included (the rows themselves too).
+export const panelsOf = (dashboard) => dashboard.panels.flatMap((p) => (p.type === "row" ? [p, ...(p.panels ?? [])] : [p]));
 
 // In `chosen`, this value picks the variable's first option (sorted), as a user would pick one job
 // or node from the list.
