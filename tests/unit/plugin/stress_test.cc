@@ -272,7 +272,7 @@ TEST_P(PluginStressTest, WhatTheAgentReadsEqualsWhatWasDriven) {
   }
   SCOPED_TRACE("seed " + std::to_string(seed));
   // A million ops for the newest ABI, a quarter million each for the older two
-  // (NCCLSCOPE_STRESS_OPS overrides, for quick local runs).
+  // (NCCLSCOPE_STRESS_OPS overrides: quick local runs, and CI's TSan step, scripts/test).
   std::uint64_t total_ops = version == 6 ? 1'000'000u : 250'000u;
   if (const char* ops = std::getenv("NCCLSCOPE_STRESS_OPS")) {  // NOLINT(concurrency-mt-unsafe)
     total_ops = std::strtoull(ops, nullptr, 10);
