@@ -124,6 +124,12 @@ function checks(prometheus) {
     expect("the rank scorecard's lowest time inside is the slow rank", "ncclscope-job", "Rank scorecard", slow, lowest, { rank: SLOW_RANK }),
     expect("slowest network channel is the slow channel", "ncclscope-job",
       "Slowest network channels (lowest 10) and the communicator median", slow, lowest, { channel: SLOW_CHANNEL }),
+    // The stat beside the alert reads what NcclscopeNcclSlowNetworkChannel compares: the slow
+    // channel (a quarter of its peers' speed) is under the alert's half of the median.
+    ["the slowest-channel stat is under the slow-channel alert's threshold", async () => {
+      const r = await run("ncclscope-job", "Slowest network channel vs median", slow);
+      return r.length === 1 && valueOf(r[0]) < 0.5 ? null : JSON.stringify(r);
+    }],
     expect("network-wait share names the slow channel", "ncclscope-job",
       "Network-wait share of send steps per channel and peer (highest 10)", slow, highest, { channel: SLOW_CHANNEL }),
     expect("channel GPU busy time names the slow channel", "ncclscope-job", "Channel GPU busy time (highest 10)", slow, highest, { channel: SLOW_CHANNEL }),
