@@ -4,6 +4,7 @@ find_program(CLANG_FORMAT clang-format)
 if(CLANG_FORMAT)
   file(GLOB_RECURSE NCCLSCOPE_FORMAT_SOURCES CONFIGURE_DEPENDS
     ${CMAKE_SOURCE_DIR}/agent/*.cc ${CMAKE_SOURCE_DIR}/agent/*.h
+    ${CMAKE_SOURCE_DIR}/platform/*.cc ${CMAKE_SOURCE_DIR}/platform/*.h
     ${CMAKE_SOURCE_DIR}/plugin/*.cc ${CMAKE_SOURCE_DIR}/plugin/*.h
     ${CMAKE_SOURCE_DIR}/rdma/*.cc ${CMAKE_SOURCE_DIR}/rdma/*.h
     ${CMAKE_SOURCE_DIR}/bpf/*.h
@@ -26,6 +27,6 @@ if(RUN_CLANG_TIDY)
             -DOUT=${CMAKE_BINARY_DIR}/tidy-db/compile_commands.json
             -P ${CMAKE_SOURCE_DIR}/cmake/tidy-db.cmake
     COMMAND ${RUN_CLANG_TIDY} -quiet -j 2 -p ${CMAKE_BINARY_DIR}/tidy-db
-            "^${CMAKE_SOURCE_DIR}/(agent|plugin|rdma|tests|bench|tools)/.*\\.(cc|c)$"
+            "^${CMAKE_SOURCE_DIR}/(agent|platform|plugin|rdma|tests|bench|tools)/.*\\.(cc|c)$"
     COMMENT "Running clang-tidy" VERBATIM)
 endif()

@@ -14,6 +14,8 @@
 
 #include <cstdio>
 
+#include "platform/file_status.h"
+
 namespace ncclscope::ring {
 
 // Opens `name` (relative to the directory `dirfd`, or a path with AT_FDCWD) with `flags`
@@ -24,7 +26,7 @@ inline int OpenRegularFile(int dirfd, const char* name, int flags, struct stat* 
   const int path_fd = ::openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
   if (path_fd < 0) return -1;
   struct stat path_st {};
-  if (::fstat(path_fd, &path_st) != 0) {
+  if (platform::FileStatus(path_fd, &path_st) != 0) {
     const int saved = errno;
     ::close(path_fd);
     errno = saved;
@@ -51,7 +53,7 @@ inline int OpenRegularFile(int dirfd, const char* name, int flags, struct stat* 
     errno = saved;
     return -1;
   }
-  if (::fstat(fd, st) != 0 || !S_ISREG(st->st_mode) || st->st_ino != path_st.st_ino ||
+  if (platform::FileStatus(fd, st) != 0 || !S_ISREG(st->st_mode) || st->st_ino != path_st.st_ino ||
       st->st_dev != path_st.st_dev) {
     ::close(fd);
     errno = EINVAL;

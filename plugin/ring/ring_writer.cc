@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 
 namespace ncclscope::ring {
@@ -27,15 +28,18 @@ std::uint64_t RealtimeNs() {
          static_cast<std::uint64_t>(ts.tv_nsec);
 }
 
-void CopyString(char* dst, std::size_t capacity, const std::string& src) {
-  const std::size_t n = src.size() < capacity - 1 ? src.size() : capacity - 1;
-  std::memcpy(dst, src.data(), n);
+void CopyString(char* dst, std::size_t capacity, const char* src) {
+  const std::size_t n = strnlen(src, capacity - 1);
+  std::memcpy(dst, src, n);
   dst[n] = '\0';
 }
 
-std::string Errno(const std::string& what) {
+// "<what>: <strerror(errno)>" into *error.
+void Errno(RingError* error, const char* what, const char* path) {
   char text[128];
-  return what + ": " + strerror_r(errno, text, sizeof(text));  // GNU strerror_r: returns the text
+  const char* reason = strerror_r(errno, text, sizeof(text));  // GNU strerror_r: returns the text
+  error->Clear();
+  error->Appendf("%s %s: %s", what, path, reason);
 }
 
 struct Layout {
@@ -78,53 +82,63 @@ std::uint64_t RingGeometry::FileSize() const { return LayoutOf(*this).file_size;
 
 RingWriter::~RingWriter() { Close(); }
 
-bool RingWriter::Create(const std::string& dir, const RingGeometry& geometry,
-                        const RingIdentity& identity, std::string* error) {
+bool RingWriter::Create(const char* dir, const RingGeometry& geometry, const RingIdentity& identity,
+                        RingError* error) {
   Close();
+  error->Clear();
   if (geometry.lanes == 0 || geometry.lanes > NCCLSCOPE_MAX_LANES || geometry.lane_capacity == 0 ||
       (geometry.lane_capacity & (geometry.lane_capacity - 1)) != 0 ||
       geometry.lane_capacity > NCCLSCOPE_MAX_LANE_CAPACITY ||
       geometry.comm_slots > NCCLSCOPE_MAX_COMM_SLOTS) {
-    *error = "invalid ring geometry";
+    error->Assign("invalid ring geometry");
     return false;
   }
   // Shared by every job on the node (like /tmp): sticky and world-writable.
-  if (::mkdir(dir.c_str(), 01777) == 0) {
-    ::chmod(dir.c_str(), 01777);
+  if (::mkdir(dir, 01777) == 0) {
+    ::chmod(dir, 01777);
   } else if (errno != EEXIST) {
-    *error = Errno("cannot create ring directory " + dir);
+    Errno(error, "cannot create ring directory", dir);
     return false;
   }
 
   const Layout layout = LayoutOf(geometry);
   const std::uint64_t created = RealtimeNs();
-  const std::string base =
-      "ncclscope-" + std::to_string(::getpid()) + "-" + std::to_string(created);
-  const std::string temp = dir + "/." + base + ".tmp";
-  const std::string final_path = dir + "/" + base + NCCLSCOPE_RING_SUFFIX;
+  RingPath temp;
+  RingPath final_path;
+  temp.Appendf("%s/.ncclscope-%d-%llu.tmp", dir, static_cast<int>(::getpid()),
+               static_cast<unsigned long long>(created));
+  final_path.Appendf("%s/ncclscope-%d-%llu%s", dir, static_cast<int>(::getpid()),
+                     static_cast<unsigned long long>(created), NCCLSCOPE_RING_SUFFIX);
+  if (temp.truncated() || final_path.truncated()) {
+    error->Assign("ring directory name too long");
+    return false;
+  }
 
   const int fd = ::open(temp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) {
-    *error = Errno("cannot create " + temp);
+    Errno(error, "cannot create", temp.c_str());
     return false;
   }
-  auto fail = [&](const std::string& message) {
-    *error = Errno(message);
+  auto fail = [&](const char* what) {
+    Errno(error, what, temp.c_str());
     ::unlink(temp.c_str());
     ::close(fd);
     return false;
   };
   // The shared lock lives as long as this process (or its forked children) keeps the descriptor:
   // the agent's "owner alive" test, independent of pid namespaces and pid reuse.
-  if (::flock(fd, LOCK_SH) != 0) return fail("cannot lock " + temp);
+  if (::flock(fd, LOCK_SH) != 0) return fail("cannot lock");
   // Reserve every page now: on a full tmpfs a later first touch would be a SIGBUS in the job.
   const int rc = ::posix_fallocate(fd, 0, static_cast<off_t>(layout.file_size));
   if (rc != 0) {
     errno = rc;
-    return fail("cannot allocate " + std::to_string(layout.file_size) + " bytes for " + temp);
+    char what[64];
+    std::snprintf(what, sizeof(what), "cannot allocate %llu bytes for",
+                  static_cast<unsigned long long>(layout.file_size));
+    return fail(what);
   }
   void* map = ::mmap(nullptr, layout.file_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (map == MAP_FAILED) return fail("cannot map " + temp);
+  if (map == MAP_FAILED) return fail("cannot map");
 
   auto* header = static_cast<ncclscope_ring_header*>(map);
   header->version = NCCLSCOPE_RING_VERSION;
@@ -147,7 +161,7 @@ bool RingWriter::Create(const std::string& dir, const RingGeometry& geometry,
       .store(NCCLSCOPE_RING_MAGIC, std::memory_order_release);
   if (::rename(temp.c_str(), final_path.c_str()) != 0) {
     ::munmap(map, layout.file_size);
-    return fail("cannot rename " + temp);
+    return fail("cannot rename");
   }
 
   path_ = final_path;
@@ -173,7 +187,7 @@ void RingWriter::Close() {
   comm_table_ = nullptr;
   lanes_ = nullptr;
   data_ = nullptr;
-  path_.clear();
+  path_.Clear();
 }
 
 void RingWriter::DetachAfterFork() { Close(); }

@@ -8,8 +8,8 @@
 // so nothing the agent writes can steer a store out of bounds.
 
 #include <cstdint>
-#include <string>
 
+#include "platform/fixed_text.h"
 #include "plugin/ring/ncclscope_ring.h"
 
 namespace ncclscope::ring {
@@ -26,10 +26,13 @@ struct RingGeometry {
 };
 
 struct RingIdentity {
-  std::string hostname;
-  std::string plugin_version;
-  std::string job_id;
+  const char* hostname = "";
+  const char* plugin_version = "";
+  const char* job_id = "";
 };
+
+using RingPath = platform::FixedText<4096>;
+using RingError = platform::FixedText<4200>;
 
 class RingWriter {
  public:
@@ -41,8 +44,8 @@ class RingWriter {
   // Creates and maps <dir>/ncclscope-<pid>-<created_ns>.ring (through a hidden temporary name, so
   // the agent never sees a half-written header). Creates `dir` (mode 01777) when missing. Returns
   // false with a message in `error`.
-  bool Create(const std::string& dir, const RingGeometry& geometry, const RingIdentity& identity,
-              std::string* error);
+  bool Create(const char* dir, const RingGeometry& geometry, const RingIdentity& identity,
+              RingError* error);
 
   // Unmaps and closes without touching the file (the agent reclaims it once the flock is gone).
   void Close();
@@ -52,7 +55,7 @@ class RingWriter {
   void DetachAfterFork();
 
   bool ok() const { return header_ != nullptr; }
-  const std::string& path() const { return path_; }
+  const char* path() const { return path_.c_str(); }
   const RingGeometry& geometry() const { return geometry_; }
   ncclscope_ring_header* header() const { return header_; }
   ncclscope_comm_slot* comm_slot(std::uint32_t index) const {
@@ -83,7 +86,7 @@ class RingWriter {
   void Count(ncclscope_counter counter, std::uint64_t n = 1);
 
  private:
-  std::string path_;
+  RingPath path_;
   int fd_ = -1;
   void* map_ = nullptr;
   std::uint64_t map_size_ = 0;

@@ -35,11 +35,11 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
-#include <deque>
-#include <mutex>
-#include <string>
+#include <new>
 #include <type_traits>
 
+#include "platform/pod_vector.h"
+#include "platform/posix_thread.h"
 #include "plugin/src/handle.h"
 #include "plugin/src/pools.h"
 #include "plugin/src/runtime.h"
@@ -121,9 +121,9 @@ enum LogKind : std::uint32_t {
 };
 
 struct Chain {
-  std::mutex mutex;  // init, finalize, maintenance; never taken on the event path
+  platform::Mutex mutex;  // init, finalize, maintenance; never taken on the event path
   bool configured = false;
-  std::string path;
+  PathText path;
   void* lib = nullptr;
   ChainedTable tables[7];
   abi::DebugLogger logger = nullptr;
@@ -137,7 +137,7 @@ struct Chain {
   CommEntry* comms = nullptr;
   std::uint32_t ours_capacity = 0;  // entries [0, ours_capacity): by ncclscope's comm slot
   std::uint32_t chain_only_next = 0;
-  std::deque<std::uint32_t> chain_only_free;
+  platform::PodQueue<std::uint32_t> chain_only_free;
   std::atomic<std::uint32_t> live_chained{0};  // communicators the chained plugin profiles
 
   std::atomic<int*> nccl_mask{nullptr};
@@ -145,8 +145,10 @@ struct Chain {
   std::uint32_t logged = 0;  // under mutex
 };
 
-// Created at load, never destroyed: NCCL's threads may run events while static destructors run.
-Chain* const g_chain = new Chain();  // NOLINT(cert-err58-cpp)
+// Created at load in static storage, never destroyed (no destructor is registered for a placement
+// new): NCCL's threads may run events while static destructors run.
+alignas(Chain) unsigned char g_chain_storage[sizeof(Chain)];
+Chain* const g_chain = new (g_chain_storage) Chain();  // NOLINT(cert-err58-cpp)
 Chain& G() { return *g_chain; }
 
 // The two plugins' own event-mask ints (NCCL's is one process-global int,
@@ -450,8 +452,9 @@ const ChainedTable& Resolve(Chain& g, int version, abi::DebugLogger logger) {
   const int candidates[2] = {version, version == 6 ? 5 : 0};
   for (int candidate : candidates) {
     if (candidate == 0) break;
-    const std::string symbol = "ncclProfiler_v" + std::to_string(candidate);
-    void* found = dlsym(g.lib, symbol.c_str());
+    char symbol[32];
+    std::snprintf(symbol, sizeof(symbol), "ncclProfiler_v%d", candidate);
+    void* found = dlsym(g.lib, symbol);
     if (found == nullptr) continue;
     Dl_info self{};
     Dl_info other{};
@@ -481,7 +484,7 @@ const ChainedTable& Resolve(Chain& g, int version, abi::DebugLogger logger) {
       LogWith(logger, abi::kLogWarn,
               "%s in %s lacks a function (init, startEvent, stopEvent, recordEventState or "
               "finalize is NULL); ncclscope runs alone",
-              symbol.c_str(), g.path.c_str());
+              symbol, g.path.c_str());
       ++g.pending_errors;
       return t;
     }
@@ -490,7 +493,7 @@ const ChainedTable& Resolve(Chain& g, int version, abi::DebugLogger logger) {
     t.table = found;
     t.name = name != nullptr ? name : "(unnamed)";
     LogWith(logger, abi::kLogInfo, "forwarding every event to %s (%s, %s%s)", g.path.c_str(),
-            t.name, symbol.c_str(),
+            t.name, symbol,
             t.drops_ce ? " behind NCCL's v6, without CE events, as NCCL's v5 adapter does" : "");
     g_active.store(true, std::memory_order_release);
     return t;
@@ -556,35 +559,30 @@ bool EnsureComms(Chain& g) {
   return true;
 }
 
-// ---- Calls into the chained plugin (never let a C++ exception out of it either) ----
+// ---- Calls into the chained plugin ----
+// Its ABI is C, as NCCL calls it: a C++ exception thrown out of it is its crash, as it would be
+// under NCCL alone (ncclscope is built without exceptions and links no C++ run time,
+// platform/README.md, so it catches none either).
 
 abi::Result ChainedInit(const ChainedTable& t, void** context, std::uint64_t comm_id,
                         const char* name, int nnodes, int nranks, int rank,
                         abi::DebugLogger logger) {
-  try {
-    switch (t.version) {
-      case 4:
-        return static_cast<const abi::ProfilerV4*>(t.table)->init(
-            context, &g_chained_mask, name, comm_id, nnodes, nranks, rank, logger);
-      case 5:
-        return static_cast<const abi::ProfilerV5*>(t.table)->init(
-            context, comm_id, &g_chained_mask, name, nnodes, nranks, rank, logger);
-      default:
-        return static_cast<const abi::ProfilerV6*>(t.table)->init(
-            context, comm_id, &g_chained_mask, name, nnodes, nranks, rank, logger);
-    }
-  } catch (...) {
-    return abi::kInternalError;
+  switch (t.version) {
+    case 4:
+      return static_cast<const abi::ProfilerV4*>(t.table)->init(
+          context, &g_chained_mask, name, comm_id, nnodes, nranks, rank, logger);
+    case 5:
+      return static_cast<const abi::ProfilerV5*>(t.table)->init(context, comm_id, &g_chained_mask,
+                                                                name, nnodes, nranks, rank, logger);
+    default:
+      return static_cast<const abi::ProfilerV6*>(t.table)->init(context, comm_id, &g_chained_mask,
+                                                                name, nnodes, nranks, rank, logger);
   }
 }
 
 template <typename Call>
 abi::Result Guarded(Call&& call) {
-  try {
-    return call();
-  } catch (...) {
-    return abi::kInternalError;
-  }
+  return call();
 }
 
 abi::Result ChainedStop(const ChainedTable& t, void* handle) {
@@ -937,7 +935,7 @@ abi::Result Record(OwnRecord own, void* handle, int state, abi::StateArgsV4* arg
 abi::Result Init(OwnInit own, void** context, std::uint64_t comm_id, int* mask, const char* name,
                  int nnodes, int nranks, int rank, abi::DebugLogger logger, int abi_version) {
   Chain& g = G();
-  std::lock_guard<std::mutex> lock(g.mutex);
+  platform::MutexLock lock(g.mutex);
   if (logger != nullptr) g.logger = logger;
   if (!g.configured) Configure(g, logger);
   const ChainedTable& table =
@@ -992,8 +990,7 @@ abi::Result Init(OwnInit own, void** context, std::uint64_t comm_id, int* mask, 
       // context that only the chain knows.
       std::uint32_t at = UINT32_MAX;
       if (!g.chain_only_free.empty()) {
-        at = g.chain_only_free.front();
-        g.chain_only_free.pop_front();
+        at = g.chain_only_free.Pop();
       } else if (g.chain_only_next < kChainOnlyComms) {
         at = g.chain_only_next++;
       }
@@ -1049,7 +1046,7 @@ void Sweep(Chain& g, std::uint64_t key) {
 abi::Result Finalize(OwnFinalize own, void* context) {
   if (!Active()) return own(context);
   Chain& g = G();
-  std::lock_guard<std::mutex> lock(g.mutex);
+  platform::MutexLock lock(g.mutex);
   const bool chain_only = DecodeHandle(context).kind == HandleKind::kChainContext;
   // ncclscope's finalize work first (NCCL 2.27 finalizes NULL contexts too:
   // v2.27.7-1 src/plugin/profiler.cc:182-183; ncclscope handles that as it would alone).
@@ -1066,7 +1063,7 @@ abi::Result Finalize(OwnFinalize own, void* context) {
       entry->generation.store(
           (entry->generation.load(std::memory_order_relaxed) + 1) & kGenerationMask,
           std::memory_order_relaxed);
-      g.chain_only_free.push_back(static_cast<std::uint32_t>(entry - g.comms) - g.ours_capacity);
+      g.chain_only_free.Push(static_cast<std::uint32_t>(entry - g.comms) - g.ours_capacity);
     }
     g.live_chained.fetch_sub(1, std::memory_order_relaxed);
     // Then the chained plugin's, for the communicator it initialized.
@@ -1091,7 +1088,7 @@ void PublishOwnMask() {
 void Maintain() {
   if (!Active()) return;
   Chain& g = G();
-  std::lock_guard<std::mutex> lock(g.mutex);
+  platform::MutexLock lock(g.mutex);
   PublishMask(g);
   FlushLogs(g);
 }

@@ -1,10 +1,12 @@
 #include "plugin/src/clock.h"
 
+#include <fcntl.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <atomic>
-#include <fstream>
-#include <string>
+#include <cerrno>
+#include <string_view>
 
 #if defined(__x86_64__)
 #include <x86intrin.h>
@@ -41,14 +43,30 @@ std::uint64_t ReadTsc() {
 #endif
 }
 
+// The first processor's "flags" line of /proc/cpuinfo names constant_tsc and nonstop_tsc. It is
+// within the first few KiB (one processor's block: ~3 KiB with today's longest flag lists), so
+// 16 KiB are read at most.
 bool CpuHasInvariantTsc() {
 #if defined(__x86_64__)
-  std::ifstream cpuinfo("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(cpuinfo, line)) {
+  const int fd = ::open("/proc/cpuinfo", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char text[16 << 10];
+  std::size_t got = 0;
+  while (got < sizeof(text)) {
+    const ssize_t n = ::read(fd, text + got, sizeof(text) - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  ::close(fd);
+  std::string_view rest(text, got);
+  while (!rest.empty()) {
+    const std::size_t end = rest.find('\n');
+    const std::string_view line = rest.substr(0, end);
+    rest = end == std::string_view::npos ? std::string_view() : rest.substr(end + 1);
     if (line.rfind("flags", 0) != 0) continue;
-    return line.find(" constant_tsc") != std::string::npos &&
-           line.find(" nonstop_tsc") != std::string::npos;
+    return line.find(" constant_tsc") != std::string_view::npos &&
+           line.find(" nonstop_tsc") != std::string_view::npos;
   }
 #endif
   return false;

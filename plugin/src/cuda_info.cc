@@ -22,14 +22,12 @@ Fn Symbol(void* lib, const char* name) {
   return reinterpret_cast<Fn>(dlsym(lib, name));
 }
 
-std::string FormatUuid(const CuUuid& uuid) {
-  char text[48];
+void FormatUuid(const CuUuid& uuid, char (&text)[48]) {
   const unsigned char* b = uuid.bytes;
   std::snprintf(text, sizeof(text),
                 "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
                 b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
                 b[14], b[15]);
-  return text;
 }
 
 }  // namespace
@@ -46,11 +44,12 @@ GpuInfo CurrentGpu() {
   if (get_device != nullptr && get_device(&device) == 0 && device >= 0) {
     info.cuda_device = device;
     CuUuid uuid{};
-    if (get_uuid != nullptr && get_uuid(&uuid, device) == 0) info.uuid = FormatUuid(uuid);
-    char bus[32] = {};
-    if (get_pci != nullptr && get_pci(bus, static_cast<int>(sizeof(bus)), device) == 0) {
-      bus[sizeof(bus) - 1] = '\0';
-      info.pci_bus_id = bus;
+    if (get_uuid != nullptr && get_uuid(&uuid, device) == 0) FormatUuid(uuid, info.uuid);
+    if (get_pci != nullptr &&
+        get_pci(info.pci_bus_id, static_cast<int>(sizeof(info.pci_bus_id)), device) == 0) {
+      info.pci_bus_id[sizeof(info.pci_bus_id) - 1] = '\0';
+    } else {
+      info.pci_bus_id[0] = '\0';
     }
   }
   dlclose(lib);  // drops only the reference RTLD_NOLOAD took

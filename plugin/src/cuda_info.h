@@ -7,14 +7,12 @@
 // so this names the right GPU. Never loads a library, never creates a context; on any failure
 // the fields stay empty (-1 / "").
 
-#include <string>
-
 namespace ncclscope::plugin {
 
 struct GpuInfo {
-  int cuda_device = -1;    // ordinal in the process's visible devices
-  std::string uuid;        // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" (the UUID label of DCGM)
-  std::string pci_bus_id;  // "0000:19:00.0"
+  int cuda_device = -1;      // ordinal in the process's visible devices
+  char uuid[48] = {};        // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" (the UUID label of DCGM)
+  char pci_bus_id[32] = {};  // "0000:19:00.0"
 };
 
 GpuInfo CurrentGpu();

@@ -9,8 +9,10 @@
 // the second bit writes the record. The state word carries the slot's generation, so a late or
 // stale caller can never complete the slot's next occupant.
 
+#include <pthread.h>
+
+#include <cstdlib>
 #include <cstring>
-#include <memory>
 #include <new>
 
 #include "plugin/src/chain.h"
@@ -240,8 +242,13 @@ void EmitAndFree(OpState* op, std::uint32_t index, std::uint32_t final_state,
 
 }  // namespace
 
-// A few KB at load time; if even that fails, the process cannot run NCCL either.
-Runtime* const g_runtime = new Runtime();  // NOLINT(cert-err58-cpp)
+// In static storage, constructed when the library is loaded and never destroyed (no destructor is
+// registered for a placement new): NCCL's threads and the maintenance thread may outlive static
+// destructors.
+namespace {
+alignas(Runtime) unsigned char g_runtime_storage[sizeof(Runtime)];
+}  // namespace
+Runtime* const g_runtime = new (g_runtime_storage) Runtime();  // NOLINT(cert-err58-cpp)
 
 namespace {
 
@@ -693,11 +700,15 @@ struct UnclassifiedRing {
   void Push(std::uint64_t entry) { entries[tail++ % kUnclassifiedRing] = entry; }
 };
 // On the heap, for the proxy threads only: a thread-local array would be allocated for every
-// thread of the process that touches any of the plugin's thread-locals.
-thread_local std::unique_ptr<UnclassifiedRing> t_unclassified;
+// thread of the process that touches any of the plugin's thread-locals. Freed at the thread's exit
+// by a pthread key's destructor (a thread_local with a destructor would need the C++ run time's
+// __cxa_thread_atexit, which the plugin does without: platform/README.md).
+thread_local UnclassifiedRing* t_unclassified = nullptr;
+pthread_key_t g_unclassified_key;
+pthread_once_t g_unclassified_once = PTHREAD_ONCE_INIT;
 
 void ReleaseUnclassified(Runtime& r) {
-  UnclassifiedRing* ring = t_unclassified.get();
+  UnclassifiedRing* ring = t_unclassified;
   if (ring == nullptr) return;
   for (int budget = 0; budget < 4 && ring->head != ring->tail; ++budget) {
     const std::uint64_t entry = ring->entries[ring->head++ % kUnclassifiedRing];
@@ -716,9 +727,14 @@ void ReleaseUnclassified(Runtime& r) {
 }
 
 void TrackUnclassified(std::uint32_t index, std::uint32_t generation) {
-  if (!t_unclassified) {
-    t_unclassified.reset(new (std::nothrow) UnclassifiedRing());
-    if (!t_unclassified) return;
+  if (t_unclassified == nullptr) {
+    pthread_once(&g_unclassified_once, [] {
+      pthread_key_create(&g_unclassified_key, [](void* ring) { std::free(ring); });
+    });
+    // Zeroed memory is an empty ring (UnclassifiedRing is an aggregate of integers).
+    t_unclassified = static_cast<UnclassifiedRing*>(std::calloc(1, sizeof(UnclassifiedRing)));
+    if (t_unclassified == nullptr) return;
+    pthread_setspecific(g_unclassified_key, t_unclassified);
   }
   if (t_unclassified->Full()) return;
   t_unclassified->Push(static_cast<std::uint64_t>(index) << 32 | generation);

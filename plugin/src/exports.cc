@@ -33,18 +33,15 @@
 namespace ncclscope::plugin {
 namespace {
 
-// Runs `body`; any exception (only possible on cold paths: allocation at init) becomes a NULL
-// handle or context, never an escape into NCCL. Init never reports an error either: on an error
-// NCCL 2.28 continues with whatever context was set, and NCCL 2.29+ unloads the plugin at once and
-// again at communicator destroy (src/plugin/profiler.cc:252-253 at v2.30.7-1),
-// taking profiling from every other live communicator. A NULL context with success opts out.
+// Runs `body`. Init never reports an error: on an error NCCL 2.28 continues with whatever context
+// was set, and NCCL 2.29+ unloads the plugin at once and again at communicator destroy
+// (src/plugin/profiler.cc:252-253 at v2.30.7-1), taking profiling from every other live
+// communicator. A NULL context with success opts out. Nothing in the plugin throws: it is built
+// without exceptions and links no C++ run time (platform/README.md), so no exception can cross
+// into NCCL, which is C to its plugins.
 template <typename Body>
-abi::Result Guard(Body&& body, abi::Result on_error = abi::kSuccess) noexcept {
-  try {
-    return body();
-  } catch (...) {
-    return on_error;
-  }
+abi::Result Guard(Body&& body) noexcept {
+  return body();
 }
 
 // The Group (kernel plan) of a Coll/P2p task: v5+ pass it in parentGroup and the CollApi/P2pApi

@@ -3,9 +3,12 @@
 
 #include "plugin/src/governor.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
-#include <fstream>
-#include <sstream>
+#include <cerrno>
+#include <string_view>
 
 #include "plugin/src/clock.h"
 #include "plugin/src/runtime.h"
@@ -58,13 +61,30 @@ std::uint32_t LocalGpus(Runtime& r) {
 
 // "proxy=20us kernel=0 op=1us": busy-wait per timed call of each class (tests only).
 void ReadSpinFile(State& g) {
-  std::ifstream file(g.spin_file);
   std::uint32_t spin[kClasses] = {};
-  std::string word;
-  while (file >> word) {
+  char text[512];
+  std::size_t got = 0;
+  const int fd = ::open(g.spin_file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd >= 0) {
+    while (got < sizeof(text)) {
+      const ssize_t n = ::read(fd, text + got, sizeof(text) - got);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      got += static_cast<std::size_t>(n);
+    }
+    ::close(fd);
+  }
+  std::string_view rest(text, got);
+  while (!rest.empty()) {
+    const std::size_t start = rest.find_first_not_of(" \t\r\n");
+    if (start == std::string_view::npos) break;
+    rest.remove_prefix(start);
+    const std::size_t end = rest.find_first_of(" \t\r\n");
+    const std::string_view word = rest.substr(0, end);
+    rest = end == std::string_view::npos ? std::string_view() : rest.substr(end);
     const std::size_t eq = word.find('=');
-    if (eq == std::string::npos) continue;
-    const std::string key = word.substr(0, eq);
+    if (eq == std::string_view::npos) continue;
+    const std::string_view key = word.substr(0, eq);
     const auto ns = ParseDurationNs(word.substr(eq + 1));
     const std::uint32_t value =
         ns ? static_cast<std::uint32_t>(std::min<std::uint64_t>(*ns, 100'000)) : 0;

@@ -29,7 +29,8 @@
 
 #include <atomic>
 #include <cstdint>
-#include <string>
+
+#include "plugin/src/settings.h"
 
 namespace ncclscope::plugin {
 struct Runtime;
@@ -86,7 +87,7 @@ struct State {
   std::uint32_t hold = 0;          // windows under half the budget before a step up
   bool probing = false;            // the last change was a step up
   std::uint32_t windows = 0;
-  std::string spin_file;
+  PathText spin_file;
   std::uint64_t spin_checked_ns = 0;
 };
 

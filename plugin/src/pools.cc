@@ -1,6 +1,9 @@
 #include "plugin/src/pools.h"
 
+#include <pthread.h>
 #include <sys/mman.h>
+
+#include <cstdint>
 
 namespace ncclscope::plugin {
 namespace {
@@ -33,13 +36,19 @@ std::atomic<std::uint32_t> g_lane_counter{0};
 thread_local std::uint32_t t_cache = 0;  // index + 1
 thread_local std::uint32_t t_lane = 0;   // hint + 1
 
-// Gives the thread's cache back when the thread exits.
-struct CacheRelease {
-  std::uint32_t cache = 0;
-  ~CacheRelease() {
-    if (cache != 0) g_caches[cache - 1].state.store(kCacheOrphaned, std::memory_order_release);
+// Gives the thread's cache back when the thread exits: a pthread key's destructor, which runs at
+// thread exit for a non-NULL value (here the cache's index + 1). A thread_local with a destructor
+// would need the C++ run time (__cxa_thread_atexit), which the plugin does without
+// (platform/README.md).
+pthread_key_t g_release_key;
+pthread_once_t g_release_once = PTHREAD_ONCE_INIT;
+
+void ReleaseCache(void* value) {
+  const auto cache = static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(value));
+  if (cache != 0 && cache <= kMaxThreadCaches) {
+    g_caches[cache - 1].state.store(kCacheOrphaned, std::memory_order_release);
   }
-};
+}
 
 std::uint32_t ClaimCache() {
   const std::uint32_t known = g_cache_count.load(std::memory_order_acquire);
@@ -61,8 +70,8 @@ std::uint32_t MyCache() {
   if (t_cache != 0) return t_cache;
   const std::uint32_t cache = ClaimCache();
   if (cache != 0) {
-    thread_local CacheRelease release;
-    release.cache = cache;
+    pthread_once(&g_release_once, [] { pthread_key_create(&g_release_key, ReleaseCache); });
+    pthread_setspecific(g_release_key, reinterpret_cast<void*>(static_cast<std::uintptr_t>(cache)));
     t_cache = cache;
   }
   return cache;

@@ -33,7 +33,7 @@ void Evaluate(Runtime& r, std::uint64_t now_ns) {
   Window& w = r.record_window;
   if (w.start_ns != 0 && now_ns - w.start_ns < kWindowNs) return;
   const std::uint32_t carved = r.comms.carved();
-  if (w.comms.size() < carved) w.comms.resize(carved);
+  if (w.comms.size() < carved && !w.comms.Resize(carved)) return;  // no memory: next window
   std::uint64_t started = 0;
   for (std::uint32_t i = 0; i < carved; ++i) {
     auto* comm = reinterpret_cast<CommState*>(r.comms.At(i));

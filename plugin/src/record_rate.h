@@ -12,7 +12,8 @@
 // (ncclscope_governor_state.record_one_in, .op_rate) for the agent's metrics.
 
 #include <cstdint>
-#include <vector>
+
+#include "platform/pod_vector.h"
 
 namespace ncclscope::plugin {
 struct Runtime;
@@ -29,7 +30,7 @@ struct Window {
     std::uint32_t generation = 0;
     std::uint64_t ops = 0;
   };
-  std::vector<Seen> comms;  // by comm index: the slot's generation and ops_enqueued at start
+  platform::PodVector<Seen> comms;  // by comm index: the slot's generation and ops_enqueued then
 };
 
 // The factor for `rate` ops/s under `limit` (0: none), starting from `current` (a power of two).

@@ -8,11 +8,10 @@
 #include <pthread.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdarg>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
-#include <exception>
 #include <new>
 #include <type_traits>
 
@@ -226,10 +225,10 @@ void SweepStaleOps(Runtime& r, std::uint64_t now) {
     proxy_cursor = end;
   }
 }
-void MaintenanceLoop() {
+void MaintenanceLoop(void* /*unused*/) {
   Runtime& r = R();
   std::uint64_t last_calibration = clock::RealtimeNow();
-  std::unique_lock<std::mutex> lock(r.lifecycle);
+  platform::MutexLock lock(r.lifecycle);
   while (!r.stop_maintenance) {
     // Sleep until the next duty-cycle edge or the regular tick, whichever comes first.
     const std::uint64_t now = clock::RealtimeNow();
@@ -243,22 +242,17 @@ void MaintenanceLoop() {
         if (until > 0 && until < wait) wait = until;
       }
     }
-    r.wake.wait_for(lock, std::chrono::nanoseconds(wait + 1000));
+    r.wake.WaitFor(lock, wait + 1000);
     if (r.stop_maintenance) break;
     const bool active = r.active;
-    lock.unlock();
+    lock.Unlock();
     const std::uint64_t tick = clock::RealtimeNow();
     if (tick - last_calibration > 1'000'000'000ull) {
       clock::Recalibrate();
       last_calibration = tick;
     }
-    try {
-      if (active) MaintenancePass(tick);
-    } catch (...) {
-      // Nothing in a pass is expected to throw; if it does, skip the pass rather than let the
-      // exception end the process (an exception leaving a thread calls std::terminate).
-    }
-    lock.lock();
+    if (active) MaintenancePass(tick);
+    lock.Lock();
   }
 }
 
@@ -268,15 +262,15 @@ void AtForkChild() {
   Runtime& r = R();
   // The parent's mutex may have been held and its thread does not exist here: start from fresh
   // objects (the old ones are abandoned, not destroyed).
-  new (&r.lifecycle) std::mutex();
-  new (&r.wake) std::condition_variable();
-  new (&r.maintenance) std::thread();
+  r.lifecycle.ResetAfterFork();
+  r.wake.ResetAfterFork();
+  r.maintenance.ForgetAfterFork();
   r.ring.DetachAfterFork();
   r.stop_maintenance = false;
   r.initialized = false;
   r.active = false;
   r.live_comms = 0;
-  r.free_comm_slots.clear();
+  r.free_comm_slots.Clear();
   r.next_comm_slot = 0;
 }
 
@@ -286,7 +280,10 @@ void InitializeLocked(Runtime& r) {
   r.pid = ::getpid();
   r.settings = LoadSettings(ProcessEnv());
   const Settings& s = r.settings;
-  for (const std::string& warning : s.warnings) Log(abi::kLogWarn, "%s", warning.c_str());
+  for (const WarningText& warning : s.warnings) Log(abi::kLogWarn, "%s", warning.c_str());
+  if (s.warnings.dropped() != 0) {
+    Log(abi::kLogWarn, "%zu more settings problems not shown", s.warnings.dropped());
+  }
   r.event_mask.store(s.event_mask);
   r.min_bytes.store(s.min_bytes);
   r.duty_period_ns.store(s.duty_period_ns);
@@ -299,7 +296,7 @@ void InitializeLocked(Runtime& r) {
     Log(abi::kLogInfo, "disabled by NCCLSCOPE_DISABLE");
     return;
   }
-  clock::Init(s.clock);
+  clock::Init(s.clock.view());
   static_assert(std::is_trivially_destructible_v<OpState> &&
                 std::is_trivially_destructible_v<ProxyOpState>);
   if (!r.ops.Reserve(kOpArena, sizeof(OpState), s.max_ops) ||
@@ -310,17 +307,17 @@ void InitializeLocked(Runtime& r) {
   }
   char host[65] = {};
   ::gethostname(host, sizeof(host) - 1);
-  ring::RingIdentity identity{host, NCCLSCOPE_PLUGIN_VERSION, s.job_id};
+  ring::RingIdentity identity{host, NCCLSCOPE_PLUGIN_VERSION, s.job_id.c_str()};
   const ring::RingGeometry geometry =
       ring::RingGeometry::ForRecordBytes(s.ring_bytes, s.lanes, s.comm_slots);
-  std::string error;
-  if (!r.ring.Create(s.ring_dir, geometry, identity, &error)) {
+  ring::RingError error;
+  if (!r.ring.Create(s.ring_dir.c_str(), geometry, identity, &error)) {
     Log(abi::kLogWarn, "%s; profiling off", error.c_str());
     return;
   }
   std::atomic_ref<std::uint32_t>(r.ring.header()->pinned_controls)
       .store(s.pinned, std::memory_order_relaxed);
-  Log(abi::kLogInfo, "recording to %s (%u lanes x %u records, %s clock)", r.ring.path().c_str(),
+  Log(abi::kLogInfo, "recording to %s (%u lanes x %u records, %s clock)", r.ring.path(),
       geometry.lanes, geometry.lane_capacity, clock::UsesTsc() ? "tsc" : "realtime");
   governor::Setup(r);
   if (!s.test_spin_file.empty()) {
@@ -329,15 +326,22 @@ void InitializeLocked(Runtime& r) {
   static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
   pthread_once(&atfork_once, [] { pthread_atfork(nullptr, nullptr, AtForkChild); });
   r.stop_maintenance = false;
-  try {
-    r.maintenance = std::thread(MaintenanceLoop);
-  } catch (const std::exception& e) {
+  if (const int rc = r.maintenance.Start(MaintenanceLoop, nullptr); rc != 0) {
     Log(abi::kLogWarn,
         "no maintenance thread (%s): agent controls, duty cycles and the sweep of "
         "ops NCCL never completes are off",
-        e.what());
+        std::strerror(rc));  // NOLINT(concurrency-mt-unsafe): init, under the lifecycle lock
   }
   r.active = true;
+}
+
+// `n` zeroed counters from malloc (never freed: see Runtime::p2p_arrays), or nullptr.
+std::atomic<std::uint64_t>* NewCounters(std::uint32_t n) {
+  void* memory = std::calloc(n, sizeof(std::atomic<std::uint64_t>));
+  if (memory == nullptr) return nullptr;
+  auto* counters = static_cast<std::atomic<std::uint64_t>*>(memory);
+  for (std::uint32_t i = 0; i < n; ++i) new (counters + i) std::atomic<std::uint64_t>(0);
+  return counters;
 }
 
 std::uint32_t TakeCommSlot(Runtime& r) {
@@ -351,11 +355,7 @@ std::uint32_t TakeCommSlot(Runtime& r) {
     }
     return slot;
   }
-  if (!r.free_comm_slots.empty()) {
-    const std::uint32_t slot = r.free_comm_slots.front();
-    r.free_comm_slots.pop_front();
-    return slot;
-  }
+  if (!r.free_comm_slots.empty()) return r.free_comm_slots.Pop();
   return UINT32_MAX;
 }
 
@@ -374,8 +374,8 @@ void WriteCommSlot(ncclscope_comm_slot* slot, const CommState& comm, const char*
   slot->init_ns = now;
   std::atomic_ref<std::uint64_t>(slot->finalize_ns).store(0, std::memory_order_relaxed);
   CopyString(slot->name, sizeof(slot->name), name);
-  CopyString(slot->gpu_uuid, sizeof(slot->gpu_uuid), gpu.uuid.c_str());
-  CopyString(slot->pci_bus_id, sizeof(slot->pci_bus_id), gpu.pci_bus_id.c_str());
+  CopyString(slot->gpu_uuid, sizeof(slot->gpu_uuid), gpu.uuid);
+  CopyString(slot->pci_bus_id, sizeof(slot->pci_bus_id), gpu.pci_bus_id);
   std::atomic_ref<std::uint64_t>(slot->ops_enqueued).store(0, std::memory_order_relaxed);
   std::atomic_ref<std::uint64_t>(slot->ops_completed).store(0, std::memory_order_relaxed);
   std::atomic_ref<std::uint64_t>(slot->last_enqueue_ns).store(0, std::memory_order_relaxed);
@@ -421,7 +421,7 @@ void MaintenancePass(std::uint64_t now_ns) {
 abi::Result Init(void** context, std::uint64_t comm_id, int* mask, const char* name, int nnodes,
                  int nranks, int rank, abi::DebugLogger logger, int abi_version) {
   Runtime& r = R();
-  std::lock_guard<std::mutex> lock(r.lifecycle);
+  platform::MutexLock lock(r.lifecycle);
   if (logger != nullptr) r.logger = logger;
   // Constant in a real process (NCCL picks one version); the latest wins if a test mixes them.
   r.abi_version = abi_version;
@@ -464,8 +464,11 @@ abi::Result Init(void** context, std::uint64_t comm_id, int* mask, const char* n
   const std::uint32_t peers =
       nranks > 0 && nranks <= 65536 ? static_cast<std::uint32_t>(nranks) : 0;
   if (peers > Load(comm->p2p_peers) || comm->p2p_seq == nullptr) {
-    comm->p2p_seq = peers != 0 ? new (std::nothrow) std::atomic<std::uint64_t>[2 * peers] : nullptr;
-    if (comm->p2p_seq != nullptr) r.p2p_arrays.push_back(comm->p2p_seq);
+    comm->p2p_seq = peers != 0 ? NewCounters(2 * peers) : nullptr;
+    if (comm->p2p_seq != nullptr && !r.p2p_arrays.PushBack(comm->p2p_seq)) {
+      std::free(comm->p2p_seq);  // never handed out: nothing can read it
+      comm->p2p_seq = nullptr;
+    }
     Store(comm->p2p_peers, comm->p2p_seq != nullptr ? peers : 0);
   }
   if (comm->p2p_seq != nullptr) {
@@ -493,8 +496,8 @@ abi::Result Init(void** context, std::uint64_t comm_id, int* mask, const char* n
   rec.comm_slot = slot_index;
   rec.nccl_abi = static_cast<std::uint32_t>(r.abi_version);
   CopyString(rec.name, sizeof(rec.name), name);
-  CopyString(rec.gpu_uuid, sizeof(rec.gpu_uuid), gpu.uuid.c_str());
-  CopyString(rec.pci_bus_id, sizeof(rec.pci_bus_id), gpu.pci_bus_id.c_str());
+  CopyString(rec.gpu_uuid, sizeof(rec.gpu_uuid), gpu.uuid);
+  CopyString(rec.pci_bus_id, sizeof(rec.pci_bus_id), gpu.pci_bus_id);
   r.ring.Write(&rec, 1, ThreadLaneHint());
 
   ncclscope_ring_header* header = r.ring.header();
@@ -516,7 +519,7 @@ abi::Result Init(void** context, std::uint64_t comm_id, int* mask, const char* n
 
 abi::Result Finalize(void* context) {
   Runtime& r = R();
-  std::lock_guard<std::mutex> lock(r.lifecycle);
+  platform::MutexLock lock(r.lifecycle);
   std::uint32_t index = 0;
   CommState* comm = FindComm(context, &index);
   if (comm == nullptr) {
@@ -569,7 +572,7 @@ abi::Result Finalize(void* context) {
     std::atomic_ref<std::uint64_t>(slot->finalize_ns).store(now, std::memory_order_relaxed);
     std::atomic_ref<std::uint32_t>(slot->state)
         .store(NCCLSCOPE_COMM_FINALIZED, std::memory_order_release);
-    r.free_comm_slots.push_back(slot_index);
+    r.free_comm_slots.Push(slot_index);  // no memory: the slot is lost, the comm still recorded
   }
   r.comms.Free(index);
   if (r.live_comms > 0 && --r.live_comms == 0) {

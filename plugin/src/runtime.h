@@ -7,13 +7,10 @@
 #include <sys/types.h>
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
-#include <mutex>
-#include <thread>
-#include <vector>
 
+#include "platform/pod_vector.h"
+#include "platform/posix_thread.h"
 #include "plugin/abi/nccl_profiler_abi.h"
 #include "plugin/ring/ring_writer.h"
 #include "plugin/src/governor.h"
@@ -27,7 +24,7 @@ namespace ncclscope::plugin {
 
 struct Runtime {
   // Init, finalize and the maintenance thread's lifecycle; never taken on the event path.
-  std::mutex lifecycle;
+  platform::Mutex lifecycle;
   bool initialized = false;  // settings read, pools reserved, ring attempted
   bool active = false;       // ring up and events wanted
   bool warned = false;       // "plugin inactive" logged once
@@ -40,11 +37,12 @@ struct Runtime {
   int abi_version = 0;
   abi::DebugLogger logger = nullptr;
   std::uint32_t live_comms = 0;
-  std::deque<std::uint32_t> free_comm_slots;  // FIFO: a finalized slot stays readable longest
+  platform::PodQueue<std::uint32_t>
+      free_comm_slots;  // FIFO: a finalized slot stays readable longest
   std::uint32_t next_comm_slot = 0;
   // Every per-peer p2p counter array ever allocated (CommState lives in an mmap'd arena; this list
   // keeps them reachable). Never freed: a stale event on a reused slot may still read one.
-  std::vector<std::atomic<std::uint64_t>*> p2p_arrays;
+  platform::PodVector<std::atomic<std::uint64_t>*> p2p_arrays;
 
   // The NCCL event mask: NCCL's process-global int (saved from init) and what we last put there.
   // NCCL copies it into every task at the API call (its "snapshot", src/plugin/profiler.cc:218 and
@@ -86,8 +84,8 @@ struct Runtime {
   governor::State gov;
 
   // Maintenance thread (controls, duty cycle, clock anchor, stale-op sweep).
-  std::thread maintenance;
-  std::condition_variable wake;
+  platform::Thread maintenance;
+  platform::CondVar wake;
   bool stop_maintenance = false;  // guarded by `lifecycle`
 };
 

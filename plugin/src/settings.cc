@@ -5,8 +5,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdarg>
+#include <cstdio>
 #include <cstdlib>
 
+#include "platform/file_status.h"
 #include "plugin/ring/ncclscope_ring.h"
 #include "plugin/ring/regular_file.h"
 
@@ -132,8 +135,8 @@ constexpr Control kControls[] = {
      }},
     {"NCCLSCOPE_TEST_SPIN_FILE", nullptr, 0,
      [](std::string_view v, Settings& s) {
-       s.test_spin_file = std::string(v);
-       return true;
+       s.test_spin_file.Assign(v);
+       return !s.test_spin_file.truncated();
      }},
     {"NCCLSCOPE_RING_SIZE", NCCLSCOPE_KEY_RING_SIZE, 0,
      [](std::string_view v, Settings& s) {
@@ -173,7 +176,7 @@ constexpr Control kControls[] = {
     {"NCCLSCOPE_CLOCK", nullptr, 0,
      [](std::string_view v, Settings& s) {
        if (v != "auto" && v != "tsc" && v != "realtime") return false;
-       s.clock = std::string(v);
+       s.clock.Assign(v);
        return true;
      }},
 };
@@ -181,12 +184,27 @@ constexpr Control kControls[] = {
 bool ApplyOne(const Control& control, std::string_view value, const char* source,
               Settings& settings) {
   if (control.apply(Trim(value), settings)) return true;
-  settings.warnings.push_back(std::string(source) + ": ignoring bad value \"" + std::string(value) +
-                              "\"");
+  const int shown = value.size() > 200 ? 200 : static_cast<int>(value.size());
+  settings.warnings.Add("%s: ignoring bad value \"%.*s\"", source, shown, value.data());
   return false;
 }
 
 }  // namespace
+
+void Warnings::Add(const char* format, ...) {
+  if (size_ == kMax) {
+    ++dropped_;
+    return;
+  }
+  WarningText& text = items_[size_++];
+  text.Clear();
+  char buffer[WarningText::capacity() + 1];
+  va_list args;
+  va_start(args, format);
+  std::vsnprintf(buffer, sizeof(buffer), format, args);
+  va_end(args);
+  text.Append(buffer);
+}
 
 std::optional<std::uint64_t> ParseBytes(std::string_view text) {
   text = Trim(text);
@@ -311,19 +329,19 @@ std::optional<std::uint32_t> ParseEvents(std::string_view text) {
 }
 
 EnvLookup ProcessEnv() {
-  return [](const char* name) -> std::optional<std::string> {
-    // Read once at init, before any thread of ours exists; NCCL itself reads the environment the
-    // same way.
-    const char* value = std::getenv(name);  // NOLINT(concurrency-mt-unsafe)
-    if (value == nullptr) return std::nullopt;
-    return std::string(value);
-  };
+  return EnvLookup(
+      [](const void*, const char* name) -> const char* {
+        // Read once at init, before any thread of ours exists; NCCL itself reads the environment
+        // the same way.
+        return std::getenv(name);  // NOLINT(concurrency-mt-unsafe)
+      },
+      nullptr);
 }
 
-std::string ChainPath(const EnvLookup& env) {
-  const auto value = env("NCCLSCOPE_CHAIN");
-  if (!value) return {};
-  return std::string(Trim(*value));
+PathText ChainPath(const EnvLookup& env) {
+  PathText path;
+  if (const char* value = env("NCCLSCOPE_CHAIN")) path.Assign(Trim(value));
+  return path;
 }
 
 void ApplyControlsFile(std::string_view text, Settings& settings) {
@@ -345,35 +363,54 @@ void ApplyControlsFile(std::string_view text, Settings& settings) {
   }
 }
 
-void ApplyEnvironment(const EnvLookup& env, Settings& settings) {
-  if (const auto disable = env("NCCLSCOPE_DISABLE")) {
-    settings.disabled = !disable->empty() && *disable != "0";
+namespace {
+
+// NCCLSCOPE_RING_DIR, when set and not blank: a directory name longer than PATH_MAX is a bad value
+// (warned), not a truncated path.
+void ApplyRingDir(const EnvLookup& env, Settings& settings) {
+  const char* dir = env("NCCLSCOPE_RING_DIR");
+  if (dir == nullptr || dir[0] == '\0') return;
+  PathText path(dir);
+  if (path.truncated()) {
+    settings.warnings.Add("NCCLSCOPE_RING_DIR: ignoring a path longer than %zu bytes",
+                          PathText::capacity());
+    return;
   }
-  if (const auto dir = env("NCCLSCOPE_RING_DIR"); dir && !dir->empty()) settings.ring_dir = *dir;
-  if (const auto job = env("NCCLSCOPE_JOB_ID")) {
-    settings.job_id = *job;
-  } else if (const auto slurm = env("SLURM_JOB_ID")) {
-    settings.job_id = *slurm;
+  settings.ring_dir = path;
+}
+
+}  // namespace
+
+void ApplyEnvironment(const EnvLookup& env, Settings& settings) {
+  if (const char* disable = env("NCCLSCOPE_DISABLE")) {
+    settings.disabled = disable[0] != '\0' && std::string_view(disable) != "0";
+  }
+  ApplyRingDir(env, settings);
+  if (const char* job = env("NCCLSCOPE_JOB_ID")) {
+    settings.job_id.Assign(job);
+  } else if (const char* slurm = env("SLURM_JOB_ID")) {
+    settings.job_id.Assign(slurm);
   }
   for (const Control& control : kControls) {
-    const auto value = env(control.env);
-    if (!value) continue;
-    if (ApplyOne(control, *value, control.env, settings)) settings.pinned |= control.pin_bit;
+    const char* value = env(control.env);
+    if (value == nullptr) continue;
+    if (ApplyOne(control, value, control.env, settings)) settings.pinned |= control.pin_bit;
   }
 }
 
-std::optional<std::string> ReadControlsFile(const std::string& dir, std::string* problem) {
-  const int dirfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dirfd < 0) return std::nullopt;  // no directory yet: nothing to read, nothing to say
+bool ReadControlsFile(const char* dir, platform::PodVector<char>* text, WarningText* problem) {
+  problem->Clear();
+  const int dirfd = ::open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dirfd < 0) return false;  // no directory yet: nothing to read, nothing to say
   struct stat dir_st {};
-  const bool dir_ok = ::fstat(dirfd, &dir_st) == 0;
+  const bool dir_ok = platform::FileStatus(dirfd, &dir_st) == 0;
   struct stat st {};
   const int fd = ring::OpenRegularFile(dirfd, kControlsFileName, O_RDONLY, &st);
   const int open_errno = errno;
   ::close(dirfd);
   if (fd < 0) {
-    if (open_errno != ENOENT) *problem = "not a regular file, ignored";
-    return std::nullopt;
+    if (open_errno != ENOENT) problem->Assign("not a regular file, ignored");
+    return false;
   }
   // Written by the agent (root, or the directory's owner); anyone else's file, or one that others
   // can write, is not the node's policy.
@@ -381,41 +418,47 @@ std::optional<std::string> ReadControlsFile(const std::string& dir, std::string*
       st.st_uid == 0 || st.st_uid == ::geteuid() || (dir_ok && st.st_uid == dir_st.st_uid);
   if (!trusted_owner || (st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
     ::close(fd);
-    *problem = "owned by uid " + std::to_string(st.st_uid) + " or writable by others, ignored";
-    return std::nullopt;
+    problem->Appendf("owned by uid %u or writable by others, ignored",
+                     static_cast<unsigned>(st.st_uid));
+    return false;
   }
   if (st.st_size > static_cast<off_t>(kMaxControlsFileBytes)) {
     ::close(fd);
-    *problem = "larger than " + std::to_string(kMaxControlsFileBytes) + " bytes, ignored";
-    return std::nullopt;
+    problem->Appendf("larger than %zu bytes, ignored", kMaxControlsFileBytes);
+    return false;
   }
-  std::string text(kMaxControlsFileBytes + 1, '\0');
+  if (!text->Resize(kMaxControlsFileBytes + 1)) {
+    ::close(fd);
+    problem->Assign("no memory to read it, ignored");
+    return false;
+  }
   std::size_t got = 0;
-  while (got < text.size()) {
-    const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
+  while (got < text->size()) {
+    const ssize_t n = ::read(fd, text->begin() + got, text->size() - got);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     got += static_cast<std::size_t>(n);
   }
   ::close(fd);
   if (got > kMaxControlsFileBytes) {  // grew while read
-    *problem = "larger than " + std::to_string(kMaxControlsFileBytes) + " bytes, ignored";
-    return std::nullopt;
+    problem->Appendf("larger than %zu bytes, ignored", kMaxControlsFileBytes);
+    return false;
   }
-  text.resize(got);
-  return text;
+  text->Resize(got);
+  return true;
 }
 
 Settings LoadSettings(const EnvLookup& env) {
   Settings settings;
   // The directory decides where the controls file is, so take it from the environment first.
-  if (const auto dir = env("NCCLSCOPE_RING_DIR"); dir && !dir->empty()) settings.ring_dir = *dir;
-  std::string problem;
-  if (const auto text = ReadControlsFile(settings.ring_dir, &problem)) {
+  ApplyRingDir(env, settings);
+  platform::PodVector<char> text;
+  WarningText problem;
+  if (ReadControlsFile(settings.ring_dir.c_str(), &text, &problem)) {
     // Pins are not known yet; the environment is applied afterwards and wins anyway.
-    ApplyControlsFile(*text, settings);
+    ApplyControlsFile(std::string_view(text.begin(), text.size()), settings);
   } else if (!problem.empty()) {
-    settings.warnings.push_back(std::string(kControlsFileName) + ": " + problem);
+    settings.warnings.Add("%s: %s", kControlsFileName, problem.c_str());
   }
   ApplyEnvironment(env, settings);
   return settings;

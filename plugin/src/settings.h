@@ -3,15 +3,16 @@
 // What the plugin is told to do: built-in defaults, overridden by the agent's controls file in the
 // ring directory (the fleet policy from the agent's YAML), overridden by the job's environment
 // (NCCLSCOPE_*; a variable that is set pins that control, so the agent cannot change it at run
-// time). Parsed once, at the first communicator init: cold path, may allocate.
+// time). Parsed once, at the first communicator init: cold path, no exceptions and no libstdc++
+// run-time part (platform/README.md), like all of the plugin.
 
+#include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <optional>
-#include <string>
 #include <string_view>
-#include <vector>
 
+#include "platform/fixed_text.h"
+#include "platform/pod_vector.h"
 #include "plugin/abi/nccl_profiler_abi.h"
 #include "plugin/ring/ncclscope_ring.h"
 
@@ -33,16 +34,37 @@ inline constexpr std::uint32_t kUsableEvents = kEventColl | kEventP2p | kEventPr
 // network op, step and work request.
 inline constexpr std::uint32_t kProxyEvents = kEventProxyOp | kEventProxyStep | kEventNetPlugin;
 
+using PathText = platform::FixedText<4096>;
+using WarningText = platform::FixedText<320>;
+
+// Problems found while parsing, in order; beyond kMax they are counted in dropped().
+class Warnings {
+ public:
+  static constexpr std::size_t kMax = 16;
+  void Add(const char* format, ...) __attribute__((format(printf, 2, 3)));
+  std::size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  std::size_t dropped() const { return dropped_; }
+  const WarningText& operator[](std::size_t i) const { return items_[i]; }
+  const WarningText* begin() const { return items_; }
+  const WarningText* end() const { return items_ + size_; }
+
+ private:
+  WarningText items_[kMax];
+  std::size_t size_ = 0;
+  std::size_t dropped_ = 0;
+};
+
 struct Settings {
-  bool disabled = false;                    // NCCLSCOPE_DISABLE=1
-  std::string ring_dir = "/run/ncclscope";  // NCCLSCOPE_RING_DIR
-  std::uint64_t ring_bytes = 8u << 20;      // NCCLSCOPE_RING_SIZE: record space, all lanes
-  std::uint32_t lanes = 16;                 // NCCLSCOPE_RING_LANES
-  std::uint32_t comm_slots = 256;           // NCCLSCOPE_COMM_SLOTS
-  std::uint32_t max_ops = 65536;            // NCCLSCOPE_MAX_OPS: ops in flight per process
-  std::uint32_t max_proxy_ops = 65536;      // NCCLSCOPE_MAX_PROXY_OPS
-  std::string job_id;                       // NCCLSCOPE_JOB_ID, else SLURM_JOB_ID
-  std::string clock = "auto";               // NCCLSCOPE_CLOCK: auto | tsc | realtime
+  bool disabled = false;                           // NCCLSCOPE_DISABLE=1
+  PathText ring_dir = PathText("/run/ncclscope");  // NCCLSCOPE_RING_DIR
+  std::uint64_t ring_bytes = 8u << 20;             // NCCLSCOPE_RING_SIZE: record space, all lanes
+  std::uint32_t lanes = 16;                        // NCCLSCOPE_RING_LANES
+  std::uint32_t comm_slots = 256;                  // NCCLSCOPE_COMM_SLOTS
+  std::uint32_t max_ops = 65536;                   // NCCLSCOPE_MAX_OPS: ops in flight per process
+  std::uint32_t max_proxy_ops = 65536;             // NCCLSCOPE_MAX_PROXY_OPS
+  platform::FixedText<64> job_id;                  // NCCLSCOPE_JOB_ID, else SLURM_JOB_ID
+  platform::FixedText<16> clock = platform::FixedText<16>("auto");  // NCCLSCOPE_CLOCK
 
   // Runtime controls (also settable by the agent through the ring header unless pinned).
   std::uint32_t event_mask = kUsableEvents;          // NCCLSCOPE_EVENTS
@@ -68,14 +90,24 @@ struct Settings {
   // TEST ONLY (NCCLSCOPE_TEST_SPIN_FILE): a file the maintenance thread re-reads every pass, with
   // busy-wait times to add to the calls the governor times ("proxy=20us kernel=0 op=0"), to
   // make the plugin artificially expensive in tests of the governor. Never set it in a job.
-  std::string test_spin_file;
+  PathText test_spin_file;
 
   // Problems found while parsing (bad values keep the previous value); logged at init.
-  std::vector<std::string> warnings;
+  Warnings warnings;
 };
 
-// Looks up one variable; returns nullopt when unset. Injected so tests need no real environment.
-using EnvLookup = std::function<std::optional<std::string>(const char* name)>;
+// Looks up one variable: its value, or nullptr when unset. Injected so tests need no real
+// environment: a function and the context it is called with.
+class EnvLookup {
+ public:
+  using Fn = const char* (*)(const void* context, const char* name);
+  constexpr EnvLookup(Fn fn, const void* context) : fn_(fn), context_(context) {}
+  const char* operator()(const char* name) const { return fn_(context_, name); }
+
+ private:
+  Fn fn_;
+  const void* context_;
+};
 
 // Reads the process environment.
 EnvLookup ProcessEnv();
@@ -92,7 +124,7 @@ Settings LoadSettings(const EnvLookup& env);
 // NCCLSCOPE_CHAIN: the profiler plugin to chain behind ncclscope (chain.h), a path or a library
 // name as dlopen takes it; "" when unset or blank. Environment only: chaining is the job's choice,
 // not the fleet's, and is decided before the ring (and its controls) exist.
-std::string ChainPath(const EnvLookup& env);
+PathText ChainPath(const EnvLookup& env);
 
 // Parsers shared with the controls file (exposed for tests). All return nullopt on bad input.
 std::optional<std::uint64_t> ParseBytes(std::string_view text);        // "8MiB", "65536", "64k"
@@ -109,7 +141,7 @@ inline constexpr std::size_t kMaxControlsFileBytes = 64 << 10;
 // bloat the job's NCCL init: only a regular file is opened (never followed through a symlink,
 // never a FIFO or a device: plugin/ring/regular_file.h), only one owned by root, this process's
 // user or the directory's owner and not writable by group or others, at most
-// kMaxControlsFileBytes. nullopt when absent or refused (*problem says why, empty when absent).
-std::optional<std::string> ReadControlsFile(const std::string& dir, std::string* problem);
+// kMaxControlsFileBytes. False when absent or refused (*problem says why, empty when absent).
+bool ReadControlsFile(const char* dir, platform::PodVector<char>* text, WarningText* problem);
 
 }  // namespace ncclscope::plugin

@@ -63,7 +63,7 @@ int main(int argc, char** argv) {
   g.lanes = 2;
   g.lane_capacity = 16;
   g.comm_slots = 2;
-  std::string error;
+  ncclscope::ring::RingError error;
 
   {  // empty
     ncclscope::ring::RingWriter w;

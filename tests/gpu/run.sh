@@ -102,11 +102,12 @@ plugin="$work/lib/libnccl-profiler-ncclscope.so"
 tls=()  # thread-locals through TLS descriptors, no static TLS (as plugin/CMakeLists.txt builds it)
 case "$(uname -m)" in x86_64 | amd64) tls=(-mtls-dialect=gnu2) ;; esac
 say "building the plugin, the ring checker and the NCCL job"
+# No C++ run time, as the release build (plugin/CMakeLists.txt; here against this machine's glibc).
 "$cxx" -std=c++20 -O2 -g -fPIC -shared -fvisibility=hidden -fvisibility-inlines-hidden -flto=auto \
-  "${tls[@]}" -I"$root" -DNCCLSCOPE_PLUGIN_VERSION="\"gpu-check\"" \
+  -fno-exceptions -fno-rtti "${tls[@]}" -I"$root" -DNCCLSCOPE_PLUGIN_VERSION="\"gpu-check\"" \
   "$root"/plugin/src/*.cc "$root"/plugin/ring/ring_writer.cc \
   -Wl,--version-script="$root/plugin/src/exports.map" -Wl,-z,nodelete -Wl,-z,defs \
-  -static-libstdc++ -static-libgcc -pthread -ldl -o "$plugin" >"$work/logs/plugin.log" 2>&1 &
+  -nodefaultlibs -pthread -lc -lpthread -ldl -lgcc -o "$plugin" >"$work/logs/plugin.log" 2>&1 &
 build_plugin=$!
 "$cxx" -std=c++20 -O2 -I"$root" "$root/tests/gpu/ring_check.cc" \
   "$root"/agent/profiler/{ring_directory,ring_file,record_decoder,guarded_memory}.cc \

@@ -88,13 +88,13 @@ void WriteProxy(ring::RingWriter& writer, int rank, int channel, bool send, std:
     (void)!::read(fd, &c, 1);
   });
   ring::RingWriter writer;
-  std::string error;
+  ncclscope::ring::RingError error;
   ring::RingGeometry geometry;
   geometry.lanes = 2;
   geometry.lane_capacity = 64;
   geometry.comm_slots = 4;
-  if (!writer.Create(ring_dir, geometry, {"job-" + std::to_string(script.rank), "test", "j1"},
-                     &error)) {
+  const std::string host = "job-" + std::to_string(script.rank);
+  if (!writer.Create(ring_dir.c_str(), geometry, {host.c_str(), "test", "j1"}, &error)) {
     ::_exit(4);
   }
   ncclscope_comm_slot* slot = writer.comm_slot(0);

@@ -83,12 +83,12 @@ TEST(HostilePodTest, FifoAndIdleConnectionsDoNotBlindTheAgent) {
   {
     TempDir scratch;
     ring::RingWriter writer;
-    std::string error;
+    ncclscope::ring::RingError error;
     ring::RingGeometry g;
     g.lanes = 64;
     g.lane_capacity = 16;
     g.comm_slots = 2;
-    ASSERT_TRUE(writer.Create(scratch.path(), g, {"p", "1", "j"}, &error)) << error;
+    ASSERT_TRUE(writer.Create(scratch.path().c_str(), g, {"p", "1", "j"}, &error)) << error;
     writer.header()->lanes_offset = ~0ull - 4095;
     std::string bytes = ReadFile(writer.path());
     ring_dir.WriteFile("ncclscope-2-2.ring", bytes);
@@ -198,8 +198,8 @@ TEST(HostilePodTest, RingFloodsKeepTheAgentSmallAndServing) {
   ASSERT_TRUE(agent.ok()) << agent.startup_log();
   const double rss_before = RssMiB(agent.process().pid());
   Flood flood;
-  std::string error;
-  ASSERT_TRUE(flood.writer.Create(ring_dir.path(),
+  ncclscope::ring::RingError error;
+  ASSERT_TRUE(flood.writer.Create(ring_dir.path().c_str(),
                                   ring::RingGeometry::ForRecordBytes(16u << 20, 16, 256),
                                   {"evil", "1", "flood"}, &error))
       << error;
@@ -254,8 +254,8 @@ TEST(HostilePodTest, SigtermLosesNothingSilently) {
   // plus what it logged as read but not scraped, plus what the next agent finds, is everything.
   TempDir ring_dir;
   Flood flood;
-  std::string error;
-  ASSERT_TRUE(flood.writer.Create(ring_dir.path(),
+  ncclscope::ring::RingError error;
+  ASSERT_TRUE(flood.writer.Create(ring_dir.path().c_str(),
                                   ring::RingGeometry::ForRecordBytes(8u << 20, 4, 8),
                                   {"job", "1", "j"}, &error))
       << error;

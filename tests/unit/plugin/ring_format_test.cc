@@ -71,8 +71,9 @@ class RingFormatTest : public ::testing::Test {
     geometry.lanes = 2;
     geometry.lane_capacity = 16;
     geometry.comm_slots = 4;
-    std::string error;
-    ASSERT_TRUE(writer_.Create(dir_.path(), geometry, {"host-a", "9.9", "job-7"}, &error)) << error;
+    ncclscope::ring::RingError error;
+    ASSERT_TRUE(writer_.Create(dir_.path().c_str(), geometry, {"host-a", "9.9", "job-7"}, &error))
+        << error;
   }
 
   std::unique_ptr<RingFile> Open() {
@@ -313,7 +314,7 @@ TEST_F(RingFormatTest, TruncationUnderTheReaderBreaksTheRingNotTheAgent) {
   Write(MakeOp(1));
   auto file = Open();
   ASSERT_NE(file, nullptr);
-  ASSERT_EQ(::truncate(writer_.path().c_str(), 4096), 0);  // the owner shrinks its file
+  ASSERT_EQ(::truncate(writer_.path(), 4096), 0);  // the owner shrinks its file
   Collect sink;
   file->Drain(sink);  // would be SIGBUS without the guard
   EXPECT_FALSE(file->healthy());

@@ -11,13 +11,20 @@
 namespace ncclscope::plugin {
 namespace {
 
-EnvLookup Env(const std::map<std::string, std::string>& vars) {
-  return [vars](const char* name) -> std::optional<std::string> {
-    auto it = vars.find(name);
-    if (it == vars.end()) return std::nullopt;
-    return it->second;
-  };
-}
+// An environment of `vars`, alive for the full expression that uses it (Env({...}) as an argument).
+struct Env {
+  Env(std::initializer_list<std::pair<const std::string, std::string>> v) : vars(v) {}
+  operator EnvLookup() const {  // NOLINT(google-explicit-constructor)
+    return EnvLookup(
+        [](const void* context, const char* name) -> const char* {
+          const auto& all = static_cast<const Env*>(context)->vars;
+          const auto it = all.find(name);
+          return it == all.end() ? nullptr : it->second.c_str();
+        },
+        this);
+  }
+  std::map<std::string, std::string> vars;
+};
 
 TEST(SettingsTest, Parsers) {
   EXPECT_EQ(ParseBytes("8MiB"), 8u << 20);

@@ -58,8 +58,8 @@ ring::RingGeometry Small(std::uint32_t lanes = 1, std::uint32_t slots = 2) {
 std::vector<unsigned char> RealRingBytes(const ring::RingGeometry& g) {
   TempDir scratch;
   ring::RingWriter writer;
-  std::string error;
-  EXPECT_TRUE(writer.Create(scratch.path(), g, {"pod-a", "1", "job"}, &error)) << error;
+  ncclscope::ring::RingError error;
+  EXPECT_TRUE(writer.Create(scratch.path().c_str(), g, {"pod-a", "1", "job"}, &error)) << error;
   const std::string content = ReadFile(writer.path());
   return {content.begin(), content.end()};
 }
@@ -195,9 +195,9 @@ TEST(HostileRingTest, SymlinkNamedLikeARingIsNotFollowed) {
   TempDir dir;
   TempDir elsewhere;
   ring::RingWriter writer;
-  std::string error;
-  ASSERT_TRUE(writer.Create(elsewhere.path(), Small(), {"p", "1", "j"}, &error)) << error;
-  ASSERT_EQ(::symlink(writer.path().c_str(), (dir.path() + "/ncclscope-3-3.ring").c_str()), 0);
+  ncclscope::ring::RingError error;
+  ASSERT_TRUE(writer.Create(elsewhere.path().c_str(), Small(), {"p", "1", "j"}, &error)) << error;
+  ASSERT_EQ(::symlink(writer.path(), (dir.path() + "/ncclscope-3-3.ring").c_str()), 0);
   EXPECT_EQ(RejectReason(dir.path() + "/ncclscope-3-3.ring"), "not_regular");
 }
 
@@ -214,12 +214,12 @@ TEST(HostileRingTest, SparseAndHolePunchedRingsAreDropped) {
 
   // A real ring whose owner punches a hole into its record data after the agent opened it.
   ring::RingWriter writer;
-  std::string error;
-  ASSERT_TRUE(writer.Create(dir.path(), Small(4), {"p", "1", "j"}, &error)) << error;
+  ncclscope::ring::RingError error;
+  ASSERT_TRUE(writer.Create(dir.path().c_str(), Small(4), {"p", "1", "j"}, &error)) << error;
   std::string reason;
   auto file = RingFile::Open(writer.path(), &reason);
   ASSERT_NE(file, nullptr) << reason;
-  const int punch = ::open(writer.path().c_str(), O_RDWR);
+  const int punch = ::open(writer.path(), O_RDWR);
   ASSERT_EQ(::fallocate(punch, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
                         static_cast<off_t>(writer.header()->data_offset), 4096),
             0);
@@ -232,9 +232,10 @@ TEST(HostileRingTest, SparseAndHolePunchedRingsAreDropped) {
 TEST(HostileRingTest, MappingsCoverMetadataOnly) {
   TempDir dir;
   ring::RingWriter writer;
-  std::string error;
-  ASSERT_TRUE(writer.Create(dir.path(), ring::RingGeometry::ForRecordBytes(8u << 20, 16, 256),
-                            {"p", "1", "j"}, &error))
+  ncclscope::ring::RingError error;
+  ASSERT_TRUE(writer.Create(dir.path().c_str(),
+                            ring::RingGeometry::ForRecordBytes(8u << 20, 16, 256), {"p", "1", "j"},
+                            &error))
       << error;
   std::string reason;
   auto file = RingFile::Open(writer.path(), &reason);
@@ -250,8 +251,8 @@ TEST(HostileRingTest, ThousandsOfRingsFromOneProcessAreCapped) {
   std::vector<std::unique_ptr<ring::RingWriter>> writers;
   for (int i = 0; i < 200; ++i) {
     auto writer = std::make_unique<ring::RingWriter>();
-    std::string error;
-    ASSERT_TRUE(writer->Create(dir.path(), Small(), {"p", "1", "j"}, &error)) << error;
+    ncclscope::ring::RingError error;
+    ASSERT_TRUE(writer->Create(dir.path().c_str(), Small(), {"p", "1", "j"}, &error)) << error;
     writers.push_back(std::move(writer));
   }
   profiler::DirectoryLimits limits;
@@ -306,8 +307,8 @@ TEST(HostileRingTest, RingNamesAreMatchedBeforeOpening) {
 TEST(HostileRingTest, LiveCommSlotsAreCappedPerRingAndInTotal) {
   TempDir dir;
   ring::RingWriter writer;
-  std::string error;
-  ASSERT_TRUE(writer.Create(dir.path(), Small(1, 64), {"p", "1", "j"}, &error)) << error;
+  ncclscope::ring::RingError error;
+  ASSERT_TRUE(writer.Create(dir.path().c_str(), Small(1, 64), {"p", "1", "j"}, &error)) << error;
   for (std::uint32_t i = 0; i < 64; ++i) {  // every slot live: a table full of fake communicators
     ncclscope_comm_slot* slot = writer.comm_slot(i);
     slot->comm_id = 1000 + i;
@@ -329,8 +330,8 @@ TEST(HostileRingTest, LiveCommSlotsAreCappedPerRingAndInTotal) {
 TEST(HostileRingTest, CommSlotsClaimingHugeCommunicatorsAreSkipped) {
   TempDir dir;
   ring::RingWriter writer;
-  std::string error;
-  ASSERT_TRUE(writer.Create(dir.path(), Small(1, 2), {"p", "1", "j"}, &error)) << error;
+  ncclscope::ring::RingError error;
+  ASSERT_TRUE(writer.Create(dir.path().c_str(), Small(1, 2), {"p", "1", "j"}, &error)) << error;
   ncclscope_comm_slot* slot = writer.comm_slot(0);
   slot->comm_id = 1;
   slot->rank = (1 << 24) + 1;
@@ -346,8 +347,8 @@ TEST(HostileRingTest, CommSlotsClaimingHugeCommunicatorsAreSkipped) {
 TEST(HostileRingTest, PluginCountersCannotWrapTheNodeTotals) {
   TempDir dir;
   ring::RingWriter writer;
-  std::string error;
-  ASSERT_TRUE(writer.Create(dir.path(), Small(4), {"p", "1", "j"}, &error)) << error;
+  ncclscope::ring::RingError error;
+  ASSERT_TRUE(writer.Create(dir.path().c_str(), Small(4), {"p", "1", "j"}, &error)) << error;
   auto* base = reinterpret_cast<unsigned char*>(writer.header());
   for (std::uint32_t i = 0; i < 4; ++i) {
     reinterpret_cast<ncclscope_lane*>(base + writer.header()->lanes_offset +
@@ -363,15 +364,16 @@ TEST(HostileRingTest, PluginCountersCannotWrapTheNodeTotals) {
 TEST(HostileRingTest, EachRingIsAttributedToItsLockHolder) {
   TempDir dir;
   ring::RingWriter writer;
-  std::string error;
-  ASSERT_TRUE(writer.Create(dir.path(), Small(), {"someone-else", "1", "j"}, &error)) << error;
+  ncclscope::ring::RingError error;
+  ASSERT_TRUE(writer.Create(dir.path().c_str(), Small(), {"someone-else", "1", "j"}, &error))
+      << error;
   RingDirectory directory(dir.path());
   Discard sink;
   directory.Poll(sink);
   ASSERT_EQ(directory.snapshot().rings_live, 1u);
   // Found through /proc/locks: this process holds the ring's flock.
   struct stat st {};
-  ASSERT_EQ(::stat(writer.path().c_str(), &st), 0);
+  ASSERT_EQ(::stat(writer.path(), &st), 0);
   const std::string locks = ReadFile("/proc/locks");
   const auto holder = profiler::RingLockHolder(locks, st.st_dev, st.st_ino);
   ASSERT_TRUE(holder.has_value()) << locks;
@@ -393,8 +395,8 @@ TEST(HostileRingTest, EachRingIsAttributedToItsLockHolder) {
 TEST(HostileRingTest, RingWritersAreTheLockHoldersOfRingFiles) {
   TempDir dir;
   ring::RingWriter writer;
-  std::string error;
-  ASSERT_TRUE(writer.Create(dir.path(), Small(), {"host", "1", "j"}, &error)) << error;
+  ncclscope::ring::RingError error;
+  ASSERT_TRUE(writer.Create(dir.path().c_str(), Small(), {"host", "1", "j"}, &error)) << error;
   const auto writers = profiler::RingWriterPids(dir.path(), "/proc");
   ASSERT_TRUE(writers.has_value());
   EXPECT_EQ(*writers, std::set<std::int32_t>{::getpid()});
@@ -406,7 +408,7 @@ TEST(HostileRingTest, RingWritersAreTheLockHoldersOfRingFiles) {
   const int fd = ::open(plain.c_str(), O_RDONLY | O_CLOEXEC);
   ASSERT_GE(fd, 0);
   ASSERT_EQ(::flock(fd, LOCK_SH), 0);
-  ASSERT_EQ(::symlink(writer.path().c_str(), (other.path() + "/ncclscope-3-4.ring").c_str()), 0);
+  ASSERT_EQ(::symlink(writer.path(), (other.path() + "/ncclscope-3-4.ring").c_str()), 0);
   EXPECT_EQ(profiler::RingWriterPids(other.path(), "/proc"), std::set<std::int32_t>{});
   ::close(fd);
   // No ring directory yet: nobody writes one. No /proc/locks: unknown.

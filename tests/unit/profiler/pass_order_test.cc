@@ -46,8 +46,9 @@ class PassOrderTest : public ::testing::Test {
     geometry.lanes = 1;
     geometry.lane_capacity = 16;
     geometry.comm_slots = 2;
-    std::string error;
-    ASSERT_TRUE(writer_.Create(dir_.path(), geometry, {"pod-a", "1", "job"}, &error)) << error;
+    ncclscope::ring::RingError error;
+    ASSERT_TRUE(writer_.Create(dir_.path().c_str(), geometry, {"pod-a", "1", "job"}, &error))
+        << error;
     ncclscope_comm_slot* slot = writer_.comm_slot(0);
     slot->comm_id = kListed;
     slot->rank = 0;

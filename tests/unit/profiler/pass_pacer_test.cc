@@ -76,8 +76,8 @@ TEST(PassPacerTest, APassReportsItsFullestLane) {
   geometry.lanes = 2;
   geometry.lane_capacity = 64;
   geometry.comm_slots = 1;
-  std::string error;
-  ASSERT_TRUE(writer.Create(dir.path(), geometry, {"pod", "1", "job"}, &error)) << error;
+  ncclscope::ring::RingError error;
+  ASSERT_TRUE(writer.Create(dir.path().c_str(), geometry, {"pod", "1", "job"}, &error)) << error;
   ncclscope_op_record op =
       analytics::testutil::Coll(7, 0, NCCLSCOPE_FUNC_ALL_REDUCE, 4096, 1, 0, 0).op;
   op.h.type = NCCLSCOPE_REC_OP;
@@ -99,8 +99,8 @@ TEST(PassPacerTest, ABurstDuringTheLongestWaitSpillsIntoTheNextLanesAndBringsThe
   ring::RingWriter writer;
   ring::RingGeometry geometry;  // the default ring's lanes: 16 x 2,048 records
   geometry.comm_slots = 1;
-  std::string error;
-  ASSERT_TRUE(writer.Create(dir.path(), geometry, {"pod", "1", "job"}, &error)) << error;
+  ncclscope::ring::RingError error;
+  ASSERT_TRUE(writer.Create(dir.path().c_str(), geometry, {"pod", "1", "job"}, &error)) << error;
   CountingSink sink;
   profiler::RingDirectory directory(dir.path());
   profiler::PassPacer pacer(milliseconds(100), milliseconds(500));

@@ -49,8 +49,8 @@ void WriteOp(ring::RingWriter& writer, std::uint64_t seq) {
 
 std::unique_ptr<ring::RingWriter> NewRing(const std::string& dir) {
   auto writer = std::make_unique<ring::RingWriter>();
-  std::string error;
-  EXPECT_TRUE(writer->Create(dir, Tiny(), {"pod", "1", "job"}, &error)) << error;
+  ncclscope::ring::RingError error;
+  EXPECT_TRUE(writer->Create(dir.c_str(), Tiny(), {"pod", "1", "job"}, &error)) << error;
   return writer;
 }
 

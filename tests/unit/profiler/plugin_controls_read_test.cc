@@ -19,16 +19,23 @@ namespace {
 using plugin::LoadSettings;
 using plugin::Settings;
 
-plugin::EnvLookup Env(const std::string& dir) {
-  return [dir](const char* name) -> std::optional<std::string> {
-    if (std::string(name) == "NCCLSCOPE_RING_DIR") return dir;
-    return std::nullopt;
-  };
-}
+// An environment with NCCLSCOPE_RING_DIR=dir, alive for the full expression that uses it.
+struct Env {
+  explicit Env(std::string d) : dir(std::move(d)) {}
+  operator plugin::EnvLookup() const {  // NOLINT(google-explicit-constructor)
+    return plugin::EnvLookup(
+        [](const void* context, const char* name) -> const char* {
+          if (std::string(name) != "NCCLSCOPE_RING_DIR") return nullptr;
+          return static_cast<const Env*>(context)->dir.c_str();
+        },
+        this);
+  }
+  std::string dir;
+};
 
 bool HasWarning(const Settings& s, const std::string& part) {
   for (const auto& w : s.warnings) {
-    if (w.find(part) != std::string::npos) return true;
+    if (w.view().find(part) != std::string_view::npos) return true;
   }
   return false;
 }
