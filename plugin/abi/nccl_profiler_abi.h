@@ -1,17 +1,22 @@
 #pragma once
 
-// The NCCL profiler-plugin ABI, versions 4, 5 and 6, re-declared from the facts in
-// shared/reference/nccl-profiler-abi.md (NCCL 2.27 through 2.30). NCCL's own headers are never
-// included: these types exist only so that our exported structs and the descriptors NCCL hands us
-// have exactly the layout NCCL compiled against. The static_asserts at the end pin every size
-// and offset we rely on (x86_64 / aarch64 Linux, LP64).
+// The NCCL profiler-plugin ABI, versions 1 to 7 (NCCL 2.23 through 2.31+): v4, v5 and v6 here,
+// re-declared from the facts in shared/reference/nccl-profiler-abi.md; v1-v3 in profiler_v1_v3.h
+// and v7 in profiler_v7.h (included at the end), each from NCCL's header of its version. NCCL's
+// own headers are never included: these types exist only so that our exported structs and the
+// descriptors NCCL hands us have exactly the layout NCCL compiled against. The static_asserts pin
+// every size and offset we rely on (x86_64 / aarch64 Linux, LP64).
 //
 // Version summary:
+//   v1 (2.23): uint8_t type; init(ctx, mask); func/datatype/algo/proto as numbers; no KernelCh.
+//   v2 (2.24, 2.25): v1 with NCCL's strings for func, datatype, algo and proto.
+//   v3 (2.26): v2 without trafficBytes, plus KernelCh (no GPU timestamp) and NetPlugin.
 //   v4 (2.27): uint8_t event type; init(ctx, mask, commName, commHash, nNodes, nranks, rank, log);
 //              Coll/P2p parent is the Group handle.
 //   v5 (2.28): uint64_t event type; init(ctx, commId, mask, commName, nNodes, nranks, rank, log);
 //              API events; Coll/P2p parent is the CollApi/P2pApi handle, Group in parentGroup.
-//   v6 (2.29+): v5 plus copy-engine events (CeColl, CeSync, CeBatch) at the same size.
+//   v6 (2.29, 2.30): v5 plus copy-engine events (CeColl, CeSync, CeBatch) at the same size.
+//   v7 (2.31+): v6 plus userTag, symmetric collectives and KernelPhase events (136 bytes).
 
 #include <sys/types.h>
 
@@ -49,6 +54,7 @@ enum EventType : std::uint64_t {
   kCeColl = 1u << 12,        // v6+
   kCeSync = 1u << 13,        // v6+
   kCeBatch = 1u << 14,       // v6+
+  kKernelPhase = 1u << 15,   // v7+
 };
 
 // NCCL's name of an event type (ncclProfile<Name>), "unknown" for anything else: for logs and
@@ -85,6 +91,8 @@ constexpr const char* EventTypeName(std::uint64_t type) {
       return "CeSync";
     case kCeBatch:
       return "CeBatch";
+    case kKernelPhase:
+      return "KernelPhase";
     default:
       return "unknown";
   }
@@ -105,6 +113,7 @@ enum EventState : int {
   kKernelChStop = 22,           // v4+: GPU stop timestamp in args->kernelCh.pTimer
   kGroupStartApiStop = 23,      // v5+
   kGroupEndApiStart = 24,       // v5+
+  kKernelPhaseStop = 31,        // v7+: GPU stop timestamp in args->kernelCh.pTimer
 };
 
 // State arguments: identical 8-byte union in v4, v5 and v6.
@@ -476,4 +485,13 @@ static_assert(sizeof(NetIbDescrV1) == 40);
 static_assert(offsetof(NetIbDescrV1, qp.device) == 8);
 static_assert(offsetof(NetIbDescrV1, qp.qpNum) == 28);
 
+}  // namespace ncclscope::abi
+
+#include "plugin/abi/profiler_v1_v3.h"  // IWYU pragma: export
+#include "plugin/abi/profiler_v7.h"     // IWYU pragma: export
+
+namespace ncclscope::abi {
+using StateArgsV7 = StateArgsV6;  // unchanged: the phase stop reuses kernelCh.pTimer
+using ProfilerV7 = ProfilerVtable<EventDescrV7, StateArgsV7, InitV5>;
+static_assert(sizeof(ProfilerV7) == 48);
 }  // namespace ncclscope::abi
