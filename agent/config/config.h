@@ -167,8 +167,9 @@ struct PluginConfig {
     v.Field("events", events,
             "NCCL events the plugins record: coll and p2p (every operation), kernel_ch (GPU "
             "timing per channel), proxy_op and proxy_step (network steps), net_plugin (the NIC "
-            "and queue pairs of each network op), ce_coll (copy-engine collectives, NCCL 2.29+). "
-            "NCCLSCOPE_EVENTS in the job.",
+            "and queue pairs of each network op), ce_coll (copy-engine collectives, NCCL 2.29+), "
+            "kernel_phase (each channel's kernel phases: initial sync, compute, final sync; NCCL "
+            "2.31+; sampled with kernel_ch). NCCLSCOPE_EVENTS in the job.",
             checks::SubsetOf{EventGroupNames()});
     v.Field("min_bytes", min_bytes,
             "Operations with fewer bytes are counted as filtered, not recorded. "

@@ -39,7 +39,14 @@ bool ValidOp(const ncclscope_op_record& op) {
           ? (timed - NCCLSCOPE_OP_INLINE_CHANNELS + NCCLSCOPE_OP_CONT_CHANNELS - 1) /
                 NCCLSCOPE_OP_CONT_CHANNELS
           : 0;
-  if (op.n_continuations != continuations) return false;
+  // The followers: channel continuations, an OP_DETAIL (HAS_DETAIL), OP_PHASES (HAS_PHASES).
+  const std::uint32_t detail = (op.flags & NCCLSCOPE_OP_HAS_DETAIL) != 0 ? 1 : 0;
+  if (op.n_continuations > NCCLSCOPE_MAX_OP_FOLLOWERS ||
+      op.n_continuations < continuations + detail) {
+    return false;
+  }
+  const std::uint32_t phases = op.n_continuations - continuations - detail;
+  if ((phases != 0) != ((op.flags & NCCLSCOPE_OP_HAS_PHASES) != 0)) return false;
   const bool timing = (op.flags & NCCLSCOPE_OP_GPU_TIMING) != 0;
   if (timing != (timed != 0)) return false;
   if (timing && op.gpu_end_ns < op.gpu_start_ns) return false;
@@ -63,6 +70,24 @@ bool ValidChannels(const ncclscope_op_channels_record& rec) {
   return true;
 }
 
+bool ValidDetail(const ncclscope_op_detail_record& rec) {
+  return rec.func < NCCLSCOPE_FUNC_COUNT && rec.kernel_variant < NCCLSCOPE_KV_COUNT &&
+         ValidRank(rec.rank);
+}
+
+bool ValidPhases(const ncclscope_op_phases_record& rec) {
+  if (rec.part == 0 || rec.n == 0 || rec.n > NCCLSCOPE_OP_PHASE_CHANNELS) return false;
+  if (rec.func >= NCCLSCOPE_FUNC_COUNT || !ValidRank(rec.rank)) return false;
+  for (std::uint32_t i = 0; i < rec.n; ++i) {
+    if (rec.ch[i].channel >= NCCLSCOPE_MAX_CHANNELS || rec.ch[i].present == 0 ||
+        rec.ch[i].present >= 1u << NCCLSCOPE_PHASE_COUNT) {
+      return false;
+    }
+    if (i > 0 && rec.ch[i].channel <= rec.ch[i - 1].channel) return false;  // ascending
+  }
+  return true;
+}
+
 bool ValidProxyOp(const ncclscope_proxy_op_record& rec) {
   if (rec.channel >= NCCLSCOPE_MAX_CHANNELS || rec.is_send > 1) return false;
   if (rec.func >= NCCLSCOPE_FUNC_COUNT || rec.steps_done < 0 || !ValidRank(rec.rank) ||
@@ -75,8 +100,11 @@ bool ValidProxyOp(const ncclscope_proxy_op_record& rec) {
 }
 
 bool ValidCommInit(const ncclscope_comm_init_record& rec) {
-  if (rec.nranks <= 0 || rec.nranks > NCCLSCOPE_MAX_NRANKS || rec.rank < 0 ||
-      rec.rank >= rec.nranks || rec.nnodes <= 0 || rec.nnodes > rec.nranks) {
+  // NCCL 2.23-2.26 (ABI v1-v3) tell the plugin neither the size nor the nodes: 0, unknown.
+  const bool size_unknown = rec.nranks == 0 && rec.nnodes == 0 && rec.nccl_abi >= 1 &&
+                            rec.nccl_abi <= 3 && ValidRank(rec.rank);
+  if (!size_unknown && (rec.nranks <= 0 || rec.nranks > NCCLSCOPE_MAX_NRANKS || rec.rank < 0 ||
+                        rec.rank >= rec.nranks || rec.nnodes <= 0 || rec.nnodes > rec.nranks)) {
     return false;
   }
   return Terminated(rec.name, sizeof(rec.name)) && Terminated(rec.gpu_uuid, sizeof(rec.gpu_uuid)) &&
@@ -125,6 +153,12 @@ CorruptReason ValidateRecord(const unsigned char* record, std::uint64_t position
       break;
     case NCCLSCOPE_REC_PROXY_OP:
       ok = ValidProxyOp(As<ncclscope_proxy_op_record>(record));
+      break;
+    case NCCLSCOPE_REC_OP_DETAIL:
+      ok = ValidDetail(As<ncclscope_op_detail_record>(record));
+      break;
+    case NCCLSCOPE_REC_OP_PHASES:
+      ok = ValidPhases(As<ncclscope_op_phases_record>(record));
       break;
     case NCCLSCOPE_REC_COMM_INIT:
       ok = ValidCommInit(As<ncclscope_comm_init_record>(record));

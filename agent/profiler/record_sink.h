@@ -39,12 +39,18 @@ struct RingOrigin {
   std::string principal;
 };
 
-// An op record with the channel times of its continuation records folded in.
+// An op record with what its follower records carry folded in: the channel times of its
+// continuations, and (NCCL 2.31+, ABI v7) its tag and kernel variant and its channels' kernel
+// phases.
 struct OpView {
   ncclscope_op_record op{};
   std::uint32_t n_channels = 0;  // entries in channels[], ascending channel order
   ncclscope_channel_time channels[NCCLSCOPE_MAX_CHANNELS] = {};
   std::uint8_t channel_ids[NCCLSCOPE_MAX_CHANNELS] = {};
+  std::uint64_t user_tag = 0;          // 0: untagged
+  std::uint8_t kernel_variant = 0;     // ncclscope_kernel_variant; NONE when not symmetric
+  std::uint32_t n_phase_channels = 0;  // entries in phases[], ascending channel order
+  ncclscope_channel_phases phases[NCCLSCOPE_MAX_CHANNELS] = {};
 };
 
 // One live or finalized communicator from the comm table (consistent copy).

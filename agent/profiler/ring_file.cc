@@ -18,7 +18,8 @@
 namespace ncclscope::profiler {
 namespace {
 
-constexpr std::uint32_t kMaxContinuations = 3;  // 16 inline + 2 x 26 covers 64 channels
+// Records that may follow an op in its group (channel continuations, detail, phases).
+constexpr std::uint32_t kMaxContinuations = NCCLSCOPE_MAX_OP_FOLLOWERS;
 
 std::string BaseName(const std::string& path) {
   const std::size_t slash = path.rfind('/');
@@ -55,8 +56,9 @@ bool ReadExactly(int fd, unsigned char* out, std::uint64_t n, std::uint64_t offs
   return true;
 }
 
-// Folds an op and its continuation records (already validated one by one) into an OpView.
-// Returns false when the continuations do not belong to the op.
+// Folds an op and its follower records (already validated one by one) into an OpView: its
+// channel continuations, then its OP_DETAIL, then its OP_PHASES (ncclscope_op_record's
+// n_continuations). Returns false when a follower does not belong to the op.
 bool BuildOpView(const unsigned char* records, std::uint32_t available, OpView* view,
                  std::uint32_t* consumed) {
   std::memcpy(&view->op, records, sizeof(view->op));
@@ -67,6 +69,9 @@ bool BuildOpView(const unsigned char* records, std::uint32_t available, OpView* 
     ids[n_ids++] = static_cast<std::uint8_t>(__builtin_ctzll(m));
   }
   view->n_channels = 0;
+  view->user_tag = 0;
+  view->kernel_variant = NCCLSCOPE_KV_NONE;
+  view->n_phase_channels = 0;
   for (std::uint32_t i = 0; i < op.n_inline; ++i) {
     view->channels[view->n_channels] = op.ch[i];
     view->channel_ids[view->n_channels] = ids[view->n_channels];
@@ -74,16 +79,23 @@ bool BuildOpView(const unsigned char* records, std::uint32_t available, OpView* 
   }
   *consumed = 1;
   if (op.n_continuations > kMaxContinuations || 1u + op.n_continuations > available) return false;
-  for (std::uint32_t part = 1; part <= op.n_continuations; ++part) {
+  const auto same_op = [&op](std::uint64_t comm_id, std::uint64_t seq, std::uint64_t op_index,
+                             std::int32_t rank) {
+    return comm_id == op.comm_id && seq == op.seq && op_index == op.op_index && rank == op.rank;
+  };
+  std::uint32_t part = 1;
+  // Channel continuations: as many as the inline channels left over need.
+  for (std::uint32_t k = 1; view->n_channels < n_ids; ++k, ++part) {
+    if (part > op.n_continuations) return false;
     ncclscope_op_channels_record cont{};
     std::memcpy(&cont, records + static_cast<std::size_t>(part) * NCCLSCOPE_RECORD_SIZE,
                 sizeof(cont));
     const std::uint32_t remaining = n_ids - view->n_channels;
     const std::uint32_t expected_n =
         remaining < NCCLSCOPE_OP_CONT_CHANNELS ? remaining : NCCLSCOPE_OP_CONT_CHANNELS;
-    if (cont.h.type != NCCLSCOPE_REC_OP_CHANNELS || cont.comm_id != op.comm_id ||
-        cont.seq != op.seq || cont.op_index != op.op_index || cont.rank != op.rank ||
-        cont.part != part || cont.first != view->n_channels || cont.n != expected_n) {
+    if (cont.h.type != NCCLSCOPE_REC_OP_CHANNELS ||
+        !same_op(cont.comm_id, cont.seq, cont.op_index, cont.rank) || cont.part != k ||
+        cont.first != view->n_channels || cont.n != expected_n) {
       return false;
     }
     for (std::uint32_t i = 0; i < cont.n; ++i) {
@@ -91,6 +103,34 @@ bool BuildOpView(const unsigned char* records, std::uint32_t available, OpView* 
       view->channel_ids[view->n_channels] = ids[view->n_channels];
       ++view->n_channels;
     }
+    *consumed = part + 1;
+  }
+  if ((op.flags & NCCLSCOPE_OP_HAS_DETAIL) != 0) {
+    if (part > op.n_continuations) return false;
+    ncclscope_op_detail_record detail{};
+    std::memcpy(&detail, records + static_cast<std::size_t>(part) * NCCLSCOPE_RECORD_SIZE,
+                sizeof(detail));
+    if (detail.h.type != NCCLSCOPE_REC_OP_DETAIL ||
+        !same_op(detail.comm_id, detail.seq, detail.op_index, detail.rank)) {
+      return false;
+    }
+    view->user_tag = detail.user_tag;
+    view->kernel_variant = detail.kernel_variant;
+    *consumed = ++part;
+  }
+  for (std::uint32_t k = 1; part <= op.n_continuations; ++k, ++part) {
+    ncclscope_op_phases_record phases{};
+    std::memcpy(&phases, records + static_cast<std::size_t>(part) * NCCLSCOPE_RECORD_SIZE,
+                sizeof(phases));
+    if (phases.h.type != NCCLSCOPE_REC_OP_PHASES ||
+        !same_op(phases.comm_id, phases.seq, phases.op_index, phases.rank) || phases.part != k ||
+        view->n_phase_channels + phases.n > NCCLSCOPE_MAX_CHANNELS ||
+        (view->n_phase_channels != 0 &&
+         phases.ch[0].channel <= view->phases[view->n_phase_channels - 1].channel)) {
+      return false;
+    }
+    for (std::uint32_t i = 0; i < phases.n; ++i)
+      view->phases[view->n_phase_channels++] = phases.ch[i];
     *consumed = part + 1;
   }
   return true;
@@ -334,12 +374,19 @@ bool RingFile::DrainLane(std::uint32_t index, RecordSink& sink, std::uint32_t ma
         }
         sink.OnOp(origin_, view);
         ++stats.by_type[NCCLSCOPE_REC_OP];
-        stats.by_type[NCCLSCOPE_REC_OP_CHANNELS] += consumed - 1;
+        for (std::uint32_t k = 1; k < consumed; ++k) {
+          ncclscope_record_header follower{};
+          std::memcpy(&follower, record + static_cast<std::size_t>(k) * NCCLSCOPE_RECORD_SIZE,
+                      sizeof(follower));
+          ++stats.by_type[follower.type];  // a validated type: at most NCCLSCOPE_REC_TYPE_MAX
+        }
         stats.records += consumed;
         i += consumed;
         continue;
       }
       case NCCLSCOPE_REC_OP_CHANNELS:
+      case NCCLSCOPE_REC_OP_DETAIL:
+      case NCCLSCOPE_REC_OP_PHASES:
         ++stats.corrupt[static_cast<std::size_t>(CorruptReason::kContinuation)];  // orphan
         break;
       case NCCLSCOPE_REC_PROXY_OP: {

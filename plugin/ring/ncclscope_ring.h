@@ -190,6 +190,9 @@ enum ncclscope_governor_level {
   NCCLSCOPE_GOVERNOR_PROXY = 2,    /* the proxy duty cycle is lowered (maybe to 0) */
   NCCLSCOPE_GOVERNOR_KERNEL = 3,   /* proxy events are off and the kernel_ch duty cycle lowered */
   NCCLSCOPE_GOVERNOR_FLOOR = 4,    /* both off and still over budget: nothing left to lower */
+  NCCLSCOPE_GOVERNOR_NCCL_OVERRIDE = 5, /* NCCL replaced the event mask (RAS CONTROL
+                                           PROFILER_MASK, NCCL 2.31+): the plugin follows the
+                                           mask in nccl_mask and neither writes nor governs it */
 };
 struct ncclscope_governor_state {
   uint32_t level;          /* enum ncclscope_governor_level */
@@ -205,7 +208,8 @@ struct ncclscope_governor_state {
   /* Recording (plugin.record_one_in, plugin.record_rate_limit): 0 before the first window. */
   uint32_t record_one_in; /* 1 op in this many recorded now: record_one_in x the rate factor */
   uint32_t op_rate;       /* ops per second the process started in the last second or more */
-  uint8_t reserved[8];
+  uint32_t nccl_mask;     /* the event mask in NCCL's int at the last evaluation */
+  uint8_t reserved[4];
 };
 NCCLSCOPE_STATIC_ASSERT(sizeof(struct ncclscope_governor_state) == 64, "governor size");
 
@@ -223,7 +227,7 @@ struct ncclscope_ring_header {
   uint64_t lanes_offset;      /* 64-byte aligned */
   uint64_t data_offset;       /* 64-byte aligned */
   int32_t pid;                /* getpid() in the writer's own pid namespace */
-  uint32_t nccl_abi;          /* profiler ABI NCCL chose (4, 5 or 6); 0 before the first init */
+  uint32_t nccl_abi;          /* profiler ABI NCCL chose (1 to 7); 0 before the first init */
   uint64_t created_ns;        /* host time the ring was created */
   char hostname[64];          /* gethostname(); the pod name in Kubernetes. NUL-terminated */
   char plugin_version[32];    /* NUL-terminated */
@@ -295,7 +299,9 @@ struct ncclscope_recent_op {
 #define NCCLSCOPE_RECENT_OPS 8u
 
 struct ncclscope_comm_slot {
-  /* Identity, guarded by `version`: odd while the plugin rewrites the slot (seqlock). */
+  /* Identity, guarded by `version`: odd while the plugin rewrites the slot (seqlock). Under ABI
+   * v1-v3 the identity arrives with the first op: until then comm_id is 0 and rank -1, and
+   * nranks and nnodes stay 0 (unknown). */
   uint32_t version;
   uint32_t state;   /* enum ncclscope_comm_state */
   uint64_t comm_id; /* NCCL commHash: identical on every rank of the communicator */
@@ -346,7 +352,9 @@ enum ncclscope_record_type {
   NCCLSCOPE_REC_OP = 3,            /* struct ncclscope_op_record: one per completed op */
   NCCLSCOPE_REC_OP_CHANNELS = 4,   /* struct ncclscope_op_channels_record: more channel times */
   NCCLSCOPE_REC_PROXY_OP = 5,      /* struct ncclscope_proxy_op_record: one per network op */
-  NCCLSCOPE_REC_TYPE_MAX = 5
+  NCCLSCOPE_REC_OP_DETAIL = 6,     /* struct ncclscope_op_detail_record: user tag, kernel variant */
+  NCCLSCOPE_REC_OP_PHASES = 7,     /* struct ncclscope_op_phases_record: kernel phases (v7) */
+  NCCLSCOPE_REC_TYPE_MAX = 7
 };
 
 struct ncclscope_record_header {
@@ -446,8 +454,9 @@ enum ncclscope_algo {
   NCCLSCOPE_ALGO_NVLS = 5,
   NCCLSCOPE_ALGO_NVLS_TREE = 6,
   NCCLSCOPE_ALGO_PAT = 7,
-  NCCLSCOPE_ALGO_NONE = 8, /* p2p and CE ops have no algorithm */
-  NCCLSCOPE_ALGO_COUNT = 9
+  NCCLSCOPE_ALGO_NONE = 8,      /* p2p and CE ops have no algorithm */
+  NCCLSCOPE_ALGO_SYMMETRIC = 9, /* a symmetric-memory kernel (v7): the variant names it */
+  NCCLSCOPE_ALGO_COUNT = 10
 };
 
 enum ncclscope_proto {
@@ -476,6 +485,14 @@ enum ncclscope_op_flag {
   NCCLSCOPE_OP_KERNEL_NEVER_CAME = 1u << 10,   /* KernelCh was expected but NCCL sent none (mask
                                                   changed around the API call); completed once a
                                                   later plan of the communicator ran */
+  NCCLSCOPE_OP_KERNEL_UNTIMED = 1u << 11,      /* ABI v3 (NCCL 2.26): KernelCh came without GPU
+                                                  timestamps, so no GPU timing; complete_ns is when
+                                                  NCCL's proxy saw the kernel's channels end */
+  NCCLSCOPE_OP_SYMMETRIC = 1u << 12,           /* a symmetric-memory kernel (v7 isSymColl); algo
+                                                  is NCCLSCOPE_ALGO_SYMMETRIC */
+  NCCLSCOPE_OP_HAS_DETAIL = 1u << 13,          /* an OP_DETAIL record follows (user tag, kernel
+                                                  variant) */
+  NCCLSCOPE_OP_HAS_PHASES = 1u << 14,          /* OP_PHASES records follow (v7 kernel phases) */
 };
 
 /* One channel's GPU time, relative to the op's gpu_start_ns. */
@@ -486,6 +503,8 @@ struct ncclscope_channel_time {
 
 #define NCCLSCOPE_OP_INLINE_CHANNELS 16u
 #define NCCLSCOPE_OP_CONT_CHANNELS 26u
+/* 2 channel continuations (64 channels), 1 OP_DETAIL, 6 OP_PHASES (64 channels / 12) */
+#define NCCLSCOPE_MAX_OP_FOLLOWERS 9u
 
 /* One per completed Coll/P2p/CeColl op. Completion is when every announced KernelCh has stopped
  * and NCCL stopped the Coll/P2p event (which only means "enqueued"); without KernelCh (mask,
@@ -518,7 +537,10 @@ struct ncclscope_op_record {
   uint8_t n_warps;
   uint8_t n_timed;         /* channels with GPU timing (popcount of channel_mask) */
   uint8_t n_inline;        /* valid entries in ch[] */
-  uint8_t n_continuations; /* NCCLSCOPE_REC_OP_CHANNELS records that directly follow */
+  uint8_t n_continuations; /* records that directly follow and belong to this op, in this
+                              order: its OP_CHANNELS (as many as its timed channels beyond 16
+                              need), an OP_DETAIL (flag HAS_DETAIL), its OP_PHASES (flag
+                              HAS_PHASES); at most NCCLSCOPE_MAX_OP_FOLLOWERS */
   uint32_t comm_slot;      /* comm table index, UINT32_MAX when none */
   uint32_t weight;         /* the ops this record stands for: record_one_in when it was written
                               (1 in `weight` ops like it has a record); 0 (older plugins) is 1 */
@@ -537,6 +559,102 @@ struct ncclscope_op_channels_record {
   uint8_t first; /* position of ch[0] among the op's timed channels (ascending channel order) */
   uint8_t func;
   struct ncclscope_channel_time ch[NCCLSCOPE_OP_CONT_CHANNELS];
+};
+
+/* Symmetric-memory kernel variants NCCL 2.31 names in coll.kernelVariant (ncclSymKernelStr,
+ * src/include/sym_kernels.h at 2.31.2); a variant this list lacks is OTHER. */
+enum ncclscope_kernel_variant {
+  NCCLSCOPE_KV_NONE = 0, /* not a symmetric kernel */
+  NCCLSCOPE_KV_OTHER = 1,
+  NCCLSCOPE_KV_ALL_REDUCE_AGXLL_R = 2,
+  NCCLSCOPE_KV_ALL_REDUCE_AGXLLMC_R = 3,
+  NCCLSCOPE_KV_ALL_REDUCE_RSXTMALD_AGXTMAST = 4,
+  NCCLSCOPE_KV_ALL_REDUCE_RSXLD_AGXST = 5,
+  NCCLSCOPE_KV_ALL_REDUCE_RSXLDMC_AGXSTMC = 6,
+  NCCLSCOPE_KV_ALL_GATHER_LL = 7,
+  NCCLSCOPE_KV_ALL_GATHER_LLMC = 8,
+  NCCLSCOPE_KV_ALL_GATHER_TMAST = 9,
+  NCCLSCOPE_KV_ALL_GATHER_ST = 10,
+  NCCLSCOPE_KV_ALL_GATHER_TMASTMC = 11,
+  NCCLSCOPE_KV_ALL_GATHER_STMC = 12,
+  NCCLSCOPE_KV_ALL_GATHER_RAILRING_LSASTMC = 13,
+  NCCLSCOPE_KV_REDUCE_SCATTER_LL = 14,
+  NCCLSCOPE_KV_REDUCE_SCATTER_TMALD = 15,
+  NCCLSCOPE_KV_REDUCE_SCATTER_LD = 16,
+  NCCLSCOPE_KV_REDUCE_SCATTER_LDMC = 17,
+  NCCLSCOPE_KV_REDUCE_SCATTER_RAILA2A_LSALD = 18,
+  NCCLSCOPE_KV_REDUCE_SCATTER_RAILA2A_LSALDMC = 19,
+  NCCLSCOPE_KV_COUNT = 20
+};
+
+static inline const char* ncclscope_kernel_variant_name(unsigned variant) {
+  static const char* const names[NCCLSCOPE_KV_COUNT] = {"none",
+                                                        "other",
+                                                        "AllReduce_AGxLL_R",
+                                                        "AllReduce_AGxLLMC_R",
+                                                        "AllReduce_RSxTmaLD_AGxTmaST",
+                                                        "AllReduce_RSxLD_AGxST",
+                                                        "AllReduce_RSxLDMC_AGxSTMC",
+                                                        "AllGather_LL",
+                                                        "AllGather_LLMC",
+                                                        "AllGather_TmaST",
+                                                        "AllGather_ST",
+                                                        "AllGather_TmaSTMC",
+                                                        "AllGather_STMC",
+                                                        "AllGather_RailRing_LsaSTMC",
+                                                        "ReduceScatter_LL",
+                                                        "ReduceScatter_TmaLD",
+                                                        "ReduceScatter_LD",
+                                                        "ReduceScatter_LDMC",
+                                                        "ReduceScatter_RailA2A_LsaLD",
+                                                        "ReduceScatter_RailA2A_LsaLDMC"};
+  return variant < NCCLSCOPE_KV_COUNT ? names[variant] : "other";
+}
+
+/* What NCCL 2.31 (v7) tells about an op beyond the op record, written right after it (same lane,
+ * same publication) when it has any: the application's tag and the symmetric kernel's variant. */
+struct ncclscope_op_detail_record {
+  struct ncclscope_record_header h;
+  uint64_t comm_id;
+  uint64_t seq;
+  uint64_t op_index;
+  uint64_t user_tag; /* ncclCollConfig_t.userProfilerTag of the call; 0 untagged; values with the
+                        top bit set are reserved by NCCL */
+  int32_t rank;
+  uint8_t func;
+  uint8_t kernel_variant; /* enum ncclscope_kernel_variant */
+  uint8_t reserved0[2];
+  uint8_t reserved1[200];
+};
+
+/* Kernel phases of a channel (v7 KernelPhase, GPU globaltimer durations): 0 initial_sync, 1
+ * compute, 2 final_sync. For symmetric kernels initial_sync is the wait at the opening barrier
+ * for the peers (src/device/symmetric/all_gather.cuh at 2.31.2); for the others it is the time
+ * before the work batch starts, not a peer wait (src/device/common.h:323-346). NCCL skips a
+ * phase of zero length: `present` says which it reported. */
+#define NCCLSCOPE_PHASE_COUNT 3u
+#define NCCLSCOPE_OP_PHASE_CHANNELS 12u
+struct ncclscope_channel_phases {
+  uint8_t channel;
+  uint8_t present; /* bit p: phase p reported */
+  uint8_t reserved[2];
+  uint32_t ns[NCCLSCOPE_PHASE_COUNT];
+};
+
+/* The kernel phases of an op's channels (ascending channel order), right after its op record (and
+ * OP_DETAIL): as many records as the op has channels with phases / NCCLSCOPE_OP_PHASE_CHANNELS. */
+struct ncclscope_op_phases_record {
+  struct ncclscope_record_header h;
+  uint64_t comm_id;
+  uint64_t seq;
+  uint64_t op_index;
+  int32_t rank;
+  uint8_t part; /* 1-based */
+  uint8_t n;    /* valid entries in ch[] */
+  uint8_t func;
+  uint8_t reserved0;
+  uint8_t reserved1[16];
+  struct ncclscope_channel_phases ch[NCCLSCOPE_OP_PHASE_CHANNELS];
 };
 
 /* Proxy step states, the index into ncclscope_proxy_op_record.state_ns. */
@@ -602,14 +720,17 @@ enum ncclscope_net_type {
   NCCLSCOPE_NET_OTHER = 3,  /* an external net plugin with its own descriptor */
 };
 
+/* Written at init, or (ABI v1-v3: NCCL 2.23-2.26 call init with no identity) at the
+ * communicator's first op, whose descriptor carries its hash and rank; nranks and nnodes are then
+ * 0: unknown. */
 struct ncclscope_comm_init_record {
   struct ncclscope_record_header h;
   uint64_t comm_id;
   uint64_t context;
   uint64_t init_ns;
   int32_t rank;
-  int32_t nranks;
-  int32_t nnodes;
+  int32_t nranks; /* 0: unknown (ABI v1-v3) */
+  int32_t nnodes; /* 0: unknown (ABI v1-v3) */
   int32_t cuda_device;
   uint32_t comm_slot;
   uint32_t nccl_abi;
@@ -642,6 +763,11 @@ NCCLSCOPE_STATIC_ASSERT(sizeof(struct ncclscope_comm_init_record) == NCCLSCOPE_R
                         "comm init");
 NCCLSCOPE_STATIC_ASSERT(sizeof(struct ncclscope_comm_finalize_record) == NCCLSCOPE_RECORD_SIZE,
                         "comm finalize");
+NCCLSCOPE_STATIC_ASSERT(sizeof(struct ncclscope_op_detail_record) == NCCLSCOPE_RECORD_SIZE,
+                        "op detail");
+NCCLSCOPE_STATIC_ASSERT(sizeof(struct ncclscope_op_phases_record) == NCCLSCOPE_RECORD_SIZE,
+                        "op phases");
+NCCLSCOPE_STATIC_ASSERT(sizeof(struct ncclscope_channel_phases) == 16, "channel phases");
 
 /* ---- Helpers ------------------------------------------------------------------------------ */
 
@@ -707,8 +833,8 @@ static inline const char* ncclscope_datatype_name(unsigned datatype) {
 
 static inline const char* ncclscope_algo_name(unsigned algo) {
   static const char* const names[NCCLSCOPE_ALGO_COUNT] = {
-      "unknown",   "TREE", "RING", "COLLNET_DIRECT", "COLLNET_CHAIN", "NVLS",
-      "NVLS_TREE", "PAT",  "none"};
+      "unknown", "TREE",      "RING", "COLLNET_DIRECT", "COLLNET_CHAIN",
+      "NVLS",    "NVLS_TREE", "PAT",  "none",           "SYMMETRIC"};
   return algo < NCCLSCOPE_ALGO_COUNT ? names[algo] : "unknown";
 }
 
@@ -729,7 +855,8 @@ static inline const char* ncclscope_step_state_name(unsigned state) {
  * NULL for codes that are not a record type. */
 static inline const char* ncclscope_record_type_name(unsigned type) {
   static const char* const names[NCCLSCOPE_REC_TYPE_MAX + 1] = {
-      NCCLSCOPE_NULL, "comm_init", "comm_finalize", "op", "op_channels", "proxy_op"};
+      NCCLSCOPE_NULL, "comm_init", "comm_finalize", "op",
+      "op_channels",  "proxy_op",  "op_detail",     "op_phases"};
   return type <= NCCLSCOPE_REC_TYPE_MAX ? names[type] : NCCLSCOPE_NULL;
 }
 
@@ -757,18 +884,20 @@ static inline const char* ncclscope_counter_name(unsigned counter) {
  * NCCL profiler event-type bits each one asks NCCL for in the mask the plugin returns from init
  * (ncclProfileColl = 1 << 1, P2p 1 << 2, ProxyOp 1 << 3, ProxyStep 1 << 4, KernelCh 1 << 6,
  * NetPlugin 1 << 7, CeColl 1 << 12: src/include/plugin/nccl_profiler.h:11-25 at v2.29.7-1;
+ * KernelPhase 1 << 15: :29 at 2.31.2, which NCCL raises only with KernelCh, hence its group's bits;
  * plugin/abi/nccl_profiler_abi.h). A ProxyStep is only raised under its ProxyOp and a NetPlugin
  * event under its ProxyStep, so those groups carry their parents' bits. The controls carry the
  * resulting mask (struct ncclscope_controls.event_mask). */
-#define NCCLSCOPE_EVENT_GROUP_COUNT 7u
+#define NCCLSCOPE_EVENT_GROUP_COUNT 8u
 static inline const char* ncclscope_event_group_name(unsigned group) {
   static const char* const names[NCCLSCOPE_EVENT_GROUP_COUNT] = {
-      "coll", "p2p", "kernel_ch", "proxy_op", "proxy_step", "net_plugin", "ce_coll"};
+      "coll",       "p2p",        "kernel_ch", "proxy_op",
+      "proxy_step", "net_plugin", "ce_coll",   "kernel_phase"};
   return group < NCCLSCOPE_EVENT_GROUP_COUNT ? names[group] : NCCLSCOPE_NULL;
 }
 static inline uint32_t ncclscope_event_group_bits(unsigned group) {
   static const uint32_t bits[NCCLSCOPE_EVENT_GROUP_COUNT] = {
-      0x2u, 0x4u, 0x40u, 0x8u, 0x8u | 0x10u, 0x8u | 0x10u | 0x80u, 0x1000u};
+      0x2u, 0x4u, 0x40u, 0x8u, 0x8u | 0x10u, 0x8u | 0x10u | 0x80u, 0x1000u, 0x40u | 0x8000u};
   return group < NCCLSCOPE_EVENT_GROUP_COUNT ? bits[group] : 0u;
 }
 

@@ -65,7 +65,9 @@ class RingWriter {
   // Room for `count` consecutive records (1..kMaxGroup) in one lane, held until Commit(). The
   // caller fills every byte of each slot (type and payload; Commit sets layout, position and
   // checksum). Building in place saves a copy on the hot path.
-  static constexpr std::uint32_t kMaxGroup = 4;
+  // An op with 64 timed channels: its record, 2 channel continuations, a detail record and 6
+  // records of kernel phases (ncclscope_ring.h).
+  static constexpr std::uint32_t kMaxGroup = 10;
   struct Reservation {
     unsigned char* slots[kMaxGroup] = {};
     std::uint32_t count = 0;

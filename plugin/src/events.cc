@@ -115,6 +115,57 @@ __attribute__((noinline)) void WriteContinuations(const OpState* op, const nccls
   }
 }
 
+// v7: the op's tag and kernel variant, into the record reserved after its channel records. Rare
+// (tagged or symmetric ops only): out of line.
+__attribute__((noinline)) void WriteDetail(const OpState* op, const ncclscope_op_record& rec,
+                                           unsigned char* raw) {
+  std::memset(raw, 0, NCCLSCOPE_RECORD_SIZE);
+  auto* d = reinterpret_cast<ncclscope_op_detail_record*>(raw);
+  d->h.type = NCCLSCOPE_REC_OP_DETAIL;
+  d->comm_id = rec.comm_id;
+  d->seq = rec.seq;
+  d->op_index = rec.op_index;
+  d->user_tag = Load(op->user_tag);
+  d->rank = rec.rank;
+  d->func = rec.func;
+  d->kernel_variant = Load(op->kernel_variant);
+}
+
+// v7: the kernel phases of the channels in `phase_mask` (ascending), into the records reserved
+// from slots.slots[first] on.
+__attribute__((noinline)) void WritePhases(const OpState* op, const ncclscope_op_record& rec,
+                                           std::uint64_t phase_mask,
+                                           const ring::RingWriter::Reservation& slots,
+                                           std::uint32_t first) {
+  ncclscope_op_phases_record* p = nullptr;
+  std::uint32_t position = 0;
+  for (std::uint64_t m = phase_mask; m != 0; m &= m - 1, ++position) {
+    const std::uint32_t channel = __builtin_ctzll(m);
+    const ChannelTime& ch = op->channels[channel];
+    const std::uint32_t at = position % NCCLSCOPE_OP_PHASE_CHANNELS;
+    if (at == 0) {
+      const std::uint32_t part = position / NCCLSCOPE_OP_PHASE_CHANNELS;
+      unsigned char* raw = slots.slots[first + part];
+      std::memset(raw, 0, NCCLSCOPE_RECORD_SIZE);
+      p = reinterpret_cast<ncclscope_op_phases_record*>(raw);
+      p->h.type = NCCLSCOPE_REC_OP_PHASES;
+      p->comm_id = rec.comm_id;
+      p->seq = rec.seq;
+      p->op_index = rec.op_index;
+      p->rank = rec.rank;
+      p->part = static_cast<std::uint8_t>(part + 1);
+      p->func = rec.func;
+    }
+    ncclscope_channel_phases& out = p->ch[at];
+    out.channel = static_cast<std::uint8_t>(channel);
+    out.present = static_cast<std::uint8_t>(Load(ch.phases_present));
+    for (std::uint32_t phase = 0; phase < NCCLSCOPE_PHASE_COUNT; ++phase) {
+      out.ns[phase] = Load(ch.phase_ns[phase]);
+    }
+    p->n = static_cast<std::uint8_t>(at + 1);
+  }
+}
+
 // Builds the op's record(s) in place in the ring (or, without room, on the stack: dropped and
 // counted, the code path one). always_inline, with CompleteInCommTable: as calls they cost 27
 // instructions more per recorded collective (callgrind, docs/benchmarks.md, "record_one_in").
@@ -127,8 +178,14 @@ __attribute__((always_inline)) inline void WriteOpRecords(
           ? (timed - NCCLSCOPE_OP_INLINE_CHANNELS + NCCLSCOPE_OP_CONT_CHANNELS - 1) /
                 NCCLSCOPE_OP_CONT_CHANNELS
           : 0;
+  // v7: the tag and kernel variant (OP_DETAIL), the kernel phases (OP_PHASES).
+  const std::uint64_t phase_mask = Load(op->phase_mask);
+  const bool detail = Load(op->user_tag) != 0 || Load(op->kernel_variant) != NCCLSCOPE_KV_NONE;
+  const std::uint32_t phase_records =
+      (PopCount(phase_mask) + NCCLSCOPE_OP_PHASE_CHANNELS - 1) / NCCLSCOPE_OP_PHASE_CHANNELS;
   ring::RingWriter::Reservation slots;
-  const bool reserved = r.ring.Reserve(1 + continuations, ThreadLaneHint(), &slots);
+  const bool reserved = r.ring.Reserve(1 + continuations + (detail ? 1 : 0) + phase_records,
+                                       ThreadLaneHint(), &slots);
   alignas(64) unsigned char spare[NCCLSCOPE_RECORD_SIZE];
   unsigned char* raw = reserved ? slots.slots[0] : spare;
   std::memset(raw, 0, NCCLSCOPE_RECORD_SIZE);
@@ -173,7 +230,7 @@ __attribute__((always_inline)) inline void WriteOpRecords(
     rec->channel_mask = mask;
     rec->n_timed = static_cast<std::uint8_t>(timed);
     flags |= NCCLSCOPE_OP_GPU_TIMING;
-    rec->n_continuations = static_cast<std::uint8_t>(continuations);
+
     rec->n_inline = static_cast<std::uint8_t>(
         timed < NCCLSCOPE_OP_INLINE_CHANNELS ? timed : NCCLSCOPE_OP_INLINE_CHANNELS);
     // Every timed channel has first <= start <= stop <= last (StopKernelCh times only those), so
@@ -186,6 +243,21 @@ __attribute__((always_inline)) inline void WriteOpRecords(
     if (rest != 0 && reserved) WriteContinuations(op, *rec, rest, first, slots);
     if (saturated) flags |= NCCLSCOPE_OP_TIME_SATURATED;
   }
+  // Every record that follows the op in its group: channel continuations, then OP_DETAIL, then
+  // OP_PHASES (ncclscope_op_record.n_continuations).
+  rec->n_continuations =
+      static_cast<std::uint8_t>(continuations + (detail ? 1 : 0) + phase_records);
+  if ((detail || phase_records != 0) && reserved) {
+    std::uint32_t next = 1 + continuations;
+    if (detail) {
+      WriteDetail(op, *rec, slots.slots[next++]);
+      flags |= NCCLSCOPE_OP_HAS_DETAIL;
+    }
+    if (phase_records != 0) {
+      WritePhases(op, *rec, phase_mask, slots, next);
+      flags |= NCCLSCOPE_OP_HAS_PHASES;
+    }
+  }
   rec->flags = flags;
   // The slot is the agent's from here on: nothing reads rec after this.
   if (reserved) r.ring.Commit(slots);
@@ -193,7 +265,7 @@ __attribute__((always_inline)) inline void WriteOpRecords(
 
 // Communicator progress (the agent's in-flight view): every op completes here, recorded or not.
 __attribute__((always_inline)) inline void CompleteInCommTable(Runtime& r, const OpState* op,
-                                                               std::uint64_t mask,
+                                                               bool kernel_ran,
                                                                std::uint32_t final_state,
                                                                std::uint64_t complete_ns) {
   const std::uint32_t comm_index = Load(op->comm_index);
@@ -201,9 +273,9 @@ __attribute__((always_inline)) inline void CompleteInCommTable(Runtime& r, const
   auto* comm = reinterpret_cast<CommState*>(r.comms.At(comm_index));
   if (comm->slot.generation.load(std::memory_order_acquire) != Load(op->comm_generation)) return;
   const std::uint64_t completed = comm->ops_completed.fetch_add(1, std::memory_order_relaxed) + 1;
-  // A plan whose op finished with GPU timing: every earlier plan's kernel has finished.
+  // A plan whose op's kernel was seen to finish: every earlier plan's kernel has finished.
   const std::uint32_t plan = Load(op->plan);
-  if (mask != 0 && (final_state & kOpForced) == 0 && plan != 0) {
+  if (kernel_ran && (final_state & kOpForced) == 0 && plan != 0) {
     const std::uint32_t latest = Load(comm->max_timed_plan);
     if (latest == 0 || PlanBefore(latest, plan)) Store(comm->max_timed_plan, plan);
   }
@@ -221,9 +293,12 @@ void EmitAndFree(OpState* op, std::uint32_t index, std::uint32_t final_state,
   Runtime& r = R();
   const std::uint64_t mask = Load(op->timed_mask);  // channels that reported both ends
   const std::uint32_t timed = PopCount(mask);
+  // ABI v3: KernelCh without timestamps were all that could come.
+  const bool untimed_by_abi = Load(op->kernel_untimed) != 0;
+  if (untimed_by_abi) extra_flags |= NCCLSCOPE_OP_KERNEL_UNTIMED;
   // Some channels untimed, or none though kernel events were expected (and not given up on).
   const bool partial = mask != 0 ? timed < Load(op->n_channels)
-                                 : Load(op->expect) != kExpectNone &&
+                                 : Load(op->expect) != kExpectNone && !untimed_by_abi &&
                                        (extra_flags & NCCLSCOPE_OP_KERNEL_NEVER_CAME) == 0;
   const std::uint64_t complete_ns = now != 0 ? now : clock::Now();
   // An op left out by record_one_in (weight 0) builds no record: it is counted, and completes in
@@ -235,7 +310,11 @@ void EmitAndFree(OpState* op, std::uint32_t index, std::uint32_t final_state,
     WriteOpRecords(r, op, weight, mask, timed, partial, final_state, extra_flags, complete_ns);
   }
   if (partial || (extra_flags & NCCLSCOPE_OP_FLUSHED) != 0) Count(NCCLSCOPE_CTR_OPS_INCOMPLETE);
-  CompleteInCommTable(r, op, mask, final_state, complete_ns);
+  // Evidence that the op's kernel ran (CompleteInCommTable): GPU timing, or under ABI v3 every
+  // channel NCCL's proxy saw end.
+  const bool kernel_ran = mask != 0 || (untimed_by_abi && Load(op->channels_stopped) != 0 &&
+                                        Load(op->channels_stopped) == Load(op->channels_started));
+  CompleteInCommTable(r, op, kernel_ran, final_state, complete_ns);
   // Channel tags carry the generation: freeing (which bumps it) makes them all idle.
   r.ops.Free(index);
 }
@@ -308,7 +387,8 @@ bool KernelFlippedSince(const Runtime& r, std::uint32_t seen, std::uint64_t now,
 struct TaskMask {
   std::uint32_t mask = 0;
   bool kernel_candidate = false;
-  bool uncertain = false;  // KernelCh of the copy unknown: the mask changed around the copy
+  bool uncertain = false;       // KernelCh of the copy unknown: the mask changed around the copy
+  bool graph_captured = false;  // the API call was captured into a CUDA graph (v5+)
   std::uint8_t api_datatype = NCCLSCOPE_DT_UNKNOWN;
 };
 
@@ -323,6 +403,7 @@ TaskMask MaskOfTask(const Runtime& r, const void* parent, std::uint64_t now) {
   if (api.kind == HandleKind::kApi) {
     t.mask = api.index;
     t.uncertain = (api.sub & kApiKernelUncertain) != 0;
+    t.graph_captured = (api.sub & kApiGraphCaptured) != 0;
     t.kernel_candidate = (t.mask & kEventKernelCh) != 0 || t.uncertain;
     t.api_datatype = static_cast<std::uint8_t>(api.sub & kApiDatatypeMask);
     return t;
@@ -341,6 +422,8 @@ TaskMask MaskOfTask(const Runtime& r, const void* parent, std::uint64_t now) {
 
 void WriteNcclMask(std::uint32_t mask, MaskWriter writer) {
   Runtime& r = R();
+  // NCCL replaced the mask (CheckMaskOverride, runtime.cc): it is NCCL's, never written again.
+  if (Load(r.mask_overridden) != 0) return;
   const std::uint64_t now = clock::Now();
   const std::uint32_t before = Load(r.current_mask);
   const bool kernel_flip = ((before ^ mask) & kEventKernelCh) != 0;
@@ -366,7 +449,7 @@ void WriteNcclMask(std::uint32_t mask, MaskWriter writer) {
   }
 }
 
-void* StartApi(std::uint64_t type, const char* datatype) {
+void* StartApi(std::uint64_t type, const char* datatype, bool graph_captured) {
   Runtime& r = R();
   // The value NCCL read into its thread-local copy just before (src/plugin/profiler.cc:218 at
   // GroupApi, used by the CollApi/P2pApi at :269/:294 at v2.28.9-1): this thread has not written
@@ -376,6 +459,7 @@ void* StartApi(std::uint64_t type, const char* datatype) {
       target != nullptr ? static_cast<std::uint32_t>(__atomic_load_n(target, __ATOMIC_ACQUIRE))
                         : r.current_mask.load(std::memory_order_acquire);
   std::uint32_t sub = datatype != nullptr ? names::Datatype(datatype) & kApiDatatypeMask : 0;
+  if (graph_captured) sub |= kApiGraphCaptured;
   const std::uint32_t writes = r.mask_writes.load(std::memory_order_relaxed);
   // GroupApi leaves the bookkeeping to the CollApi/P2pApi of the same call, which always follows
   // it (src/enqueue.cc:2390-2393 and :2464-2466 at v2.28.9-1): that one's handle is the task's
@@ -436,6 +520,13 @@ void StartOp(void* context, void** handle, const OpArgs& args) {
     Count(NCCLSCOPE_CTR_INVALID_HANDLE);
     return;
   }
+  // ABI v1-v3: the first op names the communicator (runtime.h, PublishCommIdentity).
+  if (args.identity_from_op && Load(comm->identity_pending) != 0) {
+    std::uint32_t pending = 1;
+    if (comm->identity_pending.compare_exchange_strong(pending, 0, std::memory_order_acq_rel)) {
+      PublishCommIdentity(comm, args.comm_hash, args.rank);
+    }
+  }
   // 1 op in sample_every is timed whole, this start included (governor.h).
   const std::uint64_t op_index = Load(comm->ops_enqueued);
   const bool timed = governor::SampleOp(r.gov, op_index, comm_index);
@@ -481,7 +572,8 @@ void StartOp(void* context, void** handle, const OpArgs& args) {
   std::int32_t peer = args.root;
   std::uint8_t algo = NCCLSCOPE_ALGO_NONE;
   std::uint8_t proto = NCCLSCOPE_PROTO_NONE;
-  const std::int32_t rank = Load(comm->rank);
+  const std::int32_t rank = args.identity_from_op ? args.rank : Load(comm->rank);
+  const std::uint64_t comm_id = args.identity_from_op ? args.comm_hash : Load(comm->comm_id);
   if (args.kind == NCCLSCOPE_KIND_P2P) {
     // NCCL has no p2p sequence number; count per (comm, direction, peer) so the k-th send to a
     // peer matches that peer's k-th receive.
@@ -495,6 +587,11 @@ void StartOp(void* context, void** handle, const OpArgs& args) {
       Store(counter, seq + 1);
       flags |= NCCLSCOPE_OP_P2P_SEQ_PER_PEER;
     }
+  } else if (args.kind == NCCLSCOPE_KIND_COLL && args.symmetric) {
+    // v7 symmetric kernels: algo is the variant's suffix and proto "" (src/plugin/profiler.cc
+    // :610-614 at 2.31.2); the variant itself names the kernel.
+    algo = NCCLSCOPE_ALGO_SYMMETRIC;
+    flags |= NCCLSCOPE_OP_SYMMETRIC;
   } else if (args.kind == NCCLSCOPE_KIND_COLL) {
     algo = names::Algo(args.algo);
     proto = names::Proto(args.proto);
@@ -508,10 +605,19 @@ void StartOp(void* context, void** handle, const OpArgs& args) {
   // Copy-engine collectives are issued by the host (v6); they have no kernel channels. Self
   // send/recv get no proxy ops at all, so no KernelCh (nProxyOps = selfSend ? 0 : 2,
   // src/enqueue.cc:805 at v2.28.9-1) although NCCL reports nChannels >= 1.
-  const bool no_kernel_ever =
-      args.kind == NCCLSCOPE_KIND_CE || (args.kind == NCCLSCOPE_KIND_P2P && peer == rank);
+  // v7 symmetric collectives: KernelCh only for the plan's head task, which announces the plan's
+  // channels (the others 0), and none at all when captured into a CUDA graph, whose kernel is
+  // the uninstrumented one although the head still announces them (src/plugin/profiler.cc
+  // :600-604, :1271, :1286 at 2.31.2).
+  const bool symmetric_untimed =
+      args.symmetric && (args.n_channels == 0 || task_mask.graph_captured);
+  const bool no_kernel_ever = args.kind == NCCLSCOPE_KIND_CE ||
+                              (args.kind == NCCLSCOPE_KIND_P2P && peer == rank) ||
+                              symmetric_untimed;
   if (!no_kernel_ever && task_mask.kernel_candidate) {
-    if (args.n_channels != 0) {
+    if (args.kernel_untimed) {
+      expect = kExpectUnknown;  // ABI v3: channels announced only as an upper bound
+    } else if (args.n_channels != 0) {
       expect = kExpectKnown;
       expected = args.n_channels;
     } else {
@@ -537,7 +643,7 @@ void StartOp(void* context, void** handle, const OpArgs& args) {
 
   Store(op->comm_index, comm_index);
   Store(op->comm_generation, comm->slot.generation.load(std::memory_order_relaxed));
-  Store(op->comm_id, Load(comm->comm_id));
+  Store(op->comm_id, comm_id);
   Store(op->seq, seq);
   Store(op->count, count);
   Store(op->bytes, bytes);
@@ -549,7 +655,7 @@ void StartOp(void* context, void** handle, const OpArgs& args) {
   Store(op->comm_slot, comm_slot);
   Store(op->plan, plan);
   Store(op->flags, flags);
-  Store(op->weight, RecordWeight(r, args.kind, func, flags, Load(comm->comm_id), seq, rank, peer));
+  Store(op->weight, RecordWeight(r, args.kind, func, flags, comm_id, seq, rank, peer));
   Store(op->kind, args.kind);
   Store(op->func, func);
   Store(op->datatype, datatype);
@@ -562,10 +668,15 @@ void StartOp(void* context, void** handle, const OpArgs& args) {
   const bool uncertain = expect != kExpectNone && task_mask.uncertain;
   Store(op->mask_uncertain, uncertain ? 1 : 0);
   if (uncertain) Count(NCCLSCOPE_CTR_OPS_MASK_UNCERTAIN);
+  Store(op->kernel_untimed, args.kernel_untimed && expect != kExpectNone ? 1 : 0);
+  Store(op->kernel_variant, args.symmetric ? names::KernelVariant(args.kernel_variant)
+                                           : std::uint8_t{NCCLSCOPE_KV_NONE});
+  Store(op->user_tag, args.user_tag);
   Store(op->channels_started, 0);
   Store(op->channels_stopped, 0);
   Store(op->last_kernel_ns, 0);
   Store(op->timed_mask, 0);
+  Store(op->phase_mask, 0);
   op->state.store(
       generation << kStateGenShift | (expect == kExpectNone ? std::uint32_t{kOpKernelDone} : 0u),
       std::memory_order_release);
@@ -615,6 +726,8 @@ void StartKernelCh(void* /*context*/, void** handle, void* parent, std::uint8_t 
   ChannelTime& ch = op->channels[channel];
   Store(ch.start, ptimer);
   Store(ch.stop, 0);
+  Store(ch.phases_present, 0);
+  for (auto& phase : ch.phase_ns) Store(phase, 0);
   Store(ch.tag, ChannelTag(generation, kChannelStarted));
   Store(op->channels_started, Load(op->channels_started) + 1);
   *handle = EncodeHandle(HandleKind::kKernelCh, generation, index, channel);
@@ -843,8 +956,9 @@ void StartProxyOp(void* context, void** handle, const ProxyOpArgs& args) {
   Store(po->steps_done, 0);
   for (auto& s : po->state_ns) Store(s, 0);
   for (auto& step : po->steps) Store(step.active, 0);
-  // Only network sends set isSend (src/plugin/profiler.cc:492 at v2.28.9-1).
-  const bool network = args.is_send != 0;
+  // Only network sends set isSend (src/plugin/profiler.cc:492 at v2.28.9-1); before 2.27 only the
+  // network transport starts ProxyOps at all (ProxyOpArgs::network_known).
+  const bool network = args.is_send != 0 || args.network_known;
   po->network.store(ProxyNetworkWord(generation, network ? kProxyIsNetwork : kProxyUnclassified),
                     std::memory_order_release);
   if (!network) TrackUnclassified(index, generation);
@@ -1037,6 +1151,72 @@ void RecordKernelChStop(void* handle, const abi::StateArgsV4* args) {
   Store(ch.stop, args->kernelCh.pTimer);
 }
 
+void StartKernelPhase(void** handle, const void* parent, std::uint8_t phase, std::uint64_t ptimer) {
+  const Handle k = DecodeHandle(parent);
+  std::uint32_t index = 0;
+  std::uint32_t generation = 0;
+  OpState* op = FindOp(parent, &index, &generation);
+  if (op == nullptr || k.kind != HandleKind::kKernelCh || k.sub >= NCCLSCOPE_MAX_CHANNELS ||
+      phase >= NCCLSCOPE_PHASE_COUNT) {
+    *handle = nullptr;
+    if (parent != nullptr) Count(NCCLSCOPE_CTR_LATE_EVENT);
+    return;
+  }
+  ChannelTime& ch = op->channels[k.sub];
+  if (Load(ch.tag) != ChannelTag(generation, kChannelStarted)) {
+    *handle = nullptr;
+    Count(NCCLSCOPE_CTR_LATE_EVENT);  // the channel already stopped
+    return;
+  }
+  Store(ch.phase_start, ptimer);
+  *handle = EncodeHandle(HandleKind::kKernelPhase, generation, index, k.sub | phase << 6);
+}
+
+namespace {
+
+void RecordKernelPhaseStop(void* handle, const abi::StateArgsV4* args) {
+  const Handle h = DecodeHandle(handle);
+  const std::uint32_t channel = h.sub & 0x3F;
+  const std::uint32_t phase = h.sub >> 6;
+  Runtime& r = R();
+  if (h.index >= r.ops.carved() || phase >= NCCLSCOPE_PHASE_COUNT || args == nullptr) {
+    Count(NCCLSCOPE_CTR_INVALID_HANDLE);
+    return;
+  }
+  auto* op = reinterpret_cast<OpState*>(r.ops.At(h.index));
+  ChannelTime& ch = op->channels[channel];
+  if (op->slot.generation.load(std::memory_order_acquire) != h.generation ||
+      Load(ch.tag) != ChannelTag(h.generation, kChannelStarted)) {
+    Count(NCCLSCOPE_CTR_LATE_EVENT);
+    return;
+  }
+  const std::uint64_t start = Load(ch.phase_start);
+  const std::uint64_t stop = args->kernelCh.pTimer;
+  if (stop < start) return;  // a clock that ran backwards is no duration
+  Store(ch.phase_ns[phase], Load(ch.phase_ns[phase]) + Saturate32(stop - start));
+  Store(ch.phases_present, Load(ch.phases_present) | 1u << phase);
+  Store(op->phase_mask, Load(op->phase_mask) | 1ull << channel);
+}
+
+}  // namespace
+
+void RecordProxyOpStateV1(void* handle, int state, std::uint64_t trans_size) {
+  std::uint32_t generation = 0;
+  ProxyOpState* po = FindProxyOp(handle, HandleKind::kProxyOp, nullptr, nullptr, &generation);
+  if (po == nullptr || !ClaimNetwork(po, generation)) {
+    Count(NCCLSCOPE_CTR_INVALID_HANDLE);
+    return;
+  }
+  // Posted is the op's first network action (net.cc:1104-1150 at v2.26.6-1): what v4 calls
+  // "in progress". transSize is the op's bytes so far (plugin/profiler.cc:478-489 at v2.26.6-1);
+  // ProxyStep records carry none before v4.
+  if ((state == abi::kProxyOpSendPosted || state == abi::kProxyOpRecvPosted) &&
+      Load(po->in_progress_ns) == 0) {
+    Store(po->in_progress_ns, clock::Now());
+  }
+  if (trans_size > Load(po->bytes)) Store(po->bytes, trans_size);
+}
+
 void StopEvent(void* handle) {
   const Handle h = DecodeHandle(handle);
   switch (h.kind) {
@@ -1079,6 +1259,7 @@ void StopEvent(void* handle) {
     case HandleKind::kIgnored:
     case HandleKind::kApi:
     case HandleKind::kGroup:
+    case HandleKind::kKernelPhase:  // its duration came with its KernelPhaseStop record
       return;
     default:
       if (handle != nullptr) Count(NCCLSCOPE_CTR_INVALID_HANDLE);
@@ -1092,6 +1273,10 @@ void RecordEventState(void* handle, int state, const abi::StateArgsV4* args) {
     case HandleKind::kKernelCh:
       if (state != abi::kKernelChStop || args == nullptr) break;
       RecordKernelChStop(handle, args);
+      return;
+    case HandleKind::kKernelPhase:
+      if (state != abi::kKernelPhaseStop) break;
+      RecordKernelPhaseStop(handle, args);
       return;
     case HandleKind::kProxyStep: {
       const std::uint32_t index = StepStateIndex(state);
@@ -1137,13 +1322,14 @@ void RecordEventState(void* handle, int state, const abi::StateArgsV4* args) {
 }
 
 // noinline: StopKernelCh's tail call (see NoteKernelActivity).
-__attribute__((noinline)) void CompleteKernel(std::uint32_t index, std::uint32_t generation) {
+__attribute__((noinline)) void CompleteKernel(std::uint32_t index, std::uint32_t generation,
+                                              std::uint64_t when_ns) {
   Runtime& r = R();
   if (index >= r.ops.carved()) return;
   auto* op = reinterpret_cast<OpState*>(r.ops.At(index));
   const std::uint32_t old = SetStateBits(op, generation, kOpKernelDone);
   if (old != UINT32_MAX && !OpComplete(old) && OpComplete(old | kOpKernelDone)) {
-    EmitAndFree(op, index, old | kOpKernelDone, 0);
+    EmitAndFree(op, index, old | kOpKernelDone, 0, when_ns);
   }
 }
 

@@ -1,8 +1,11 @@
-// The three data symbols NCCL looks up with dlsym: ncclProfiler_v6 (NCCL 2.29+), ncclProfiler_v5
-// (2.28) and ncclProfiler_v4 (2.27). NCCL takes the newest one it knows. Each adapter translates
-// its version's descriptor into the version-neutral calls of events.cc and runtime.cc. These are
-// the only symbols the library exports (-fvisibility=hidden plus a version script), and no
-// exception leaves them: NCCL is C and would terminate the job. With NCCLSCOPE_CHAIN set, each
+// The seven data symbols NCCL looks up with dlsym, one per profiler ABI NCCL has shipped:
+// ncclProfiler_v7 (NCCL 2.31+), _v6 (2.29, 2.30), _v5 (2.28), _v4 (2.27), _v3 (2.26), _v2 (2.24,
+// 2.25), _v1 (2.23). Each NCCL takes the newest one it knows (src/plugin/profiler.cc:123-141 at
+// 2.31.2; :70-81 at v2.28.9-1; :52-58 at v2.26.6-1; src/misc/profiler.cc:220-234 at v2.24.3-1,
+// :119 at v2.23.4-1). Each adapter translates its version's descriptor into the version-neutral
+// calls of events.cc and runtime.cc. These are the only symbols the library exports
+// (-fvisibility=hidden plus a version script), and nothing can be thrown out of them: the plugin
+// is built without exceptions (platform/README.md). With NCCLSCOPE_CHAIN set, each
 // entry point hands the event to chain.h, which calls the same functions ("...Own") for ncclscope
 // and forwards the event to the chained plugin; unset, that costs one predictable branch.
 //
@@ -21,13 +24,14 @@
 // an untimed, unchained KernelCh event and calls its handler directly; every other event goes on
 // to the general path, a function of its own (noinline), unchanged.
 
-#include <exception>
+#include <type_traits>
 
 #include "plugin/abi/nccl_profiler_abi.h"
 #include "plugin/src/chain.h"
 #include "plugin/src/clock.h"
 #include "plugin/src/governor.h"
 #include "plugin/src/handle.h"
+#include "plugin/src/names.h"
 #include "plugin/src/runtime.h"
 
 namespace ncclscope::plugin {
@@ -79,6 +83,11 @@ void StartCommon(void* context, void** handle, const Descr* d, std::uint64_t typ
       args.algo = d->coll.algo;
       args.proto = d->coll.proto;
       args.rank = d->rank;
+      if constexpr (std::is_same_v<Descr, abi::EventDescrV7>) {
+        args.user_tag = d->coll.userTag;
+        args.symmetric = d->coll.isSymColl;
+        args.kernel_variant = d->coll.kernelVariant;
+      }
       StartOp(context, handle, args);
       return;
     }
@@ -93,6 +102,7 @@ void StartCommon(void* context, void** handle, const Descr* d, std::uint64_t typ
       args.datatype = d->p2p.datatype;
       args.n_channels = d->p2p.nChannels;
       args.rank = d->rank;
+      if constexpr (std::is_same_v<Descr, abi::EventDescrV7>) args.user_tag = d->p2p.userTag;
       StartOp(context, handle, args);
       return;
     }
@@ -134,6 +144,7 @@ void StartCommon(void* context, void** handle, const Descr* d, std::uint64_t typ
 governor::Class ClassOfEvent(std::uint64_t type) {
   switch (type) {
     case abi::kKernelCh:
+    case abi::kKernelPhase:
       return governor::kKernelCalls;
     case abi::kProxyOp:
     case abi::kProxyStep:
@@ -147,6 +158,7 @@ governor::Class ClassOfEvent(std::uint64_t type) {
 governor::Class ClassOfHandle(HandleKind kind) {
   switch (kind) {
     case HandleKind::kKernelCh:
+    case HandleKind::kKernelPhase:
       return governor::kKernelCalls;
     case HandleKind::kProxyOp:
     case HandleKind::kProxyStep:
@@ -297,10 +309,19 @@ abi::Result InitAny(void** context, std::uint64_t comm_id, int* mask, const char
 // ---- v6 ----
 
 // The general path of a start: through the chain when one is loaded, else ncclscope's own.
+// Chaining (chain.h) forwards the ABI versions NCCL's Inspector and other plugins of today use,
+// v4 to v6; under v7 ncclscope runs alone (chain::Init resolves no table for it).
+template <typename Descr>
+inline constexpr bool kChainable =
+    std::is_same_v<Descr, abi::EventDescrV4> || std::is_same_v<Descr, abi::EventDescrV5> ||
+    std::is_same_v<Descr, abi::EventDescrV6>;
+
 template <typename Descr, abi::Result (*Own)(void*, void**, Descr*)>
 __attribute__((noinline, flatten)) abi::Result StartGeneral(void* context, void** handle,
                                                             Descr* d) {
-  if (__builtin_expect(chain::Active(), 0)) return chain::Start(Own, context, handle, d);
+  if constexpr (kChainable<Descr>) {
+    if (__builtin_expect(chain::Active(), 0)) return chain::Start(Own, context, handle, d);
+  }
   return Own(context, handle, d);
 }
 
@@ -330,10 +351,10 @@ bool StartApiEvent(void** handle, const Descr* d) {
       *handle = StartApi(abi::kGroupApi, nullptr);
       return true;
     case abi::kCollApi:
-      *handle = StartApi(abi::kCollApi, d->collApi.datatype);
+      *handle = StartApi(abi::kCollApi, d->collApi.datatype, d->collApi.graphCaptured);
       return true;
     case abi::kP2pApi:
-      *handle = StartApi(abi::kP2pApi, d->p2pApi.datatype);
+      *handle = StartApi(abi::kP2pApi, d->p2pApi.datatype, d->p2pApi.graphCaptured);
       return true;
     default:
       return false;
@@ -365,6 +386,49 @@ abi::Result StartV6Own(void* context, void** handle, abi::EventDescrV6* d) {
       StartCommon(context, handle, d, d->type);
     }
     return abi::kSuccess;
+  });
+}
+
+// ---- v7: v6, plus userTag, symmetric collectives and KernelPhase (plugin/abi/profiler_v7.h) ----
+
+abi::Result InitV7(void** context, std::uint64_t comm_id, int* mask, const char* name, int nnodes,
+                   int nranks, int rank, abi::DebugLogger logger) {
+  return InitAny(context, comm_id, mask, name, nnodes, nranks, rank, logger, 7);
+}
+
+abi::Result StartV7Own(void* context, void** handle, abi::EventDescrV7* d) {
+  *handle = nullptr;
+  if (__builtin_expect(ParentTimed(d), 0)) {
+    return TimedStart(StartV7Own, context, handle, d, d->type);
+  }
+  return Guard([&] {
+    switch (d->type) {
+      case abi::kKernelCh:  // the most frequent event: straight to it
+        StartKernelCh(context, handle, d->parentObj, d->kernelCh.channelId, d->kernelCh.pTimer);
+        return abi::kSuccess;
+      case abi::kKernelPhase:
+        // parentObj is the KernelCh handle (src/plugin/profiler.cc:927 at 2.31.2); its channel
+        // is the one the handle names.
+        StartKernelPhase(handle, d->parentObj, d->kernelPhase.phaseId, d->kernelPhase.pTimer);
+        return abi::kSuccess;
+      case abi::kCeColl: {
+        OpArgs args;
+        args.kind = NCCLSCOPE_KIND_CE;
+        args.seq = d->ceColl.seqNumber;
+        args.func = d->ceColl.func;
+        args.count = d->ceColl.count;
+        args.root = d->ceColl.root;
+        args.datatype = d->ceColl.datatype;
+        args.rank = d->rank;
+        args.user_tag = d->ceColl.userTag;
+        StartOp(context, handle, args);
+        return abi::kSuccess;
+      }
+      default:
+        if (StartApiEvent(handle, d)) return abi::kSuccess;
+        StartCommon(context, handle, d, d->type);
+        return abi::kSuccess;
+    }
   });
 }
 
@@ -409,11 +473,182 @@ abi::Result StartV4Own(void* context, void** handle, abi::EventDescrV4* d) {
   });
 }
 
+// ---- v1, v2, v3 (NCCL 2.23-2.26; plugin/abi/profiler_v1_v3.h) ----
+// init(context, mask) alone: the communicator's identity comes with each Coll/P2p (commHash,
+// rank), and NCCL calls init before it has computed the hash (src/init.cc:341 vs :1452 at
+// v2.23.4-1). Coll/P2p have the Group as parent and NCCL's mask copy is taken without an event
+// (per plan at Group start in 2.23-2.25, src/misc/profiler.cc:247 at v2.23.4-1; per task at the
+// API call in 2.26, src/enqueue.cc:2179/:2257 at v2.26.6-1), as under v4. No chaining.
+
+template <int kVersion>
+abi::Result InitOld(void** context, int* mask) {
+  return InitOwn(context, 0, mask, nullptr, 0, 0, -1, nullptr, kVersion);
+}
+
+// NCCL's names for v1's numbers (v2+ pass the strings themselves).
+const char* FuncOf(const abi::EventDescrV1* d) { return names::FuncV1(d->coll.func); }
+const char* DatatypeOf(const abi::EventDescrV1* d) { return names::DatatypeV1(d->coll.datatype); }
+const char* AlgoOf(const abi::EventDescrV1* d) { return names::AlgoV1(d->coll.algo); }
+const char* ProtoOf(const abi::EventDescrV1* d) { return names::ProtoV1(d->coll.proto); }
+const char* P2pFuncOf(const abi::EventDescrV1* d) { return names::FuncV1(d->p2p.func); }
+const char* P2pDatatypeOf(const abi::EventDescrV1* d) { return names::DatatypeV1(d->p2p.datatype); }
+template <typename Descr>
+const char* FuncOf(const Descr* d) {
+  return d->coll.func;
+}
+template <typename Descr>
+const char* DatatypeOf(const Descr* d) {
+  return d->coll.datatype;
+}
+template <typename Descr>
+const char* AlgoOf(const Descr* d) {
+  return d->coll.algo;
+}
+template <typename Descr>
+const char* ProtoOf(const Descr* d) {
+  return d->coll.proto;
+}
+template <typename Descr>
+const char* P2pFuncOf(const Descr* d) {
+  return d->p2p.func;
+}
+template <typename Descr>
+const char* P2pDatatypeOf(const Descr* d) {
+  return d->p2p.datatype;
+}
+
+template <typename Descr, int kVersion>
+abi::Result StartOldOwn(void* context, void** handle, Descr* d) {
+  *handle = nullptr;
+  if (__builtin_expect(ParentTimed(d), 0)) {
+    return TimedStart(StartOldOwn<Descr, kVersion>, context, handle, d,
+                      static_cast<std::uint64_t>(d->type));
+  }
+  return Guard([&] {
+    switch (static_cast<std::uint64_t>(d->type)) {
+      case abi::kGroup:
+        *handle = StartGroup();
+        return abi::kSuccess;
+      case abi::kColl: {
+        OpArgs args;
+        args.kind = NCCLSCOPE_KIND_COLL;
+        args.parent = d->parentObj;
+        args.parent_group = d->parentObj;
+        args.seq = d->coll.seqNumber;
+        args.func = FuncOf(d);
+        args.count = d->coll.count;
+        args.root = d->coll.root;
+        args.datatype = DatatypeOf(d);
+        // nMaxChannels: an upper bound (src/enqueue.cc:786-868 at v2.23.4-1), recorded as NCCL's
+        // announcement; v3's KernelCh say which channels ran.
+        args.n_channels = d->coll.nMaxChannels;
+        args.n_warps = d->coll.nWarps;
+        args.algo = AlgoOf(d);
+        args.proto = ProtoOf(d);
+        args.rank = d->rank;
+        args.identity_from_op = true;
+        args.comm_hash = d->coll.commHash;
+        args.kernel_untimed = kVersion == 3;
+        StartOp(context, handle, args);
+        return abi::kSuccess;
+      }
+      case abi::kP2p: {
+        OpArgs args;
+        args.kind = NCCLSCOPE_KIND_P2P;
+        args.parent = d->parentObj;
+        args.parent_group = d->parentObj;
+        args.func = P2pFuncOf(d);
+        args.count = d->p2p.count;
+        args.root = d->p2p.peer;
+        args.datatype = P2pDatatypeOf(d);
+        args.rank = d->rank;  // no channel count before v4
+        args.identity_from_op = true;
+        args.comm_hash = d->p2p.commHash;
+        args.kernel_untimed = kVersion == 3;
+        StartOp(context, handle, args);
+        return abi::kSuccess;
+      }
+      case abi::kProxyOp: {
+        ProxyOpArgs args;
+        args.parent = d->parentObj;
+        args.rank = d->rank;
+        args.pid = d->proxyOp.pid;
+        args.channel = d->proxyOp.channelId;
+        args.peer = d->proxyOp.peer;
+        args.n_steps = d->proxyOp.nSteps;
+        args.chunk_size = d->proxyOp.chunkSize;
+        args.is_send = d->proxyOp.isSend;
+        args.network_known = true;
+        StartProxyOp(context, handle, args);
+        return abi::kSuccess;
+      }
+      case abi::kProxyStep:
+        StartProxyStep(context, handle, d->parentObj, d->proxyStep.step);
+        return abi::kSuccess;
+      default:
+        if constexpr (std::is_same_v<Descr, abi::EventDescrV3>) {
+          if (d->type == abi::kKernelCh) {
+            // No GPU timestamp before v4: NCCL's proxy starts and stops it when the channel's work
+            // counters move (src/transport/profiler.cc:20-48 at v2.26.6-1).
+            StartKernelCh(context, handle, d->parentObj, d->kernelCh.channelId, 0);
+            return abi::kSuccess;
+          }
+          if (d->type == abi::kNetPlugin) {
+            StartNetPlugin(handle, d->parentObj, d->netPlugin.id, d->netPlugin.data);
+            return abi::kSuccess;
+          }
+        }
+        *handle = IgnoredHandle();  // ProxyCtrl
+        return abi::kSuccess;
+    }
+  });
+}
+
+template <typename Descr, int kVersion>
+abi::Result StartOld(void* context, void** handle, Descr* d) {
+  return StartOldOwn<Descr, kVersion>(context, handle, d);
+}
+
+// v1-v3 states: ProxyOp 0-7 with the op's bytes so far; ProxyStep 8-12 with no arguments (NULL,
+// src/misc/profiler.cc:502 at v2.23.4-1); ProxyCtrl 13-18 not tracked.
+abi::Result RecordOldOwn(void* handle, int state, abi::StateArgsV1* args) {
+  return Guard([&] {
+    if (state >= abi::kProxyOpSendPosted && state <= abi::kProxyOpRecvDone) {
+      RecordProxyOpStateV1(handle, state, args != nullptr ? args->proxyOp.transSize : 0);
+    } else if (state >= abi::kProxyStepSendGpuWait && state <= abi::kProxyStepRecvGpuWait) {
+      RecordEventState(handle, state, nullptr);
+    }
+    return abi::kSuccess;
+  });
+}
+
+abi::Result RecordOld(void* handle, int state, abi::StateArgsV1* args) {
+  if (__builtin_expect(governor::IsTimed(handle), 0)) {
+    void* own = governor::Strip(handle);
+    governor::State& g = R().gov;
+    const governor::Class c = ClassOfHandle(DecodeHandle(own).kind);
+    const std::uint64_t t0 = governor::Begin(g, c);
+    const abi::Result result = RecordOldOwn(own, state, args);
+    governor::End(g, c, t0, clock::Ticks());
+    return result;
+  }
+  return RecordOldOwn(handle, state, args);
+}
+
 }  // namespace
 }  // namespace ncclscope::plugin
 
 // NOLINTBEGIN(readability-identifier-naming): the names and types are NCCL's ABI.
 extern "C" {
+__attribute__((visibility("default"))) ncclscope::abi::ProfilerV7 ncclProfiler_v7 = {
+    "ncclscope",
+    ncclscope::plugin::InitV7,
+    ncclscope::plugin::StartEntry<ncclscope::abi::EventDescrV7, ncclscope::plugin::StartV7Own>,
+    ncclscope::plugin::StopV,
+    ncclscope::plugin::RecordV,
+    ncclscope::plugin::FinalizeV,
+};
+
 __attribute__((visibility("default"))) ncclscope::abi::ProfilerV6 ncclProfiler_v6 = {
     "ncclscope",
     ncclscope::plugin::InitV6,
@@ -439,6 +674,33 @@ __attribute__((visibility("default"))) ncclscope::abi::ProfilerV4 ncclProfiler_v
     ncclscope::plugin::StopV,
     ncclscope::plugin::RecordV,
     ncclscope::plugin::FinalizeV,
+};
+
+__attribute__((visibility("default"))) ncclscope::abi::ProfilerV3 ncclProfiler_v3 = {
+    "ncclscope",
+    ncclscope::plugin::InitOld<3>,
+    ncclscope::plugin::StartOld<ncclscope::abi::EventDescrV3, 3>,
+    ncclscope::plugin::StopV,
+    ncclscope::plugin::RecordOld,
+    ncclscope::plugin::FinalizeOwn,
+};
+
+__attribute__((visibility("default"))) ncclscope::abi::ProfilerV2 ncclProfiler_v2 = {
+    "ncclscope",
+    ncclscope::plugin::InitOld<2>,
+    ncclscope::plugin::StartOld<ncclscope::abi::EventDescrV2, 2>,
+    ncclscope::plugin::StopV,
+    ncclscope::plugin::RecordOld,
+    ncclscope::plugin::FinalizeOwn,
+};
+
+__attribute__((visibility("default"))) ncclscope::abi::ProfilerV1 ncclProfiler_v1 = {
+    "ncclscope",
+    ncclscope::plugin::InitOld<1>,
+    ncclscope::plugin::StartOld<ncclscope::abi::EventDescrV1, 1>,
+    ncclscope::plugin::StopV,
+    ncclscope::plugin::RecordOld,
+    ncclscope::plugin::FinalizeOwn,
 };
 }
 // NOLINTEND(readability-identifier-naming)

@@ -107,7 +107,12 @@ void Publish(Runtime& r, std::uint32_t level, std::uint64_t load_ppm, std::uint3
         static_cast<std::uint32_t>(std::min<std::uint64_t>(value, UINT32_MAX)),
         std::memory_order_relaxed);
   };
-  put32(s.level, level);
+  // NCCL's own mask override (runtime.cc, CheckMaskOverride) outranks every level: the mask is
+  // NCCL's, not governed.
+  put32(s.level, Load(r.mask_overridden) != 0
+                     ? static_cast<std::uint32_t>(NCCLSCOPE_GOVERNOR_NCCL_OVERRIDE)
+                     : level);
+  put32(s.nccl_mask, r.current_mask.load(std::memory_order_relaxed));
   put32(s.budget_ppm, r.overhead_budget_ppm.load(std::memory_order_relaxed));
   put32(s.kernel_duty_pm, KernelDutyPm(r));
   put32(s.proxy_duty_pm, ProxyDutyPm(r));
@@ -221,7 +226,10 @@ void Evaluate(Runtime& r, std::uint64_t now_ns) {
   bool at_floor = false;
   const bool was_probing = g.probing;  // the previous window stepped up
   g.probing = false;
-  if (budget == 0) {
+  if (Load(r.mask_overridden) != 0) {
+    // NCCL holds the mask (RAS): measure and publish, step nothing (a limit could not act).
+    g.good_windows = 0;
+  } else if (budget == 0) {
     // Governor off: measure and publish, limit nothing.
     g.kernel_limit_pm.store(1000, std::memory_order_relaxed);
     g.proxy_limit_pm.store(1000, std::memory_order_relaxed);

@@ -25,9 +25,11 @@ enum class HandleKind : std::uint32_t {
   kContext = 5,    // a communicator
   kIgnored = 6,    // events accepted but not tracked (KernelLaunch, ProxyCtrl, NetPlugin, ...)
   // Stateless handles that carry what a later event needs to know about its parent:
-  kApi = 7,    // GroupApi/CollApi/P2pApi: index = NCCL's mask snapshot of that API call,
-               // sub = ApiSub bits (the API datatype; KernelCh uncertain)
-  kGroup = 8,  // Group (one kernel plan): index = the plan's number in this process
+  kApi = 7,          // GroupApi/CollApi/P2pApi: index = NCCL's mask snapshot of that API call,
+                     // sub = ApiSub bits (the API datatype; KernelCh uncertain)
+  kGroup = 8,        // Group (one kernel plan): index = the plan's number in this process
+  kKernelPhase = 9,  // v7: one phase of one channel of an op (lives inside the op):
+                     // sub = channel | phase << 6
   // Kinds 14 and 15 belong to plugin chaining (chain.h, NCCLSCOPE_CHAIN) and appear only while a
   // chained plugin is loaded.
   kChain = 14,  // one event: a chain slot holding ncclscope's and the chained plugin's handle
@@ -39,6 +41,7 @@ enum class HandleKind : std::uint32_t {
 // or off, between this thread's previous API call and this one).
 inline constexpr std::uint32_t kApiDatatypeMask = 0x0F;
 inline constexpr std::uint32_t kApiKernelUncertain = 0x10;
+inline constexpr std::uint32_t kApiGraphCaptured = 0x20;  // the call was captured into a graph
 
 inline constexpr std::uint32_t kGenerationMask = (1u << 20) - 1;
 

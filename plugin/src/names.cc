@@ -62,6 +62,15 @@ constexpr Name kProtos[] = {
     {"SIMPLE", NCCLSCOPE_PROTO_SIMPLE},
 };
 
+// Only the variants NCCL 2.31 has (ncclSymKernelStr, src/include/sym_kernels.h at 2.31.2); the
+// codes are ncclscope_kernel_variant's, in its order.
+std::uint8_t MatchVariant(const char* name) {
+  for (std::uint8_t code = NCCLSCOPE_KV_OTHER + 1; code < NCCLSCOPE_KV_COUNT; ++code) {
+    if (std::strcmp(name, ncclscope_kernel_variant_name(code)) == 0) return code;
+  }
+  return NCCLSCOPE_KV_OTHER;
+}
+
 template <std::size_t N>
 std::uint8_t Match(const char* name, const Name (&table)[N], std::uint8_t unknown) {
   for (const Name& n : table) {
@@ -76,8 +85,11 @@ std::atomic<std::uint64_t> g_cache[kKinds][kCacheEntries] = {};
 
 std::uint8_t Resolve(Kind kind, const char* name) {
   std::uint8_t code = 0;  // every kind's "unknown" is 0
-  if (name == nullptr) return code;
+  if (name == nullptr) return kind == kKernelVariant ? std::uint8_t{NCCLSCOPE_KV_OTHER} : code;
   switch (kind) {
+    case kKernelVariant:
+      code = MatchVariant(name);
+      break;
     case kFunc:
       code = Match(name, kFuncs, NCCLSCOPE_FUNC_UNKNOWN);
       break;
@@ -97,6 +109,31 @@ std::uint8_t Resolve(Kind kind, const char* name) {
                                                     std::memory_order_relaxed);
   }
   return code;
+}
+
+// ABI v1's numbers (plugin/abi/profiler_v1_v3.h, NCCL 2.23's enums) as NCCL's own names.
+const char* FuncV1(std::uint8_t func) {
+  static const char* const kNames[] = {"Broadcast", "Reduce",   "AllGather", "ReduceScatter",
+                                       "AllReduce", "SendRecv", "Send",      "Recv"};
+  return func < sizeof(kNames) / sizeof(kNames[0]) ? kNames[func] : "Invalid";
+}
+
+const char* DatatypeV1(std::uint8_t datatype) {
+  static const char* const kNames[] = {"ncclInt8",    "ncclUint8",   "ncclInt32",   "ncclUint32",
+                                       "ncclInt64",   "ncclUint64",  "ncclFloat16", "ncclFloat32",
+                                       "ncclFloat64", "ncclBfloat16"};
+  return datatype < sizeof(kNames) / sizeof(kNames[0]) ? kNames[datatype] : "Unknown";
+}
+
+const char* AlgoV1(std::uint8_t algo) {
+  static const char* const kNames[] = {
+      "TREE", "RING", "COLLNET_DIRECT", "COLLNET_CHAIN", "NVLS", "NVLS_TREE", "PAT"};
+  return algo < sizeof(kNames) / sizeof(kNames[0]) ? kNames[algo] : "Unknown";
+}
+
+const char* ProtoV1(std::uint8_t proto) {
+  static const char* const kNames[] = {"LL", "LL128", "SIMPLE"};
+  return proto < sizeof(kNames) / sizeof(kNames[0]) ? kNames[proto] : "Unknown";
 }
 
 }  // namespace ncclscope::plugin::names

@@ -9,7 +9,14 @@
 
 namespace ncclscope::plugin::names {
 
-enum Kind : std::uint32_t { kFunc = 0, kDatatype = 1, kAlgo = 2, kProto = 3, kKinds = 4 };
+enum Kind : std::uint32_t {
+  kFunc = 0,
+  kDatatype = 1,
+  kAlgo = 2,
+  kProto = 3,
+  kKernelVariant = 4,
+  kKinds = 5
+};
 
 // Direct-mapped cache of (pointer << 8 | code): one word per entry, so a reader never sees a
 // pointer paired with another entry's code. Pointers at or above 2^56 (LA57) never hit.
@@ -31,5 +38,15 @@ inline std::uint8_t Func(const char* name) { return Lookup(kFunc, name); }
 inline std::uint8_t Datatype(const char* name) { return Lookup(kDatatype, name); }
 inline std::uint8_t Algo(const char* name) { return Lookup(kAlgo, name); }
 inline std::uint8_t Proto(const char* name) { return Lookup(kProto, name); }
+// A v7 symmetric kernel's coll.kernelVariant: NCCLSCOPE_KV_OTHER for a variant the ring's list
+// lacks (and for NULL).
+inline std::uint8_t KernelVariant(const char* name) { return Lookup(kKernelVariant, name); }
+
+// ABI v1 (NCCL 2.23) names func, datatype, algo and proto by number (plugin/abi/profiler_v1_v3.h);
+// these give NCCL 2.24's static string for each, which the lookups above then code.
+const char* FuncV1(std::uint8_t func);
+const char* DatatypeV1(std::uint8_t datatype);
+const char* AlgoV1(std::uint8_t algo);
+const char* ProtoV1(std::uint8_t proto);
 
 }  // namespace ncclscope::plugin::names

@@ -68,8 +68,16 @@ void CopyString(char* dst, std::size_t capacity, const char* src) {
   dst[n] = '\0';
 }
 
+// The events each ABI version has: KernelCh and NetPlugin from v3 (NCCL 2.26), CE from v6 (2.29),
+// KernelPhase from v7 (2.31). A bit NCCL does not know for the version it loaded would only
+// reach its older gates (the P2p bit, for one, is never tested before 2.26: plugin/abi
+// profiler_v1_v3.h).
 std::uint32_t AbiEvents(int abi_version) {
-  return abi_version >= 6 ? kUsableEvents : (kUsableEvents & ~kEventCeColl);
+  std::uint32_t events = kUsableEvents;
+  if (abi_version < 7) events &= ~kEventKernelPhase;
+  if (abi_version < 6) events &= ~kEventCeColl;
+  if (abi_version < 3) events &= ~(kEventKernelCh | kEventNetPlugin);
+  return events;
 }
 
 // Applies a new controls snapshot from the ring header (the agent's YAML), unless pinned.
@@ -164,8 +172,9 @@ void SweepOp(Runtime& r, std::uint32_t i, std::uint64_t now) {
   }
   if (Load(op->expect) != kExpectUnknown || Load(op->channels_stopped) != started) return;
   const std::uint64_t last = Load(op->last_kernel_ns);
+  // Completed as of its last KernelCh event, not of this pass.
   if (later_plan_ran || (now > last && now - last >= kUnknownChannelsQuiet)) {
-    CompleteKernel(i, generation);
+    CompleteKernel(i, generation, last);
   }
 }
 
@@ -359,6 +368,25 @@ std::uint32_t TakeCommSlot(Runtime& r) {
   return UINT32_MAX;
 }
 
+void WriteCommInit(Runtime& r, const CommState& comm, std::uint64_t init_ns, const char* name,
+                   const char* gpu_uuid, const char* pci_bus_id) {
+  alignas(64) ncclscope_comm_init_record rec{};
+  rec.h.type = NCCLSCOPE_REC_COMM_INIT;
+  rec.comm_id = Load(comm.comm_id);
+  rec.context = Load(comm.context_value);
+  rec.init_ns = init_ns;
+  rec.rank = Load(comm.rank);
+  rec.nranks = Load(comm.nranks);
+  rec.nnodes = Load(comm.nnodes);
+  rec.cuda_device = Load(comm.cuda_device);
+  rec.comm_slot = Load(comm.comm_slot);
+  rec.nccl_abi = static_cast<std::uint32_t>(r.abi_version);
+  CopyString(rec.name, sizeof(rec.name), name);
+  CopyString(rec.gpu_uuid, sizeof(rec.gpu_uuid), gpu_uuid);
+  CopyString(rec.pci_bus_id, sizeof(rec.pci_bus_id), pci_bus_id);
+  r.ring.Write(&rec, 1, ThreadLaneHint());
+}
+
 void WriteCommSlot(ncclscope_comm_slot* slot, const CommState& comm, const char* name,
                    const GpuInfo& gpu, std::uint64_t now) {
   // Seqlock writer: the odd-making read-modify-write (acquire) keeps the field stores after it.
@@ -383,6 +411,42 @@ void WriteCommSlot(ncclscope_comm_slot* slot, const CommState& comm, const char*
   version.store(v + 2, std::memory_order_release);
 }
 
+// NCCL 2.31's RAS can replace the event mask of every process of a job
+// (ncclProfilerSetRasOverride, src/plugin/profiler.cc:316-328 at 2.31.2) and writes it back after
+// every later plugin init (:349-354). Writing our own mask back would fight RAS at every
+// communicator init, so once NCCL's int holds a value this plugin did not write, for two passes in
+// a row with no write of ours in between (a write of ours in flight cannot look like one), the
+// plugin follows it: current_mask becomes NCCL's value (every task's copy is that), nothing is
+// written to NCCL's int again, and the governor state says so (NCCLSCOPE_GOVERNOR_NCCL_OVERRIDE).
+// NCCLSCOPE_CHAIN keeps NCCL's int at the two plugins' union (chain.h): not checked then.
+void CheckMaskOverride(Runtime& r) {
+  const int* target = r.mask_ptr.load(std::memory_order_relaxed);
+  if (target == nullptr || chain::Active()) return;
+  const std::uint32_t writes = r.mask_writes.load(std::memory_order_acquire);
+  const auto nccl = static_cast<std::uint32_t>(__atomic_load_n(target, __ATOMIC_ACQUIRE));
+  if (Load(r.mask_overridden) != 0) {
+    r.current_mask.store(nccl, std::memory_order_release);  // a newer override: follow it too
+    return;
+  }
+  if (nccl == r.current_mask.load(std::memory_order_acquire)) {
+    r.override_suspect_passes = 0;
+    return;
+  }
+  if (r.override_suspect_passes == 0 || r.override_suspect != nccl ||
+      r.override_suspect_writes != writes) {
+    r.override_suspect = nccl;
+    r.override_suspect_writes = writes;
+    r.override_suspect_passes = 1;
+    return;
+  }
+  Store(r.mask_overridden, 1);
+  r.current_mask.store(nccl, std::memory_order_release);
+  Log(abi::kLogWarn,
+      "NCCL replaced the profiler event mask (0x%x; NCCL RAS CONTROL PROFILER_MASK): following "
+      "it; duty cycles, agent controls and the overhead governor no longer change it",
+      nccl);
+}
+
 }  // namespace
 
 std::uint32_t DesiredMask(std::uint64_t now_ns) {
@@ -394,7 +458,7 @@ std::uint32_t DesiredMask(std::uint64_t now_ns) {
     // a synchronized clock) samples the same windows.
     const std::uint64_t phase = now_ns % period;
     // The duty cycles in force: the controls', capped by the overhead governor (governor.h).
-    if (phase >= period / 1000 * governor::KernelDutyPm(r)) mask &= ~kEventKernelCh;
+    if (phase >= period / 1000 * governor::KernelDutyPm(r)) mask &= ~kKernelEvents;
     if (phase >= period / 1000 * governor::ProxyDutyPm(r)) mask &= ~kProxyEvents;
   }
   return mask;
@@ -402,6 +466,7 @@ std::uint32_t DesiredMask(std::uint64_t now_ns) {
 
 void MaintenancePass(std::uint64_t now_ns) {
   Runtime& r = R();
+  CheckMaskOverride(r);
   ApplyAgentControls(r);
   governor::Evaluate(r, now_ns);
   record_rate::Evaluate(r, now_ns);
@@ -448,10 +513,15 @@ abi::Result Init(void** context, std::uint64_t comm_id, int* mask, const char* n
   const std::uint64_t now = clock::Now();
   const GpuInfo gpu = CurrentGpu();
 
-  Store(comm->comm_id, comm_id);
-  Store(comm->rank, rank);
-  Store(comm->nranks, nranks);
-  Store(comm->nnodes, nnodes);
+  // ABI v1-v3 init carries no identity (src/misc/profiler.cc:223 at v2.23.4-1: init(context,
+  // mask), called before NCCL has computed the hash, src/init.cc:341 vs :1452): it comes with
+  // the first op (PublishCommIdentity); nranks and nnodes stay unknown (0).
+  const bool identity_now = abi_version >= 4;
+  Store(comm->identity_pending, identity_now ? 0 : 1);
+  Store(comm->comm_id, identity_now ? comm_id : 0);
+  Store(comm->rank, identity_now ? rank : -1);
+  Store(comm->nranks, identity_now ? nranks : 0);
+  Store(comm->nnodes, identity_now ? nnodes : 0);
   Store(comm->cuda_device, gpu.cuda_device);
   Store(comm->context_value, reinterpret_cast<std::uintptr_t>(handle));
   Store(comm->ops_enqueued, 0);
@@ -484,21 +554,9 @@ abi::Result Init(void** context, std::uint64_t comm_id, int* mask, const char* n
   }
   comm->live.store(1, std::memory_order_release);
 
-  alignas(64) ncclscope_comm_init_record rec{};
-  rec.h.type = NCCLSCOPE_REC_COMM_INIT;
-  rec.comm_id = comm_id;
-  rec.context = reinterpret_cast<std::uintptr_t>(handle);
-  rec.init_ns = now;
-  rec.rank = rank;
-  rec.nranks = nranks;
-  rec.nnodes = nnodes;
-  rec.cuda_device = gpu.cuda_device;
-  rec.comm_slot = slot_index;
-  rec.nccl_abi = static_cast<std::uint32_t>(r.abi_version);
-  CopyString(rec.name, sizeof(rec.name), name);
-  CopyString(rec.gpu_uuid, sizeof(rec.gpu_uuid), gpu.uuid);
-  CopyString(rec.pci_bus_id, sizeof(rec.pci_bus_id), gpu.pci_bus_id);
-  r.ring.Write(&rec, 1, ThreadLaneHint());
+  if (identity_now) {
+    WriteCommInit(r, *comm, now, name, gpu.uuid, gpu.pci_bus_id);
+  }
 
   ncclscope_ring_header* header = r.ring.header();
   std::atomic_ref<std::uint32_t>(header->nccl_abi)
@@ -518,6 +576,10 @@ abi::Result Init(void** context, std::uint64_t comm_id, int* mask, const char* n
 }
 
 abi::Result Finalize(void* context) {
+  // NCCL 2.23-2.27 call finalize for every communicator while the plugin is loaded, NULL
+  // contexts included (src/misc/profiler.cc:235-237 at v2.23.4-1, src/plugin/profiler.cc:182-184
+  // at v2.27.7-1): the communicators this plugin opted out of.
+  if (context == nullptr) return abi::kSuccess;
   Runtime& r = R();
   platform::MutexLock lock(r.lifecycle);
   std::uint32_t index = 0;
@@ -582,6 +644,31 @@ abi::Result Finalize(void* context) {
         .store(NCCLSCOPE_RING_CLOSED, std::memory_order_release);
   }
   return abi::kSuccess;
+}
+
+void PublishCommIdentity(CommState* comm, std::uint64_t comm_id, int rank) {
+  Runtime& r = R();
+  Store(comm->comm_id, comm_id);
+  Store(comm->rank, rank);
+  ncclscope_comm_slot* slot = r.ring.comm_slot(Load(comm->comm_slot));
+  std::uint64_t init_ns = clock::Now();
+  char name[sizeof(slot->name)] = {};
+  char uuid[sizeof(slot->gpu_uuid)] = {};
+  char pci[sizeof(slot->pci_bus_id)] = {};
+  if (slot != nullptr) {
+    // Seqlock writer (as WriteCommSlot): only the identity changes; the rest, written at init by
+    // this plugin, is read back for the record.
+    std::atomic_ref<std::uint32_t> version(slot->version);
+    const std::uint32_t v = version.fetch_add(1, std::memory_order_acquire);
+    slot->comm_id = comm_id;
+    slot->rank = rank;
+    version.store(v + 2, std::memory_order_release);
+    init_ns = slot->init_ns;
+    std::memcpy(name, slot->name, sizeof(name) - 1);
+    std::memcpy(uuid, slot->gpu_uuid, sizeof(uuid) - 1);
+    std::memcpy(pci, slot->pci_bus_id, sizeof(pci) - 1);
+  }
+  WriteCommInit(r, *comm, init_ns, name, uuid, pci);
 }
 
 }  // namespace ncclscope::plugin

@@ -64,6 +64,12 @@ struct Runtime {
   std::atomic<std::uint32_t> api_events_seen{0};     // an API event ran since the last maintenance
   std::atomic<std::uint32_t> plans{0};               // kernel plans (Group events) so far
   std::atomic<std::uint32_t> proxy_pressure{0};      // a ProxyOp found no free slot since the sweep
+  // NCCL 2.31+ replaced the mask under us (RAS CONTROL PROFILER_MASK): followed, never written
+  // (CheckMaskOverride in runtime.cc). maintenance thread: suspect_value, suspect_passes.
+  std::atomic<std::uint32_t> mask_overridden{0};
+  std::uint32_t override_suspect = 0;
+  std::uint32_t override_suspect_writes = 0;
+  std::uint32_t override_suspect_passes = 0;
 
   // Controls in force (environment, controls file, then the agent through the ring header).
   std::atomic<std::uint32_t> event_mask{0};
@@ -111,6 +117,17 @@ struct OpArgs {
   const char* algo = nullptr;
   const char* proto = nullptr;
   int rank = 0;
+  // ABI v1-v3: the communicator's identity, which these versions give with every Coll/P2p
+  // (coll.commHash, rank) and not at init.
+  bool identity_from_op = false;
+  std::uint64_t comm_hash = 0;
+  // ABI v3: KernelCh will come, untimed and of a number NCCL does not announce (nMaxChannels is
+  // the tuner's upper bound, src/enqueue.cc:390 at v2.26.6-1).
+  bool kernel_untimed = false;
+  // ABI v7.
+  std::uint64_t user_tag = 0;
+  bool symmetric = false;
+  const char* kernel_variant = nullptr;
 };
 
 struct ProxyOpArgs {
@@ -122,12 +139,16 @@ struct ProxyOpArgs {
   int n_steps = 0;
   int chunk_size = 0;
   int is_send = 0;
+  // ABI v1-v3: only NCCL's network transport starts ProxyOps before 2.27 (src/transport/net.cc
+  // at v2.23.4-1 .. v2.26.6-1; src/proxy.cc starts none), so every one is a network op.
+  bool network_known = false;
 };
 
 // API events (v5+): GroupApi, CollApi, P2pApi. Returns a stateless handle carrying the mask
-// snapshot NCCL took for this API call and the call's datatype; CollApi/P2pApi also apply a
-// pending mask change (it takes effect from the next API call on).
-void* StartApi(std::uint64_t type, const char* datatype);
+// snapshot NCCL took for this API call, the call's datatype and whether it was captured into a
+// CUDA graph; CollApi/P2pApi also apply a pending mask change (it takes effect from the next API
+// call on).
+void* StartApi(std::uint64_t type, const char* datatype, bool graph_captured = false);
 // Group (one kernel plan): a stateless handle carrying the plan's number.
 void* StartGroup();
 // NetPlugin: which NIC and queue pair a network step used (parent: the ProxyStep).
@@ -137,8 +158,13 @@ void StartKernelCh(void* context, void** handle, void* parent, std::uint8_t chan
                    std::uint64_t ptimer);
 void StartProxyOp(void* context, void** handle, const ProxyOpArgs& args);
 void StartProxyStep(void* context, void** handle, void* parent, int step);
+// v7: one phase of a kernel channel (parent: the KernelCh handle); its stop time comes with
+// recordEventState(KernelPhaseStop).
+void StartKernelPhase(void** handle, const void* parent, std::uint8_t phase, std::uint64_t ptimer);
 void StopEvent(void* handle);
 void RecordEventState(void* handle, int state, const abi::StateArgsV4* args);
+// v1-v3: a ProxyOp state 0-7 (SendPosted ... RecvDone) with the op's bytes so far.
+void RecordProxyOpStateV1(void* handle, int state, std::uint64_t trans_size);
 // The KernelCh stop and its KernelChStop record, which StopEvent and RecordEventState dispatch
 // to; the exported entry points call them directly (exports.cc, "KernelCh entry").
 void StopKernelCh(void* handle);
@@ -203,8 +229,8 @@ enum class MaskWriter : std::uint8_t { kJobThread, kIdleMaintenance };
 void WriteNcclMask(std::uint32_t mask, MaskWriter writer = MaskWriter::kJobThread);
 
 // Marks an op's kernel as done (all the KernelCh it will get have stopped) and completes it if it
-// is also enqueued.
-void CompleteKernel(std::uint32_t index, std::uint32_t generation);
+// is also enqueued; `when_ns` (0: now) is the completion time its record gets.
+void CompleteKernel(std::uint32_t index, std::uint32_t generation, std::uint64_t when_ns = 0);
 // Completes an op that NCCL will not complete (communicator ended, KernelCh that never came).
 // `flags` are added to the record (ncclscope_op_flag). Returns whether this call finalized it.
 bool ForceFinalizeOp(std::uint32_t index, std::uint32_t generation, std::uint16_t flags);
@@ -216,6 +242,10 @@ void FlushProxyOp(std::uint32_t index, std::uint32_t generation);
 abi::Result Init(void** context, std::uint64_t comm_id, int* mask, const char* name, int nnodes,
                  int nranks, int rank, abi::DebugLogger logger, int abi_version);
 abi::Result Finalize(void* context);
+// ABI v1-v3: the communicator's hash and rank, from its first op. Publishes them in the comm slot
+// and writes the COMM_INIT record (nranks and nnodes unknown: 0). Called once per communicator,
+// by the op that cleared identity_pending.
+void PublishCommIdentity(CommState* comm, std::uint64_t comm_id, int rank);
 
 // The mask NCCL should use now (controls, duty cycle, what this ABI version knows).
 std::uint32_t DesiredMask(std::uint64_t now_ns);

@@ -27,9 +27,13 @@ inline constexpr std::uint32_t kEventProxyStep = abi::kProxyStep;
 inline constexpr std::uint32_t kEventKernelCh = abi::kKernelCh;
 inline constexpr std::uint32_t kEventNetPlugin = abi::kNetPlugin;
 inline constexpr std::uint32_t kEventCeColl = abi::kCeColl;
+inline constexpr std::uint32_t kEventKernelPhase = abi::kKernelPhase;
 inline constexpr std::uint32_t kUsableEvents = kEventColl | kEventP2p | kEventProxyOp |
                                                kEventProxyStep | kEventKernelCh | kEventNetPlugin |
-                                               kEventCeColl;
+                                               kEventCeColl | kEventKernelPhase;
+// GPU timing per channel, sampled together by the kernel duty cycle: phases come only with their
+// KernelCh (NCCL raises them between its start and stop, src/plugin/profiler.cc:898-977 at 2.31.2).
+inline constexpr std::uint32_t kKernelEvents = kEventKernelCh | kEventKernelPhase;
 // Sampled together by the proxy duty cycle: NCCL raises all three from its proxy thread, per
 // network op, step and work request.
 inline constexpr std::uint32_t kProxyEvents = kEventProxyOp | kEventProxyStep | kEventNetPlugin;

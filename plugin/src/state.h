@@ -51,12 +51,19 @@ inline std::uint32_t ChannelTag(std::uint32_t generation, ChannelPhase phase) {
   return generation << 2 | phase;
 }
 
+// One channel's GPU interval and (v7) its kernel phases. The phases of a channel arrive between
+// its KernelCh start and stop, on the thread that runs KernelCh events (src/plugin/profiler.cc
+// :898-941 at 2.31.2): one pending start at a time, durations summed per phase.
 struct ChannelTime {
   std::atomic<std::uint64_t> start{0};
   std::atomic<std::uint64_t> stop{0};
   std::atomic<std::uint32_t> tag{0};
+  std::atomic<std::uint32_t> phases_present{0};  // bit p: phase p reported (ChannelTag'd below)
+  std::atomic<std::uint64_t> phase_start{0};     // GPU start of the phase in progress
+  std::atomic<std::uint32_t> phase_ns[NCCLSCOPE_PHASE_COUNT] = {};
   std::uint32_t pad = 0;
 };
+static_assert(sizeof(ChannelTime) == 48);
 
 // What an op waits for before it is complete (OpState::expect).
 enum OpExpect : std::uint8_t {
@@ -94,6 +101,9 @@ struct alignas(64) OpState {
   std::atomic<std::uint8_t> expected_channels{0};
   std::atomic<std::uint8_t> expect{kExpectNone};  // OpExpect
   std::atomic<std::uint8_t> mask_uncertain{0};    // waits for KernelCh its mask copy may lack
+  std::atomic<std::uint8_t> kernel_untimed{0};    // ABI v3: KernelCh without GPU timestamps
+  std::atomic<std::uint8_t> kernel_variant{0};    // ncclscope_kernel_variant (v7)
+  std::atomic<std::uint64_t> user_tag{0};         // v7 userTag (0: untagged)
   // Completion.
   std::atomic<std::uint32_t> state{0};
   // KernelCh side (the proxy / profiler thread).
@@ -101,6 +111,7 @@ struct alignas(64) OpState {
   std::atomic<std::uint32_t> channels_stopped{0};
   std::atomic<std::uint64_t> last_kernel_ns{0};  // host time of the latest KernelCh event
   std::atomic<std::uint64_t> timed_mask{0};      // channels that reported start and stop
+  std::atomic<std::uint64_t> phase_mask{0};      // channels that reported a kernel phase (v7)
   ChannelTime channels[NCCLSCOPE_MAX_CHANNELS];
 };
 
@@ -188,6 +199,9 @@ struct alignas(64) ProxyOpState {
 struct alignas(64) CommState {
   PoolSlot slot;
   std::atomic<std::uint32_t> live{0};
+  // ABI v1-v3: init carries no identity; the first op's descriptor gives the hash and the rank
+  // (1 until then; the op that clears it publishes the identity, runtime.cc).
+  std::atomic<std::uint32_t> identity_pending{0};
   std::atomic<std::uint64_t> comm_id{0};
   std::atomic<std::int32_t> rank{0};
   std::atomic<std::int32_t> nranks{0};
