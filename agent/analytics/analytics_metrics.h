@@ -31,6 +31,42 @@ inline constexpr metrics::MetricDef kNcclCollArrivalLagSeconds = metrics::Histog
     "ncclscope_nccl_coll_arrival_lag_seconds", "seconds",
     "Per matched collective, how long after the node's first rank this rank arrived "
     "(kernel start on the GPU, one clock for the node); with plugin.rank_histograms.");
+inline constexpr metrics::MetricDef kNcclCollLeastSyncWaitsTotal = metrics::Counter(
+    "ncclscope_nccl_coll_least_sync_waits_total", "",
+    "Matched collectives (NCCL 2.31+ symmetric kernels with kernel phases) in which this rank's "
+    "kernel waited least at the opening barrier, measured on the GPU: the others waited for it. "
+    "The GPU's own witness beside ncclscope_nccl_coll_last_arrivals_total.");
+inline constexpr metrics::MetricDef kNcclCollWitnessDisagreementsTotal = metrics::Counter(
+    "ncclscope_nccl_coll_witness_disagreements_total", "",
+    "Matched collectives whose last arriver (kernel start) and least barrier wait (GPU-measured "
+    "initial_sync) name different ranks; the detectors then follow the barrier wait.");
+inline constexpr metrics::MetricDef kNcclKernelPhaseOpsTotal =
+    metrics::Counter("ncclscope_nccl_kernel_phase_ops_total", "",
+                     "Operations whose kernel reported phases (NCCL 2.31+, profiler ABI v7).");
+inline constexpr metrics::MetricDef kNcclKernelPhaseSecondsTotal = metrics::Counter(
+    "ncclscope_nccl_kernel_phase_seconds_total", "seconds",
+    "GPU time of each kernel phase (initial_sync, compute, final_sync): per operation the mean "
+    "over its channels that reported the phase, summed. Over "
+    "ncclscope_nccl_kernel_phase_ops_total, the mean per operation.");
+inline constexpr metrics::MetricDef kNcclSyncWaitOpsTotal = metrics::Counter(
+    "ncclscope_nccl_sync_wait_ops_total", "",
+    "Symmetric-memory operations (NCCL 2.31+) that reported their initial_sync phase.");
+inline constexpr metrics::MetricDef kNcclSyncWaitSecondsTotal = metrics::Counter(
+    "ncclscope_nccl_sync_wait_seconds_total", "seconds",
+    "GPU-measured time the rank's symmetric kernels waited at their opening barrier for the "
+    "other ranks (the initial_sync phase, mean over channels, summed over operations). Regular "
+    "kernels' initial_sync is no peer wait and is not in it.");
+inline constexpr metrics::MetricDef kNcclUserTagOpsTotal = metrics::Counter(
+    "ncclscope_nccl_user_tag_ops_total", "",
+    "Operations per user tag (NCCL 2.31+ ncclCollConfig_t.userProfilerTag; untagged ones are not "
+    "counted here); a communicator's first 16 tags are values of their own, the rest \"other\".");
+inline constexpr metrics::MetricDef kNcclUserTagGpuSecondsTotal =
+    metrics::Counter("ncclscope_nccl_user_tag_gpu_seconds_total", "seconds",
+                     "GPU time of the operations with GPU timing, per user tag.");
+inline constexpr metrics::MetricDef kNcclKernelVariantOpsTotal = metrics::Counter(
+    "ncclscope_nccl_kernel_variant_ops_total", "",
+    "Symmetric-memory operations (NCCL 2.31+) per kernel variant, as NCCL names it "
+    "(AllReduce_AGxLL_R, ...; \"other\" for a variant this agent does not know).");
 inline constexpr metrics::MetricDef kNcclCollWaitSecondsTotal =
     metrics::Counter("ncclscope_nccl_coll_wait_seconds_total", "seconds",
                      "Time this rank waited inside matched collectives for the node's last arriver "
@@ -218,7 +254,16 @@ inline constexpr metrics::MetricDef kNcclLastCompletedSeq =
                    "Highest NCCL seqNumber the rank completed per collective function, while an "
                    "operation of the rank is hung (past detection.hang_timeout).");
 
-inline constexpr std::array kAnalyticsMetrics = {&kNcclLastEnqueuedSeq,
+inline constexpr std::array kAnalyticsMetrics = {&kNcclCollLeastSyncWaitsTotal,
+                                                 &kNcclCollWitnessDisagreementsTotal,
+                                                 &kNcclKernelPhaseOpsTotal,
+                                                 &kNcclKernelPhaseSecondsTotal,
+                                                 &kNcclSyncWaitOpsTotal,
+                                                 &kNcclSyncWaitSecondsTotal,
+                                                 &kNcclUserTagOpsTotal,
+                                                 &kNcclUserTagGpuSecondsTotal,
+                                                 &kNcclKernelVariantOpsTotal,
+                                                 &kNcclLastEnqueuedSeq,
                                                  &kNcclLastCompletedSeq,
                                                  &kNcclCollMatchedTotal,
                                                  &kNcclCollLastArrivalsTotal,

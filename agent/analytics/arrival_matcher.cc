@@ -25,7 +25,8 @@ void ArrivalMatcher::Erase(std::uint32_t index) {
 }
 
 void ArrivalMatcher::OnOp(const CommRegistry& registry, const Comm& comm,
-                          const ncclscope_op_record& op, Clock::time_point now) {
+                          const ncclscope_op_record& op, Clock::time_point now,
+                          std::uint64_t sync_ns) {
   const std::uint32_t expected = Participants(comm);
   if (expected == 1) return;  // nothing to compare on this node
   const Key key{op.comm_id, op.seq, op.func};
@@ -75,7 +76,7 @@ void ArrivalMatcher::OnOp(const CommRegistry& registry, const Comm& comm,
   instance.rank_bits |= bit;
   instance.weight = std::max(instance.weight, ncclscope_record_weight(op.weight));
   const bool timed = (op.flags & NCCLSCOPE_OP_GPU_TIMING) != 0;
-  instance.arrivals.push_back({op.rank, timed ? op.gpu_start_ns : 0, op.enqueue_ns});
+  instance.arrivals.push_back({op.rank, timed ? op.gpu_start_ns : 0, op.enqueue_ns, sync_ns});
   if (expected != 0) instance.expected = expected;
   if (instance.expected >= 2 && instance.arrivals.size() >= instance.expected) {
     Complete(registry, instance);
@@ -122,7 +123,41 @@ void ArrivalMatcher::Complete(const CommRegistry& registry, const Pending& insta
   RankStats& last = ranks_.Get(RankKey(label, last_rank), label, rank_labels(last_rank));
   AddSat(last.last_arrivals, instance.weight);
   AddWeighted(last.last_delay_ns, latest - second, instance.weight);
-  if (observer_) observer_(label, last_rank, latest - second, instance.weight);
+  // The GPU's own witness (symmetric kernels' initial_sync), when every rank has it.
+  SyncWitness sync;
+  std::uint64_t least = kNoSync;
+  std::uint64_t next = kNoSync;
+  bool all_synced = true;
+  for (const Arrival& a : instance.arrivals) {
+    if (a.sync_ns == kNoSync) {
+      all_synced = false;
+      break;
+    }
+    if (a.sync_ns < least) {
+      next = least;
+      least = a.sync_ns;
+      sync.rank = a.rank;
+    } else {
+      next = std::min(next, a.sync_ns);
+    }
+  }
+  if (all_synced && sync.rank >= 0 && next != kNoSync) {
+    sync.delay_ns = next - least;
+    RankStats& quickest = ranks_.Get(RankKey(label, sync.rank), label, rank_labels(sync.rank));
+    AddSat(quickest.least_sync_waits, instance.weight);
+    if (sync.rank != last_rank) {
+      AddSat(disagreements_.Get(label, label,
+                                [&] {
+                                  std::string labels;
+                                  metrics::AppendLabel(labels, "comm", registry.Label(label));
+                                  return labels;
+                                }),
+             instance.weight);
+    }
+  } else {
+    sync = SyncWitness{};
+  }
+  if (observer_) observer_(label, last_rank, latest - second, sync, instance.weight);
   AddSat(matched_.Get(label, label,
                       [&] {
                         std::string labels;
@@ -167,6 +202,7 @@ void ArrivalMatcher::EndPass(const CommRegistry& registry, Clock::time_point now
 void ArrivalMatcher::DropLabels(const absl::flat_hash_set<std::uint32_t>& labels) {
   ranks_.DropLabels(labels);
   matched_.DropLabels(labels);
+  disagreements_.DropLabels(labels);
 }
 
 std::uint64_t ArrivalMatcher::matched(std::uint32_t comm_label) const {
@@ -184,6 +220,14 @@ void ArrivalMatcher::Render(metrics::TextWriter& out) const {
   const auto& rows = ranks_.rows();
   out.Rows(kNcclCollLastArrivalsTotal, rows,
            [&](const auto& row) { return row.stats.last_arrivals; });
+  out.Header(kNcclCollLeastSyncWaitsTotal);
+  for (const auto& row : rows) {  // NCCL 2.31+ symmetric kernels only: no zero rows elsewhere
+    if (row.stats.least_sync_waits != 0) {
+      out.Sample(kNcclCollLeastSyncWaitsTotal, row.labels, row.stats.least_sync_waits);
+    }
+  }
+  out.Rows(kNcclCollWitnessDisagreementsTotal, disagreements_.rows(),
+           [](const auto& row) { return row.stats; });
   out.Rows(kNcclCollLastArrivalDelaySecondsTotal, rows,
            [&](const auto& row) { return static_cast<double>(row.stats.last_delay_ns) * 1e-9; });
   out.Rows(kNcclCollArrivalLagSecondsTotal, rows,

@@ -12,6 +12,13 @@
 //                         over ..._matched_total; a histogram per rank with
 //                         plugin.rank_histograms), and wait (latest - own: time spent waiting
 //                         inside) into a counter
+// NCCL 2.31+ symmetric kernels also report, per channel, how long the kernel waited at its
+// opening barrier for its peers (the initial_sync kernel phase, GPU-measured: kernel_details.h).
+// When every rank of an instance has it, it is a second, independent witness: the straggler is
+// the rank that waited least, and it held the others for the second-least wait minus its own.
+//   least sync wait    -> ncclscope_nccl_coll_least_sync_waits_total{comm,rank} += 1
+// The detectors get both witnesses (Observer); where they name different ranks the instance is
+// counted in ncclscope_nccl_coll_witness_disagreements_total{comm}.
 // Who takes part: the communicator's ranks that the live rings' tables list on this node (known
 // from the end of the pass in which a communicator first shows up; its records of that pass wait
 // for it). Memory is bounded: at most `window` instances wait for the rest of their ranks; an
@@ -45,6 +52,14 @@ class ArrivalMatcher {
     std::uint64_t wait_ns = 0;
     std::uint64_t last_arrivals = 0;
     std::uint64_t last_delay_ns = 0;
+    std::uint64_t least_sync_waits = 0;
+  };
+  // The GPU-measured witness of one matched instance (symmetric kernels' initial_sync phase):
+  // the rank that waited least at the opening barrier and by how much less than the next one;
+  // rank -1 when some rank of the instance reported no phases.
+  struct SyncWitness {
+    std::int32_t rank = -1;
+    std::uint64_t delay_ns = 0;
   };
   enum Eviction { kIncomplete = 0, kCapacity = 1 };
 
@@ -54,12 +69,15 @@ class ArrivalMatcher {
   void SetLagHistogram(bool lag_histogram) { lag_histogram_ = lag_histogram; }
   // Called for every matched collective with its last arriver and its lead over the second-last
   // (the detectors' input, agent/analytics/detection), and the collectives it stands for.
-  using Observer = std::function<void(std::uint32_t comm_label, std::int32_t last_rank,
-                                      std::uint64_t delay_ns, std::uint32_t weight)>;
+  using Observer =
+      std::function<void(std::uint32_t comm_label, std::int32_t last_rank, std::uint64_t delay_ns,
+                         const SyncWitness& sync, std::uint32_t weight)>;
   void SetObserver(Observer observer) { observer_ = std::move(observer); }
-  // A completed collective of a local rank (kind COLL).
+  // A completed collective of a local rank (kind COLL); `sync_ns` its mean initial_sync over its
+  // channels when it is a symmetric kernel that reported phases (UINT64_MAX when not).
   void OnOp(const CommRegistry& registry, const Comm& comm, const ncclscope_op_record& op,
-            Clock::time_point now);
+            Clock::time_point now, std::uint64_t sync_ns = kNoSync);
+  static constexpr std::uint64_t kNoSync = UINT64_MAX;
   // Settles instances whose participants were not known when their records came (a
   // communicator's first pass), and evicts the ones that waited too long.
   void EndPass(const CommRegistry& registry, Clock::time_point now);
@@ -94,6 +112,7 @@ class ArrivalMatcher {
     std::int32_t rank;
     std::uint64_t gpu_ns;  // 0: no GPU timing
     std::uint64_t enqueue_ns;
+    std::uint64_t sync_ns;  // kNoSync: no initial_sync phase
   };
   struct Pending {
     Key key{};
@@ -134,6 +153,7 @@ class ArrivalMatcher {
   std::uint64_t next_generation_ = 1;
   SeriesTable<RankStats> ranks_;
   SeriesTable<std::uint64_t> matched_;
+  SeriesTable<std::uint64_t> disagreements_;
   std::uint64_t evictions_[2] = {};
 };
 

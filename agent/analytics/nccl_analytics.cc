@@ -5,6 +5,23 @@
 #include "agent/analytics/hang_tracker.h"
 
 namespace ncclscope::analytics {
+namespace {
+
+// A symmetric kernel's mean initial_sync over the channels that reported it (NCCL 2.31+):
+// ArrivalMatcher's GPU-measured witness; kNoSync otherwise.
+std::uint64_t SyncWaitOf(const profiler::OpView& view) {
+  if ((view.op.flags & NCCLSCOPE_OP_SYMMETRIC) == 0) return ArrivalMatcher::kNoSync;
+  std::uint64_t sum = 0;
+  std::uint32_t n = 0;
+  for (std::uint32_t c = 0; c < view.n_phase_channels; ++c) {
+    if ((view.phases[c].present & 1u) == 0) continue;
+    sum += view.phases[c].ns[0];
+    ++n;
+  }
+  return n != 0 ? sum / n : ArrivalMatcher::kNoSync;
+}
+
+}  // namespace
 
 NcclAnalytics::NcclAnalytics(const AnalyticsSettings& settings)
     : settings_(settings),
@@ -14,10 +31,17 @@ NcclAnalytics::NcclAnalytics(const AnalyticsSettings& settings)
       now_(Clock::now()),
       last_expiry_(Clock::now()) {
   arrivals_.SetLimits({settings.match_window, settings.match_timeout});
-  arrivals_.SetObserver(
-      [this](std::uint32_t label, std::int32_t rank, std::uint64_t delay_ns, std::uint32_t weight) {
-        detection_.OnMatched(registry_, label, rank, delay_ns, weight);
-      });
+  // Who held the others, for the detectors: the last arriver by kernel start, or, where NCCL
+  // 2.31+ symmetric kernels measured it on the GPU, the rank that waited least at their opening
+  // barrier (arrival_matcher.h): the direct measurement of the same thing.
+  arrivals_.SetObserver([this](std::uint32_t label, std::int32_t rank, std::uint64_t delay_ns,
+                               const ArrivalMatcher::SyncWitness& sync, std::uint32_t weight) {
+    if (sync.rank >= 0) {
+      detection_.OnMatched(registry_, label, sync.rank, sync.delay_ns, weight);
+    } else {
+      detection_.OnMatched(registry_, label, rank, delay_ns, weight);
+    }
+  });
   nic_.SetEnabled(settings.nic_lookup && settings.channel_metrics);
   ops_.SetHistograms(settings.rank_histograms, settings.p2p_histograms);
   arrivals_.SetLagHistogram(settings.rank_histograms);
@@ -72,13 +96,14 @@ void NcclAnalytics::Op(std::uint32_t ring_id, std::string_view principal, Comm* 
   if (admitted == nullptr) return;  // counted by the registry
   const BandwidthModel model = ModelFor(op.func, op.bytes, comm.nranks);
   ops_.Observe(registry_, comm.label, op, model);
+  details_.Observe(registry_, comm.label, view);
   if (op.kind == NCCLSCOPE_KIND_P2P) p2p_.Observe(registry_, comm, op);
   detection_.OnOp(registry_, comm, *admitted, op, now_);  // valid: the calls above only read comm
   if (settings_.channel_metrics) channels_.OnOp(registry_, comm, view, model, pass_);
   if (op.kind == NCCLSCOPE_KIND_COLL && IsCollectiveFunc(op.func)) {
     admitted->completed.Raise(op.func, op.seq);
     admitted->enqueued.Raise(op.func, op.seq);
-    arrivals_.OnOp(registry_, comm, op, now_);
+    arrivals_.OnOp(registry_, comm, op, now_, SyncWaitOf(view));
   }
 }
 
@@ -153,6 +178,7 @@ void NcclAnalytics::EndPass(Clock::time_point now) {
     if (!freed.empty()) {
       const absl::flat_hash_set<std::uint32_t> labels(freed.begin(), freed.end());
       ops_.DropLabels(labels);
+      details_.DropLabels(labels);
       p2p_.DropLabels(labels);
       network_.DropLabels(labels);
       channels_.DropLabels(labels);
@@ -224,6 +250,7 @@ void NcclAnalytics::RenderLimits(metrics::TextWriter& out) const {
     limit(RefusalName(r), registry_.refusals(r));
   }
   limit("series_op", ops_.refused());
+  limit("series_kernel_details", details_.refused());
   limit("series_p2p", p2p_.refused());
   limit("series_network", network_.refused());
   limit("series_channel", channels_.refused());
@@ -234,6 +261,7 @@ void NcclAnalytics::RenderLimits(metrics::TextWriter& out) const {
 
 void NcclAnalytics::Render(metrics::TextWriter& out, std::uint64_t now_ns) const {
   ops_.Render(out);
+  details_.Render(out);
   p2p_.Render(out);
   network_.Render(out, settings_.channel_metrics);
   if (settings_.channel_metrics) channels_.Render(out, settings_.intra_node_channels);
@@ -255,6 +283,8 @@ void NcclAnalytics::Render(metrics::TextWriter& out, std::uint64_t now_ns) const
   RenderLimits(out);
   out.Header(kNcclAnalyticsSeries);
   out.Sample(kNcclAnalyticsSeries, "group=\"op\"", static_cast<std::uint64_t>(ops_.series()));
+  out.Sample(kNcclAnalyticsSeries, "group=\"kernel_details\"",
+             static_cast<std::uint64_t>(details_.series()));
   out.Sample(kNcclAnalyticsSeries, "group=\"p2p\"", static_cast<std::uint64_t>(p2p_.series()));
   out.Sample(kNcclAnalyticsSeries, "group=\"network\"",
              static_cast<std::uint64_t>(network_.series()));

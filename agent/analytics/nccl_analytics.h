@@ -6,7 +6,8 @@
 //   comm_registry      communicators, their local ranks, processes and GPUs; the `comm` label cap
 //   op_series          ops, bytes, GPU-duration histogram, algorithm and bus bytes per op kind
 //   p2p_series         Send/Recv by peer class (same node / other node)
-//   network_waits      network bytes, busy time and step-state wait decomposition
+//   kernel_details     NCCL 2.31+: kernel phases, GPU-measured sync wait, user tags, kernel
+//   variants network_waits      network bytes, busy time and step-state wait decomposition
 //   channel_transport  per-channel bytes and busy time, network vs NVLink
 //   arrival_matcher    last arriver and arrival lag across the node's ranks (slow ranks)
 //   hang_tracker       progress, in-flight ops and their age, hung ops, last seq per function
@@ -28,6 +29,7 @@
 #include "agent/analytics/comm_registry.h"
 #include "agent/analytics/detection/detection.h"
 #include "agent/analytics/gpu_index.h"
+#include "agent/analytics/kernel_details.h"
 #include "agent/analytics/network_waits.h"
 #include "agent/analytics/op_series.h"
 #include "agent/analytics/p2p_series.h"
@@ -127,6 +129,7 @@ class NcclAnalytics : public profiler::RecordSink {
   AnalyticsSettings settings_;
   CommRegistry registry_;
   OpSeries ops_;
+  KernelDetails details_;
   P2pSeries p2p_;
   NetworkWaits network_;
   ChannelTransport channels_;

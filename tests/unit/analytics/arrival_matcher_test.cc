@@ -26,10 +26,11 @@ class ArrivalMatcherTest : public ::testing::Test {
     registry_.EndPass(now_);
     comm_ = registry_.Find(7);
   }
-  void Arrive(int rank, std::uint64_t seq, std::uint64_t start, bool gpu = true) {
+  void Arrive(int rank, std::uint64_t seq, std::uint64_t start, bool gpu = true,
+              std::uint64_t sync_ns = ArrivalMatcher::kNoSync) {
     profiler::OpView v =
         Coll(7, rank, NCCLSCOPE_FUNC_ALL_REDUCE, 1 << 20, seq, start, gpu ? 50'000 : 0);
-    matcher_.OnOp(registry_, *comm_, v.op, now_);
+    matcher_.OnOp(registry_, *comm_, v.op, now_, sync_ns);
   }
   double Sample(const std::string& series) { return testing::SampleValue(Text(matcher_), series); }
   std::string R(int rank) {
@@ -78,11 +79,12 @@ TEST_F(ArrivalMatcherTest, LastArriverLagAndWait) {
 // its delay is still measured against the second-last arrival, not against itself.
 TEST_F(ArrivalMatcherTest, TheLastArriversRecordReadFirstStillCountsItsDelay) {
   std::vector<std::tuple<std::uint32_t, std::int32_t, std::uint64_t>> seen;
-  matcher_.SetObserver(
-      [&](std::uint32_t label, std::int32_t rank, std::uint64_t delay, std::uint32_t weight) {
-        EXPECT_EQ(weight, 1u);  // records of older plugins (weight 0) stand for one op
-        seen.emplace_back(label, rank, delay);
-      });
+  matcher_.SetObserver([&](std::uint32_t label, std::int32_t rank, std::uint64_t delay,
+                           const ArrivalMatcher::SyncWitness& sync, std::uint32_t weight) {
+    EXPECT_EQ(weight, 1u);     // records of older plugins (weight 0) stand for one op
+    EXPECT_EQ(sync.rank, -1);  // no kernel phases: no second witness
+    seen.emplace_back(label, rank, delay);
+  });
   for (std::uint64_t seq = 0; seq < 3; ++seq) {
     const std::uint64_t t = 1'000'000'000 + seq * 10'000'000;
     Arrive(2, seq, t + 4'000'000);
@@ -98,6 +100,55 @@ TEST_F(ArrivalMatcherTest, TheLastArriversRecordReadFirstStillCountsItsDelay) {
     EXPECT_EQ(rank, 2);
     EXPECT_EQ(delay, 3'000'000u);
   }
+}
+
+// NCCL 2.31+ symmetric kernels measure each rank's wait at the opening barrier on the GPU: the
+// straggler waits least, by the others' lead. A straggler 4 ms late by kernel start waited 0.1 ms
+// at the barrier while the others waited 3-4 ms: both witnesses name it, with the same delay.
+TEST_F(ArrivalMatcherTest, TheBarrierWaitWitnessAgreesWithArrivalOrder) {
+  std::vector<ArrivalMatcher::SyncWitness> witnesses;
+  std::vector<std::int32_t> last;
+  matcher_.SetObserver([&](std::uint32_t, std::int32_t rank, std::uint64_t,
+                           const ArrivalMatcher::SyncWitness& sync,
+                           std::uint32_t) { last.push_back(rank), witnesses.push_back(sync); });
+  for (std::uint64_t seq = 0; seq < 4; ++seq) {
+    const std::uint64_t t = 1'000'000'000 + seq * 10'000'000;
+    Arrive(0, seq, t, true, 4'100'000);
+    Arrive(1, seq, t + 1'000'000, true, 3'100'000);
+    Arrive(2, seq, t + 4'000'000, true, 100'000);
+  }
+  ASSERT_EQ(witnesses.size(), 4u);
+  for (std::size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(last[i], 2);
+    EXPECT_EQ(witnesses[i].rank, 2);
+    EXPECT_EQ(witnesses[i].delay_ns, 3'000'000u);  // the second-least wait minus its own
+  }
+  EXPECT_EQ(Sample("ncclscope_nccl_coll_least_sync_waits_total" + R(2)), 4);
+  EXPECT_TRUE(std::isnan(Sample("ncclscope_nccl_coll_least_sync_waits_total" + R(0))));
+  EXPECT_TRUE(std::isnan(Sample("ncclscope_nccl_coll_witness_disagreements_total{comm=\"" +
+                                registry_.Label(comm_->label) + "\"}")));
+}
+
+// Where they differ (kernel starts skewed by a late launch, not by a late rank) the instance is
+// counted, and the detectors get both. Without phases on every rank there is no second witness.
+TEST_F(ArrivalMatcherTest, DisagreeingWitnessesAreCountedAndAPartialWitnessIsNone) {
+  std::vector<ArrivalMatcher::SyncWitness> witnesses;
+  matcher_.SetObserver([&](std::uint32_t, std::int32_t, std::uint64_t,
+                           const ArrivalMatcher::SyncWitness& sync,
+                           std::uint32_t) { witnesses.push_back(sync); });
+  Arrive(0, 0, 1'000'000, true, 2'000'000);
+  Arrive(1, 0, 5'000'000, true, 1'500'000);  // last by kernel start...
+  Arrive(2, 0, 2'000'000, true, 200'000);    // ...but rank 2 waited least at the barrier
+  Arrive(0, 1, 1'000'000, true, 2'000'000);
+  Arrive(1, 1, 5'000'000, true);  // no phases from rank 1
+  Arrive(2, 1, 2'000'000, true, 200'000);
+  ASSERT_EQ(witnesses.size(), 2u);
+  EXPECT_EQ(witnesses[0].rank, 2);
+  EXPECT_EQ(witnesses[0].delay_ns, 1'300'000u);
+  EXPECT_EQ(witnesses[1].rank, -1);
+  EXPECT_EQ(Sample("ncclscope_nccl_coll_witness_disagreements_total{comm=\"" +
+                   registry_.Label(comm_->label) + "\"}"),
+            1);
 }
 
 TEST_F(ArrivalMatcherTest, WithoutGpuTimingEnqueueTimesDecide) {
