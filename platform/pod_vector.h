@@ -34,7 +34,7 @@ class PodVector {
   // integer and pointer structs this holds).
   bool Resize(std::size_t n) {
     if (n > capacity_ && !Reserve(n > 2 * capacity_ ? n : 2 * capacity_)) return false;
-    if (n > size_) std::memset(static_cast<void*>(data_ + size_), 0, (n - size_) * sizeof(T));
+    if (n > size_) std::memset(static_cast<void*>(data_ + size_), 0, (n - size_) * kElement);
     size_ = n;
     return true;
   }
@@ -50,14 +50,17 @@ class PodVector {
       size_ = 0;
       return;
     }
-    std::memmove(static_cast<void*>(data_), data_ + n, (size_ - n) * sizeof(T));
+    std::memmove(static_cast<void*>(data_), data_ + n, (size_ - n) * kElement);
     size_ -= n;
   }
 
  private:
+  // kElement: T is the element type, a pointer for PodVector<X*>, which bugprone-sizeof-expression
+  // takes for a mistake.
+  static constexpr std::size_t kElement = sizeof(T);  // NOLINT(bugprone-sizeof-expression)
   bool Reserve(std::size_t n) {
-    if (n > static_cast<std::size_t>(-1) / sizeof(T)) return false;
-    void* grown = std::realloc(data_, n * sizeof(T));
+    if (n > static_cast<std::size_t>(-1) / kElement) return false;
+    void* grown = std::realloc(data_, n * kElement);
     if (grown == nullptr) return false;
     data_ = static_cast<T*>(grown);
     capacity_ = n;

@@ -78,15 +78,25 @@ void NcclAnalytics::OnCommFinalize(const profiler::RingOrigin& origin,
 
 void NcclAnalytics::OnOp(const profiler::RingOrigin& origin, const profiler::OpView& view) {
   Comm* known = registry_.Use(view.op.comm_id);
+  const From from{origin.ring_id, origin.principal, origin.exact_counts};
   if ((known == nullptr || known->nranks == 0) && held_ops_.size() < kMaxHeld) {
-    held_ops_.emplace_back(From{origin.ring_id, origin.principal}, view);
+    held_ops_.emplace_back(from, view);
     return;
   }
-  Op(origin.ring_id, origin.principal, known, view);
+  Op(from, known, view);
 }
 
-void NcclAnalytics::Op(std::uint32_t ring_id, std::string_view principal, Comm* known,
-                       const profiler::OpView& view) {
+void NcclAnalytics::OnOpCounts(const profiler::RingOrigin& origin,
+                               const ncclscope_op_counts_record& record) {
+  if (record.comm_id == 0) return;
+  Comm& comm = registry_.Get(record.comm_id);
+  if (registry_.Admit(origin.ring_id, origin.principal, comm, record.rank) == nullptr) return;
+  exact_.Observe(registry_, origin.ring_id, comm, record, ops_);
+}
+
+void NcclAnalytics::Op(const From& from, Comm* known, const profiler::OpView& view) {
+  const std::uint32_t ring_id = from.ring_id;
+  const std::string_view principal = from.principal;
   const ncclscope_op_record& op = view.op;
   // An op still in flight when its communicator ended did not complete: the plugin's flushed_op
   // counter has it; the analytics describe completed ops.
@@ -95,7 +105,7 @@ void NcclAnalytics::Op(std::uint32_t ring_id, std::string_view principal, Comm* 
   LocalRank* admitted = registry_.Admit(ring_id, principal, comm, op.rank);
   if (admitted == nullptr) return;  // counted by the registry
   const BandwidthModel model = ModelFor(op.func, op.bytes, comm.nranks);
-  ops_.Observe(registry_, comm.label, op, model);
+  ops_.Observe(registry_, comm.label, op, model, from.exact_counts);
   details_.Observe(registry_, comm.label, view);
   if (op.kind == NCCLSCOPE_KIND_P2P) p2p_.Observe(registry_, comm, op);
   detection_.OnOp(registry_, comm, *admitted, op, now_);  // valid: the calls above only read comm
@@ -155,7 +165,7 @@ void NcclAnalytics::EndPass(Clock::time_point now) {
   for (const HeldProxy& held : held_proxy_) {
     ProxyOp(held.from.ring_id, held.from.principal, nullptr, held.record, held.owner);
   }
-  for (const auto& [from, view] : held_ops_) Op(from.ring_id, from.principal, nullptr, view);
+  for (const auto& [from, view] : held_ops_) Op(from, nullptr, view);
   held_proxy_.clear();
   held_ops_.clear();
   channels_.EndPass(registry_, pass_);
@@ -178,6 +188,7 @@ void NcclAnalytics::EndPass(Clock::time_point now) {
     if (!freed.empty()) {
       const absl::flat_hash_set<std::uint32_t> labels(freed.begin(), freed.end());
       ops_.DropLabels(labels);
+      exact_.DropLabels(labels);
       details_.DropLabels(labels);
       p2p_.DropLabels(labels);
       network_.DropLabels(labels);

@@ -28,6 +28,7 @@
 #include "agent/analytics/channel_transport.h"
 #include "agent/analytics/comm_registry.h"
 #include "agent/analytics/detection/detection.h"
+#include "agent/analytics/exact_counts.h"
 #include "agent/analytics/gpu_index.h"
 #include "agent/analytics/kernel_details.h"
 #include "agent/analytics/network_waits.h"
@@ -68,6 +69,8 @@ class NcclAnalytics : public profiler::RecordSink {
   void OnOp(const profiler::RingOrigin& origin, const profiler::OpView& view) override;
   void OnProxyOp(const profiler::RingOrigin& origin,
                  const ncclscope_proxy_op_record& record) override;
+  void OnOpCounts(const profiler::RingOrigin& origin,
+                  const ncclscope_op_counts_record& record) override;
 
   // At the start of each pass of the reader over the rings, before its records: the live rings'
   // communicator tables (sizes, local ranks, progress; PXN origins).
@@ -104,12 +107,12 @@ class NcclAnalytics : public profiler::RecordSink {
   struct From {
     std::uint32_t ring_id = 0;
     std::string principal;
+    bool exact_counts = false;  // RingOrigin::exact_counts
   };
   void RenderInfo(metrics::TextWriter& out) const;
   void RenderLimits(metrics::TextWriter& out) const;
   // `known`: the record's communicator when the caller has it (else looked up, created when new).
-  void Op(std::uint32_t ring_id, std::string_view principal, Comm* known,
-          const profiler::OpView& view);
+  void Op(const From& from, Comm* known, const profiler::OpView& view);
   // A network record, the ring it came from and, for IB records, the process that wrote its ring
   // (channel_nic.h).
   struct HeldProxy {
@@ -129,6 +132,7 @@ class NcclAnalytics : public profiler::RecordSink {
   AnalyticsSettings settings_;
   CommRegistry registry_;
   OpSeries ops_;
+  ExactCounts exact_;
   KernelDetails details_;
   P2pSeries p2p_;
   NetworkWaits network_;

@@ -24,32 +24,60 @@ void OpSeries::SetHistograms(bool per_rank, bool p2p) {
   histograms_ = {};
 }
 
+namespace {
+
+// The label text of a row; size class NCCLSCOPE_SIZE_CLASS_OVERFLOW (a communicator's count keys
+// ran out, ncclscope_ring.h) is "other".
+std::string RowLabels(const CommRegistry& registry, std::uint32_t comm_label, bool with_rank,
+                      std::int32_t rank, std::uint8_t func, std::uint8_t algo, std::uint8_t proto,
+                      std::uint8_t size) {
+  std::string text;
+  metrics::AppendLabel(text, "comm", registry.Label(comm_label));
+  if (with_rank) {
+    text += ',';
+    metrics::AppendLabel(text, "rank", std::to_string(rank));
+  }
+  text += ',';
+  metrics::AppendLabel(text, "func", ncclscope_func_name(func));
+  text += ',';
+  metrics::AppendLabel(text, "algo", ncclscope_algo_name(algo));
+  text += ',';
+  metrics::AppendLabel(text, "proto", ncclscope_proto_name(proto));
+  text += ',';
+  metrics::AppendLabel(text, "size",
+                       size == NCCLSCOPE_SIZE_CLASS_OVERFLOW ? "other" : SizeBucketLabel(size));
+  return text;
+}
+
+}  // namespace
+
+void OpSeries::AddExact(const CommRegistry& registry, std::uint32_t comm_label, std::int32_t rank,
+                        std::uint32_t count_key, std::uint64_t ops, std::uint64_t bytes) {
+  const auto func = static_cast<std::uint8_t>(count_key & 0x1F);
+  const auto algo = static_cast<std::uint8_t>(count_key >> 5 & 0xF);
+  const auto proto = static_cast<std::uint8_t>(count_key >> 9 & 0x7);
+  const auto size = static_cast<std::uint8_t>(count_key >> 12 & 0xF);
+  Stats& s = table_.Get(Key(comm_label, rank, func, algo, proto, size), comm_label, [&] {
+    return RowLabels(registry, comm_label, true, rank, func, algo, proto, size);
+  });
+  AddSat(s.ops, ops);
+  AddSat(s.bytes, bytes);
+}
+
 void OpSeries::Observe(const CommRegistry& registry, std::uint32_t comm_label,
-                       const ncclscope_op_record& op, const BandwidthModel& model) {
+                       const ncclscope_op_record& op, const BandwidthModel& model, bool exact) {
   const std::uint8_t size = SizeBucketIndex(op.bytes);
   const auto labels = [&](bool with_rank) {
-    std::string text;
-    metrics::AppendLabel(text, "comm", registry.Label(comm_label));
-    if (with_rank) {
-      text += ',';
-      metrics::AppendLabel(text, "rank", std::to_string(op.rank));
-    }
-    text += ',';
-    metrics::AppendLabel(text, "func", ncclscope_func_name(op.func));
-    text += ',';
-    metrics::AppendLabel(text, "algo", ncclscope_algo_name(op.algo));
-    text += ',';
-    metrics::AppendLabel(text, "proto", ncclscope_proto_name(op.proto));
-    text += ',';
-    metrics::AppendLabel(text, "size", SizeBucketLabel(size));
-    return text;
+    return RowLabels(registry, comm_label, with_rank, op.rank, op.func, op.algo, op.proto, size);
   };
   Stats& s = table_.Get(Key(comm_label, op.rank, op.func, op.algo, op.proto, size), comm_label,
                         [&] { return labels(true); });
   // Each record stands for `weight` ops (plugin.record_one_in): the sums are of all ops.
   const std::uint32_t weight = ncclscope_record_weight(op.weight);
-  AddSat(s.ops, weight);
-  AddWeighted(s.bytes, op.bytes, weight);
+  if (!exact) {
+    AddSat(s.ops, weight);
+    AddWeighted(s.bytes, op.bytes, weight);
+  }
   if ((op.flags & NCCLSCOPE_OP_GPU_TIMING) == 0) return;
   const std::uint64_t ns = op.gpu_end_ns - op.gpu_start_ns;
   AddSat(s.timed, weight);

@@ -39,8 +39,13 @@ class OpSeries {
   // rows too (plugin.p2p_histograms). Changing either starts the histograms over (a row set of
   // one shape only).
   void SetHistograms(bool per_rank, bool p2p);
+  // An op record. `exact`: its ring counts ops exactly (exact_counts.h), so ops and bytes come
+  // from AddExact and the record adds only what is per-op detail (timing, algo and bus bytes).
   void Observe(const CommRegistry& registry, std::uint32_t comm_label,
-               const ncclscope_op_record& op, const BandwidthModel& model);
+               const ncclscope_op_record& op, const BandwidthModel& model, bool exact = false);
+  // Exact increments of ops and bytes for the row of a plugin count key (ncclscope_count_key).
+  void AddExact(const CommRegistry& registry, std::uint32_t comm_label, std::int32_t rank,
+                std::uint32_t count_key, std::uint64_t ops, std::uint64_t bytes);
   void DropLabels(const absl::flat_hash_set<std::uint32_t>& labels) {
     table_.DropLabels(labels);
     histograms_.DropLabels(labels);

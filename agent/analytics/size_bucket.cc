@@ -1,5 +1,7 @@
 #include "agent/analytics/size_bucket.h"
 
+#include "plugin/ring/ncclscope_ring.h"
+
 namespace ncclscope::analytics {
 namespace {
 
@@ -9,12 +11,10 @@ constexpr std::string_view kLabels[kSizeBuckets] = {
 
 }  // namespace
 
+// One definition with the plugin's exact counts (their keys carry it): ncclscope_ring.h.
 std::uint8_t SizeBucketIndex(std::uint64_t bytes) {
-  if (bytes < 1024) return 0;
-  // Bucket i >= 1 holds [1 KiB * 4^(i-1), 1 KiB * 4^i): two bits per bucket above bit 10.
-  const auto bits = static_cast<unsigned>(63 - __builtin_clzll(bytes));  // floor(log2(bytes))
-  const unsigned index = (bits - 10) / 2 + 1;
-  return static_cast<std::uint8_t>(index < kSizeBuckets ? index : kSizeBuckets - 1);
+  static_assert(kSizeBuckets == 12, "ncclscope_size_class() has 12 classes");
+  return static_cast<std::uint8_t>(ncclscope_size_class(bytes));
 }
 
 std::string_view SizeBucketLabel(std::uint8_t index) {

@@ -25,6 +25,9 @@ struct RingOrigin {
   std::int32_t pid = 0;  // in the process's own pid namespace
   std::string hostname;  // gethostname(): the pod name in Kubernetes
   std::string job_id;
+  // The plugin counts every op exactly (OP_COUNTS records; header.features): op and byte counts
+  // come from those, not from op records.
+  bool exact_counts = false;
   // Verified by the agent.
   std::uint32_t owner_uid = 0;  // the ring file's owner
   std::int32_t holder_pid = 0;  // the lock holder's pid as the agent sees it (0: none found)
@@ -121,6 +124,9 @@ class RecordSink {
                               const ncclscope_comm_finalize_record& record) = 0;
   virtual void OnOp(const RingOrigin& origin, const OpView& op) = 0;
   virtual void OnProxyOp(const RingOrigin& origin, const ncclscope_proxy_op_record& record) = 0;
+  // A communicator rank's exact op counts so far (running totals; plugin/ring/ncclscope_ring.h).
+  virtual void OnOpCounts(const RingOrigin& /*origin*/,
+                          const ncclscope_op_counts_record& /*record*/) {}
 };
 
 }  // namespace ncclscope::profiler

@@ -252,6 +252,7 @@ std::unique_ptr<RingFile> RingFile::Open(const std::string& path, std::string* r
   ring->origin_.pid = header.pid;
   ring->origin_.hostname = ring::FieldText(header.hostname);
   ring->origin_.job_id = ring::FieldText(header.job_id);
+  ring->origin_.exact_counts = (header.features & NCCLSCOPE_FEATURE_EXACT_COUNTS) != 0;
   ring->origin_.owner_uid = st.st_uid;
   if (!ring->writable_) {
     // Cannot commit tails: start from what is there now and keep our position in memory.
@@ -393,6 +394,14 @@ bool RingFile::DrainLane(std::uint32_t index, RecordSink& sink, std::uint32_t ma
         ncclscope_proxy_op_record rec{};
         std::memcpy(&rec, record, sizeof(rec));
         sink.OnProxyOp(origin_, rec);
+        ++stats.by_type[h.type];
+        ++stats.records;
+        break;
+      }
+      case NCCLSCOPE_REC_OP_COUNTS: {
+        ncclscope_op_counts_record rec{};
+        std::memcpy(&rec, record, sizeof(rec));
+        sink.OnOpCounts(origin_, rec);
         ++stats.by_type[h.type];
         ++stats.records;
         break;

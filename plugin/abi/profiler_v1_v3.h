@@ -73,25 +73,99 @@ enum AlgoV1 : std::uint8_t {
 };
 enum ProtoV1 : std::uint8_t { kProtoV1Ll = 0, kProtoV1Ll128 = 1, kProtoV1Simple = 2 };
 
+struct ProxyOpStateArgsV1 {
+  std::size_t transSize;  // bytes of the op so far
+  int steps;              // steps so far
+};
+struct ProxyCtrlStateArgs {
+  int appendedProxyOps;
+};
 union StateArgsV1 {
-  struct {
-    std::size_t transSize;  // bytes of the op so far
-    int steps;              // steps so far
-  } proxyOp;
-  struct {
-    int appendedProxyOps;
-  } proxyCtrl;
+  ProxyOpStateArgsV1 proxyOp;
+  ProxyCtrlStateArgs proxyCtrl;
 };
 using StateArgsV2 = StateArgsV1;
 using StateArgsV3 = StateArgsV1;
 
-struct ProxyOpDescrV1 {
-  pid_t pid;
-  std::uint8_t channelId;
+// Union members at namespace scope (types declared inside an anonymous union are a compiler
+// extension, -Wnested-anon-types): the same layout as NCCL's anonymous structs.
+using ProxyOpDescrV1 = ProxyOpDescr;  // unchanged from v1 to v7
+
+struct CollDescrV1 {
+  const char* name;
+  std::uint64_t commHash;
+  std::uint64_t seqNumber;
+  std::uint8_t func;  // FuncV1
+  const void* sendBuff;
+  void* recvBuff;
+  std::size_t count;
+  int root;
+  std::uint8_t datatype;  // DatatypeV1
+  std::uint32_t op;
+  std::size_t trafficBytes;
+  std::uint8_t nMaxChannels;
+  std::uint8_t nWarps;
+  std::uint8_t algo;   // AlgoV1
+  std::uint8_t proto;  // ProtoV1
+  int isCollnet;
+  int isNvls;
+};
+
+struct P2pDescrV1 {
+  const char* name;
+  std::uint64_t commHash;
+  std::uint8_t func;
+  void* buff;
+  std::uint8_t datatype;
+  std::size_t count;
   int peer;
-  int nSteps;
-  int chunkSize;
-  int isSend;
+};
+
+struct CollDescrV2 {
+  const char* name;
+  std::uint64_t commHash;
+  std::uint64_t seqNumber;
+  const char* func;
+  const void* sendBuff;
+  void* recvBuff;
+  std::size_t count;
+  int root;
+  const char* datatype;
+  std::size_t trafficBytes;
+  std::uint8_t nMaxChannels;
+  std::uint8_t nWarps;
+  const char* algo;
+  const char* proto;
+};
+
+struct P2pDescrV2 {  // also v3's
+  const char* name;
+  std::uint64_t commHash;
+  const char* func;
+  void* buff;
+  const char* datatype;
+  std::size_t count;
+  int peer;
+};
+
+struct CollDescrV3 {
+  const char* name;
+  std::uint64_t commHash;
+  std::uint64_t seqNumber;
+  const char* func;
+  const void* sendBuff;
+  void* recvBuff;
+  std::size_t count;
+  int root;
+  const char* datatype;
+  std::uint8_t nMaxChannels;
+  std::uint8_t nWarps;
+  const char* algo;
+  const char* proto;
+};
+
+struct KernelChDescrV3 {
+  std::uint8_t channelId;  // no pTimer before v4
 };
 
 struct EventDescrV1 {
@@ -99,38 +173,10 @@ struct EventDescrV1 {
   void* parentObj;
   int rank;
   union {
-    struct {
-      const char* name;
-      std::uint64_t commHash;
-      std::uint64_t seqNumber;
-      std::uint8_t func;  // FuncV1
-      const void* sendBuff;
-      void* recvBuff;
-      std::size_t count;
-      int root;
-      std::uint8_t datatype;  // DatatypeV1
-      std::uint32_t op;
-      std::size_t trafficBytes;
-      std::uint8_t nMaxChannels;
-      std::uint8_t nWarps;
-      std::uint8_t algo;   // AlgoV1
-      std::uint8_t proto;  // ProtoV1
-      int isCollnet;
-      int isNvls;
-    } coll;
-    struct {
-      const char* name;
-      std::uint64_t commHash;
-      std::uint8_t func;
-      void* buff;
-      std::uint8_t datatype;
-      std::size_t count;
-      int peer;
-    } p2p;
-    ProxyOpDescrV1 proxyOp;
-    struct {
-      int step;
-    } proxyStep;
+    CollDescrV1 coll;
+    P2pDescrV1 p2p;
+    ProxyOpDescr proxyOp;
+    ProxyStepDescr proxyStep;
   };
 };
 
@@ -139,35 +185,10 @@ struct EventDescrV2 {
   void* parentObj;
   int rank;
   union {
-    struct {
-      const char* name;
-      std::uint64_t commHash;
-      std::uint64_t seqNumber;
-      const char* func;
-      const void* sendBuff;
-      void* recvBuff;
-      std::size_t count;
-      int root;
-      const char* datatype;
-      std::size_t trafficBytes;
-      std::uint8_t nMaxChannels;
-      std::uint8_t nWarps;
-      const char* algo;
-      const char* proto;
-    } coll;
-    struct {
-      const char* name;
-      std::uint64_t commHash;
-      const char* func;
-      void* buff;
-      const char* datatype;
-      std::size_t count;
-      int peer;
-    } p2p;
-    ProxyOpDescrV1 proxyOp;
-    struct {
-      int step;
-    } proxyStep;
+    CollDescrV2 coll;
+    P2pDescrV2 p2p;
+    ProxyOpDescr proxyOp;
+    ProxyStepDescr proxyStep;
   };
 };
 
@@ -176,41 +197,12 @@ struct EventDescrV3 {
   void* parentObj;
   int rank;
   union {
-    struct {
-      const char* name;
-      std::uint64_t commHash;
-      std::uint64_t seqNumber;
-      const char* func;
-      const void* sendBuff;
-      void* recvBuff;
-      std::size_t count;
-      int root;
-      const char* datatype;
-      std::uint8_t nMaxChannels;
-      std::uint8_t nWarps;
-      const char* algo;
-      const char* proto;
-    } coll;
-    struct {
-      const char* name;
-      std::uint64_t commHash;
-      const char* func;
-      void* buff;
-      const char* datatype;
-      std::size_t count;
-      int peer;
-    } p2p;
-    ProxyOpDescrV1 proxyOp;
-    struct {
-      int step;
-    } proxyStep;
-    struct {
-      std::uint8_t channelId;  // no pTimer before v4
-    } kernelCh;
-    struct {
-      std::int64_t id;
-      void* data;
-    } netPlugin;
+    CollDescrV3 coll;
+    P2pDescrV2 p2p;
+    ProxyOpDescr proxyOp;
+    ProxyStepDescr proxyStep;
+    KernelChDescrV3 kernelCh;
+    NetPluginDescr netPlugin;
   };
 };
 

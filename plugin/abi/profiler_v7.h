@@ -33,112 +33,100 @@ enum KernelPhaseId : std::uint8_t {
   kPhaseCount = 3,
 };
 
+// Union members at namespace scope (types declared inside an anonymous union are a compiler
+// extension, -Wnested-anon-types): the same layout as NCCL's anonymous structs. v6's members
+// (nccl_profiler_abi.h) are reused where v7 left them as they were.
+struct CollApiDescrV7 {
+  const char* func;
+  std::size_t count;
+  const char* datatype;
+  int root;
+  void* stream;
+  bool graphCaptured;
+  std::uint64_t userTag;
+};
+
+struct P2pApiDescrV7 {
+  const char* func;
+  std::size_t count;
+  const char* datatype;
+  void* stream;
+  bool graphCaptured;
+  std::uint64_t userTag;
+};
+
+struct CollDescrV7 {
+  std::uint64_t seqNumber;
+  const char* func;
+  const void* sendBuff;
+  void* recvBuff;
+  std::size_t count;
+  int root;
+  const char* datatype;
+  std::uint8_t nChannels;
+  std::uint8_t nWarps;
+  const char* algo;
+  const char* proto;
+  void* parentGroup;
+  const char* kernelVariant;
+  bool isSymColl;
+  std::uint64_t userTag;
+};
+
+struct P2pDescrV7 {
+  const char* func;
+  void* buff;
+  const char* datatype;
+  std::size_t count;
+  int peer;
+  std::uint8_t nChannels;
+  void* parentGroup;
+  std::uint64_t userTag;
+};
+
+struct CeCollDescrV7 {
+  std::uint64_t seqNumber;
+  const char* func;
+  const void* sendBuff;
+  void* recvBuff;
+  std::size_t count;
+  int root;
+  const char* datatype;
+  const char* syncStrategy;
+  bool intraBatchSync;
+  std::uint32_t batchSize;
+  std::uint32_t numBatches;
+  std::uint32_t ceSeqNum;
+  void* stream;
+  std::uint64_t userTag;
+};
+
+struct KernelPhaseDescr {
+  std::uint8_t channelId;
+  std::uint8_t phaseId;  // KernelPhaseId
+  const char* phaseName;
+  std::uint64_t pTimer;  // GPU globaltimer at the phase's start
+};
+
 struct EventDescrV7 {
   std::uint64_t type;
   void* parentObj;
   int rank;
   union {
-    struct {
-      bool graphCaptured;
-      int groupDepth;
-    } groupApi;
-    struct {
-      const char* func;
-      std::size_t count;
-      const char* datatype;
-      int root;
-      void* stream;
-      bool graphCaptured;
-      std::uint64_t userTag;
-    } collApi;
-    struct {
-      const char* func;
-      std::size_t count;
-      const char* datatype;
-      void* stream;
-      bool graphCaptured;
-      std::uint64_t userTag;
-    } p2pApi;
-    struct {
-      void* stream;
-    } kernelLaunch;
-    struct {
-      std::uint64_t seqNumber;
-      const char* func;
-      const void* sendBuff;
-      void* recvBuff;
-      std::size_t count;
-      int root;
-      const char* datatype;
-      std::uint8_t nChannels;
-      std::uint8_t nWarps;
-      const char* algo;
-      const char* proto;
-      void* parentGroup;
-      const char* kernelVariant;
-      bool isSymColl;
-      std::uint64_t userTag;
-    } coll;
-    struct {
-      const char* func;
-      void* buff;
-      const char* datatype;
-      std::size_t count;
-      int peer;
-      std::uint8_t nChannels;
-      void* parentGroup;
-      std::uint64_t userTag;
-    } p2p;
-    struct {
-      pid_t pid;
-      std::uint8_t channelId;
-      int peer;
-      int nSteps;
-      int chunkSize;
-      int isSend;
-    } proxyOp;
-    struct {
-      int step;
-    } proxyStep;
-    struct {
-      std::uint8_t channelId;
-      std::uint64_t pTimer;
-    } kernelCh;
-    struct {
-      std::int64_t id;
-      void* data;
-    } netPlugin;
-    struct {
-      std::uint64_t seqNumber;
-      const char* func;
-      const void* sendBuff;
-      void* recvBuff;
-      std::size_t count;
-      int root;
-      const char* datatype;
-      const char* syncStrategy;
-      bool intraBatchSync;
-      std::uint32_t batchSize;
-      std::uint32_t numBatches;
-      std::uint32_t ceSeqNum;
-      void* stream;
-      std::uint64_t userTag;
-    } ceColl;
-    struct {
-      bool isComplete;
-      int nRanks;
-    } ceCollSync;
-    struct {
-      int numOps;
-      std::size_t totalBytes;
-      bool useIntraSync;
-    } ceCollBatch;
-    struct {
-      std::uint8_t channelId;
-      std::uint8_t phaseId;  // KernelPhaseId
-      const char* phaseName;
-      std::uint64_t pTimer;  // GPU globaltimer at the phase's start
-    } kernelPhase;
+    GroupApiDescr groupApi;
+    CollApiDescrV7 collApi;
+    P2pApiDescrV7 p2pApi;
+    KernelLaunchDescr kernelLaunch;
+    CollDescrV7 coll;
+    P2pDescrV7 p2p;
+    ProxyOpDescr proxyOp;
+    ProxyStepDescr proxyStep;
+    KernelChDescr kernelCh;
+    NetPluginDescr netPlugin;
+    CeCollDescrV7 ceColl;
+    CeSyncDescrV6 ceCollSync;
+    CeBatchDescrV6 ceCollBatch;
+    KernelPhaseDescr kernelPhase;
   };
 };
 

@@ -84,6 +84,15 @@ enum ncclscope_ring_state {
   NCCLSCOPE_RING_CLOSED = 2, /* every communicator was finalized; nothing more will be written */
 };
 
+/* What a plugin writes that older ones did not (header.features), so the agent knows how to read a
+ * ring whatever the plugin's age. */
+enum ncclscope_ring_feature {
+  /* Every operation is counted exactly per (communicator, rank, function, algorithm, protocol,
+   * size class) and the counts come as OP_COUNTS records: the agent takes operation and byte
+   * counts from those, not from op records (which sampling may thin). */
+  NCCLSCOPE_FEATURE_EXACT_COUNTS = 1u << 0,
+};
+
 /* Cumulative plugin-side counters (header.counters[i]), monotonic for the process's life. */
 enum ncclscope_counter {
   NCCLSCOPE_CTR_DROPPED_CONTENTION = 0, /* records dropped: every lane tried was busy */
@@ -110,7 +119,10 @@ enum ncclscope_counter {
                                               (the governor's sampled timing, scaled up) */
   NCCLSCOPE_CTR_OPS_NOT_RECORDED = 17,     /* ops left out by record_one_in (counted in the comm
                                               table, their records and network records skipped) */
-  NCCLSCOPE_COUNTER_MAX = 18               /* counters[] grows into reserved1, up to offset 512 */
+  NCCLSCOPE_CTR_COUNT_KEYS_OVERFLOW = 18,  /* ops counted under their function alone: their
+                                              communicator had used NCCLSCOPE_COUNT_KEYS other
+                                              (func, algo, proto, size) keys already */
+  NCCLSCOPE_COUNTER_MAX = 19               /* counters[] grows into reserved1, up to offset 512 */
 };
 
 /* Control bits that the job's environment pinned (header.pinned_controls): the plugin ignores
@@ -232,7 +244,8 @@ struct ncclscope_ring_header {
   char hostname[64];          /* gethostname(); the pod name in Kubernetes. NUL-terminated */
   char plugin_version[32];    /* NUL-terminated */
   char job_id[64];            /* NCCLSCOPE_JOB_ID, else SLURM_JOB_ID, else empty */
-  uint8_t reserved0[16];
+  uint32_t features;          /* enum ncclscope_ring_feature: what this plugin writes */
+  uint8_t reserved0[12];
 
   /* Live state (plugin-written), offset 256. */
   uint32_t state;               /* enum ncclscope_ring_state */
@@ -354,7 +367,8 @@ enum ncclscope_record_type {
   NCCLSCOPE_REC_PROXY_OP = 5,      /* struct ncclscope_proxy_op_record: one per network op */
   NCCLSCOPE_REC_OP_DETAIL = 6,     /* struct ncclscope_op_detail_record: user tag, kernel variant */
   NCCLSCOPE_REC_OP_PHASES = 7,     /* struct ncclscope_op_phases_record: kernel phases (v7) */
-  NCCLSCOPE_REC_TYPE_MAX = 7
+  NCCLSCOPE_REC_OP_COUNTS = 8,     /* struct ncclscope_op_counts_record: exact operation counts */
+  NCCLSCOPE_REC_TYPE_MAX = 8
 };
 
 struct ncclscope_record_header {
@@ -657,6 +671,56 @@ struct ncclscope_op_phases_record {
   struct ncclscope_channel_phases ch[NCCLSCOPE_OP_PHASE_CHANNELS];
 };
 
+/* Exact operation counts (header.features EXACT_COUNTS). The plugin counts every operation a
+ * communicator rank enqueues, whatever record_one_in, the rate limit, the duty cycles or the
+ * overhead governor decide, per key: (function, algorithm, protocol, size class); and writes the
+ * running totals (absolute, monotonic for the communicator's life) in OP_COUNTS records: after
+ * every maintenance pass (~200 ms) in which the communicator enqueued something, and once more at
+ * its finalize, before its COMM_FINALIZE. A lost record costs nothing but freshness: the next one
+ * carries the totals. `context` tells two communicators apart that share a hash and rank in one
+ * process (ABI v1-v3 at NCCL 2.23: splits of one parent with the same color). */
+#define NCCLSCOPE_COUNT_KEYS 128u /* keys per communicator rank; then per function alone */
+#define NCCLSCOPE_COUNTS_PER_RECORD 8u
+/* A count key: func | algo << 5 | proto << 9 | size_class << 12, plus bit 16 set; 0 is no key.
+ * With size class NCCLSCOPE_SIZE_CLASS_OVERFLOW and algo/proto UNKNOWN: the overflow key of a
+ * function. */
+#define NCCLSCOPE_SIZE_CLASS_OVERFLOW 15u
+#define NCCLSCOPE_COUNT_KEY_VALID 0x10000u
+static inline uint32_t ncclscope_count_key(unsigned func, unsigned algo, unsigned proto,
+                                           unsigned size_class) {
+  return NCCLSCOPE_COUNT_KEY_VALID | (func & 0x1Fu) | (algo & 0xFu) << 5 | (proto & 0x7u) << 9 |
+         (size_class & 0xFu) << 12;
+}
+/* The size class of a message (the agent's `size` label): 0 below 1 KiB, then one class per power
+ * of 4 (1-4 KiB, 4-16 KiB, ...), 11 from 1 GiB up. */
+static inline unsigned ncclscope_size_class(uint64_t bytes) {
+  unsigned bits;
+  unsigned index;
+  if (bytes < 1024u) return 0u;
+  bits = 63u - NCCLSCOPE_CAST(unsigned, __builtin_clzll(bytes)); /* floor(log2(bytes)) */
+  index = (bits - 10u) / 2u + 1u;
+  return index < 11u ? index : 11u;
+}
+struct ncclscope_op_count {
+  uint32_t key; /* ncclscope_count_key(); 0: unused entry */
+  uint32_t reserved;
+  uint64_t ops;
+  uint64_t bytes; /* saturating */
+};
+struct ncclscope_op_counts_record {
+  struct ncclscope_record_header h;
+  uint64_t comm_id;
+  uint64_t context; /* the communicator's context handle value in this process */
+  int32_t rank;
+  uint8_t part;          /* 1-based record of this flush */
+  uint8_t n;             /* valid entries in counts[] */
+  uint8_t last;          /* 1 in the flush's last record */
+  uint8_t final_flush;   /* 1 when written at the communicator's finalize */
+  uint64_t ops_enqueued; /* the communicator's ops so far (every key summed) at this flush */
+  struct ncclscope_op_count counts[NCCLSCOPE_COUNTS_PER_RECORD];
+  uint8_t reserved[16];
+};
+
 /* Proxy step states, the index into ncclscope_proxy_op_record.state_ns. */
 enum ncclscope_step_state {
   NCCLSCOPE_STEP_SEND_GPU_WAIT = 0,   /* waiting for the GPU to fill the send buffer */
@@ -768,6 +832,8 @@ NCCLSCOPE_STATIC_ASSERT(sizeof(struct ncclscope_op_detail_record) == NCCLSCOPE_R
 NCCLSCOPE_STATIC_ASSERT(sizeof(struct ncclscope_op_phases_record) == NCCLSCOPE_RECORD_SIZE,
                         "op phases");
 NCCLSCOPE_STATIC_ASSERT(sizeof(struct ncclscope_channel_phases) == 16, "channel phases");
+NCCLSCOPE_STATIC_ASSERT(sizeof(struct ncclscope_op_counts_record) == NCCLSCOPE_RECORD_SIZE,
+                        "op counts");
 
 /* ---- Helpers ------------------------------------------------------------------------------ */
 
@@ -876,7 +942,7 @@ static inline const char* ncclscope_counter_name(unsigned counter) {
       "chain_error",      "mask_uncertain_op",
       NCCLSCOPE_NULL, /* GOVERNOR_DOWN, GOVERNOR_UP, PLUGIN_TIME_NS: the governor's own metrics */
       NCCLSCOPE_NULL,     NCCLSCOPE_NULL,
-      "unrecorded_op"};
+      "unrecorded_op",    "count_keys_overflow"};
   return counter < NCCLSCOPE_COUNTER_MAX ? names[counter] : NCCLSCOPE_NULL;
 }
 

@@ -156,6 +156,7 @@ bool RingWriter::Create(const char* dir, const RingGeometry& geometry, const Rin
   CopyString(header->hostname, sizeof(header->hostname), identity.hostname);
   CopyString(header->plugin_version, sizeof(header->plugin_version), identity.plugin_version);
   CopyString(header->job_id, sizeof(header->job_id), identity.job_id);
+  header->features = identity.features;
   header->state = NCCLSCOPE_RING_LIVE;
   std::atomic_ref<std::uint64_t>(header->magic)
       .store(NCCLSCOPE_RING_MAGIC, std::memory_order_release);

@@ -29,6 +29,7 @@ struct RingIdentity {
   const char* hostname = "";
   const char* plugin_version = "";
   const char* job_id = "";
+  std::uint32_t features = 0;  // enum ncclscope_ring_feature
 };
 
 using RingPath = platform::FixedText<4096>;

@@ -511,6 +511,47 @@ std::uint32_t RecordWeight(const Runtime& r, std::uint8_t kind, std::uint8_t fun
   return ncclscope_op_recorded(comm_id, key, seq, one_in) != 0 ? one_in : 0;
 }
 
+namespace {
+
+// Adds one op to the communicator's exact counts (CommState::counts): a probe of a small open-
+// addressed table (usually its first slot) and two atomic adds. Keys beyond the table's room
+// (NCCLSCOPE_COUNT_KEYS less one per function) count under their function's overflow key.
+void CountOp(CommState* comm, std::uint8_t func, std::uint8_t algo, std::uint8_t proto,
+             std::uint64_t bytes) {
+  OpCount* table = comm->counts;
+  if (__builtin_expect(table == nullptr, 0)) return;  // no memory at init: counted there
+  std::uint32_t key = ncclscope_count_key(func, algo, proto, ncclscope_size_class(bytes));
+  constexpr std::uint32_t kMask = NCCLSCOPE_COUNT_KEYS - 1;
+  static_assert((NCCLSCOPE_COUNT_KEYS & kMask) == 0, "a power of two");
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    std::uint32_t i = (key * 0x9E3779B1u >> 20) & kMask;
+    for (std::uint32_t probe = 0; probe < NCCLSCOPE_COUNT_KEYS; ++probe, i = (i + 1) & kMask) {
+      std::uint32_t found = table[i].key.load(std::memory_order_relaxed);
+      if (found == 0) {
+        // A new key: only while room is left for every function's overflow key.
+        const bool overflow_key = (key >> 12 & 0xF) == NCCLSCOPE_SIZE_CLASS_OVERFLOW;
+        if (!overflow_key &&
+            Load(comm->count_keys) >= NCCLSCOPE_COUNT_KEYS - NCCLSCOPE_FUNC_COUNT) {
+          break;
+        }
+        if (table[i].key.compare_exchange_strong(found, key, std::memory_order_relaxed)) {
+          comm->count_keys.fetch_add(1, std::memory_order_relaxed);
+          found = key;
+        }
+      }
+      if (found != key) continue;
+      table[i].ops.fetch_add(1, std::memory_order_relaxed);
+      table[i].bytes.fetch_add(bytes, std::memory_order_relaxed);
+      return;
+    }
+    R().ring.Count(NCCLSCOPE_CTR_COUNT_KEYS_OVERFLOW);
+    key = ncclscope_count_key(func, NCCLSCOPE_ALGO_UNKNOWN, NCCLSCOPE_PROTO_UNKNOWN,
+                              NCCLSCOPE_SIZE_CLASS_OVERFLOW);
+  }
+}
+
+}  // namespace
+
 void StartOp(void* context, void** handle, const OpArgs& args) {
   Runtime& r = R();
   std::uint32_t comm_index = 0;
@@ -544,6 +585,20 @@ void StartOp(void* context, void** handle, const OpArgs& args) {
   }
   // Saturating: an absurd count must not wrap into a plausible size.
   const std::uint64_t bytes = args.count > UINT64_MAX / size ? UINT64_MAX : args.count * size;
+  std::uint8_t algo = NCCLSCOPE_ALGO_NONE;
+  std::uint8_t proto = NCCLSCOPE_PROTO_NONE;
+  if (args.kind == NCCLSCOPE_KIND_COLL && args.symmetric) {
+    // v7 symmetric kernels: algo is the variant's suffix and proto "" (src/plugin/profiler.cc
+    // :610-614 at 2.31.2); the variant itself names the kernel.
+    algo = NCCLSCOPE_ALGO_SYMMETRIC;
+    flags |= NCCLSCOPE_OP_SYMMETRIC;
+  } else if (args.kind == NCCLSCOPE_KIND_COLL) {
+    algo = names::Algo(args.algo);
+    proto = names::Proto(args.proto);
+  }
+  // Every op is counted, exactly, before anything below may leave it out (the minimum size, a
+  // full pool, record_one_in): ncclscope_ring.h, OP_COUNTS.
+  CountOp(comm, func, algo, proto, bytes);
   std::uint64_t count = args.count;
   // AllGather and Broadcast tasks carry count in bytes and datatype ncclInt8
   // (src/enqueue.cc:2476-2480 at v2.28.9-1); the API's own count and type came with the CollApi.
@@ -570,8 +625,6 @@ void StartOp(void* context, void** handle, const OpArgs& args) {
 
   std::uint64_t seq = args.seq;
   std::int32_t peer = args.root;
-  std::uint8_t algo = NCCLSCOPE_ALGO_NONE;
-  std::uint8_t proto = NCCLSCOPE_PROTO_NONE;
   const std::int32_t rank = args.identity_from_op ? args.rank : Load(comm->rank);
   const std::uint64_t comm_id = args.identity_from_op ? args.comm_hash : Load(comm->comm_id);
   if (args.kind == NCCLSCOPE_KIND_P2P) {
@@ -587,14 +640,6 @@ void StartOp(void* context, void** handle, const OpArgs& args) {
       Store(counter, seq + 1);
       flags |= NCCLSCOPE_OP_P2P_SEQ_PER_PEER;
     }
-  } else if (args.kind == NCCLSCOPE_KIND_COLL && args.symmetric) {
-    // v7 symmetric kernels: algo is the variant's suffix and proto "" (src/plugin/profiler.cc
-    // :610-614 at 2.31.2); the variant itself names the kernel.
-    algo = NCCLSCOPE_ALGO_SYMMETRIC;
-    flags |= NCCLSCOPE_OP_SYMMETRIC;
-  } else if (args.kind == NCCLSCOPE_KIND_COLL) {
-    algo = names::Algo(args.algo);
-    proto = names::Proto(args.proto);
   }
   Store(comm->ops_enqueued, op_index + 1);
 
@@ -615,16 +660,13 @@ void StartOp(void* context, void** handle, const OpArgs& args) {
                               (args.kind == NCCLSCOPE_KIND_P2P && peer == rank) ||
                               symmetric_untimed;
   if (!no_kernel_ever && task_mask.kernel_candidate) {
-    if (args.kernel_untimed) {
-      expect = kExpectUnknown;  // ABI v3: channels announced only as an upper bound
-    } else if (args.n_channels != 0) {
-      expect = kExpectKnown;
-      expected = args.n_channels;
-    } else {
-      // CollNet tasks keep nChannels 0 (task->nChannels is set only on the ring/tree/NVLS path,
-      // src/enqueue.cc:638) yet get one KernelCh per channel of channelLo..channelHi (:579-597).
-      expect = kExpectUnknown;
-    }
+    // A number of KernelCh NCCL announces, or an unknown one: ABI v3 announces only an upper bound
+    // (nMaxChannels), and CollNet tasks keep nChannels 0 (task->nChannels is set only on the
+    // ring/tree/NVLS path, src/enqueue.cc:638 at v2.28.9-1) yet get one KernelCh per channel of
+    // channelLo..channelHi (:579-597).
+    const bool announced = !args.kernel_untimed && args.n_channels != 0;
+    expect = announced ? kExpectKnown : kExpectUnknown;
+    expected = announced ? args.n_channels : 0;
   }
   if ((task_mask.mask & kEventKernelCh) == 0 && expect == kExpectNone &&
       args.kind != NCCLSCOPE_KIND_CE) {

@@ -226,13 +226,14 @@ void Evaluate(Runtime& r, std::uint64_t now_ns) {
   bool at_floor = false;
   const bool was_probing = g.probing;  // the previous window stepped up
   g.probing = false;
-  if (Load(r.mask_overridden) != 0) {
-    // NCCL holds the mask (RAS): measure and publish, step nothing (a limit could not act).
-    g.good_windows = 0;
-  } else if (budget == 0) {
+  // NCCL holding the mask (RAS) leaves nothing to govern: measure and publish, step nothing.
+  const bool nccl_override = Load(r.mask_overridden) != 0;
+  if (budget == 0 || nccl_override) {
     // Governor off: measure and publish, limit nothing.
-    g.kernel_limit_pm.store(1000, std::memory_order_relaxed);
-    g.proxy_limit_pm.store(1000, std::memory_order_relaxed);
+    if (budget == 0) {
+      g.kernel_limit_pm.store(1000, std::memory_order_relaxed);
+      g.proxy_limit_pm.store(1000, std::memory_order_relaxed);
+    }
     g.good_windows = 0;
     g.hold = kHoldBase;
   } else if (load > budget) {

@@ -71,6 +71,8 @@ std::uint32_t MyCache() {
   const std::uint32_t cache = ClaimCache();
   if (cache != 0) {
     pthread_once(&g_release_once, [] { pthread_key_create(&g_release_key, ReleaseCache); });
+    // The key's value is the cache's number in pointer clothing, never dereferenced.
+    // NOLINTNEXTLINE(performance-no-int-to-ptr)
     pthread_setspecific(g_release_key, reinterpret_cast<void*>(static_cast<std::uintptr_t>(cache)));
     t_cache = cache;
   }

@@ -316,7 +316,8 @@ void InitializeLocked(Runtime& r) {
   }
   char host[65] = {};
   ::gethostname(host, sizeof(host) - 1);
-  ring::RingIdentity identity{host, NCCLSCOPE_PLUGIN_VERSION, s.job_id.c_str()};
+  ring::RingIdentity identity{host, NCCLSCOPE_PLUGIN_VERSION, s.job_id.c_str(),
+                              NCCLSCOPE_FEATURE_EXACT_COUNTS};
   const ring::RingGeometry geometry =
       ring::RingGeometry::ForRecordBytes(s.ring_bytes, s.lanes, s.comm_slots);
   ring::RingError error;
@@ -351,6 +352,19 @@ std::atomic<std::uint64_t>* NewCounters(std::uint32_t n) {
   auto* counters = static_cast<std::atomic<std::uint64_t>*>(memory);
   for (std::uint32_t i = 0; i < n; ++i) new (counters + i) std::atomic<std::uint64_t>(0);
   return counters;
+}
+
+// A zeroed count table (CommState::counts) from malloc, kept reachable in Runtime::count_arrays.
+OpCount* NewCountTable(Runtime& r) {
+  void* memory = std::calloc(NCCLSCOPE_COUNT_KEYS, sizeof(OpCount));
+  if (memory == nullptr) return nullptr;
+  auto* table = static_cast<OpCount*>(memory);
+  for (std::uint32_t i = 0; i < NCCLSCOPE_COUNT_KEYS; ++i) new (table + i) OpCount();
+  if (!r.count_arrays.PushBack(table)) {
+    std::free(table);
+    return nullptr;
+  }
+  return table;
 }
 
 std::uint32_t TakeCommSlot(Runtime& r) {
@@ -447,6 +461,16 @@ void CheckMaskOverride(Runtime& r) {
       nccl);
 }
 
+// Every live communicator's counts that moved since the last pass (FlushCounts).
+void FlushAllCounts(Runtime& r) {
+  const std::uint32_t comms = r.comms.carved();
+  for (std::uint32_t i = 0; i < comms; ++i) {
+    auto* comm = reinterpret_cast<CommState*>(r.comms.At(i));
+    if (comm->live.load(std::memory_order_acquire) == 0) continue;
+    FlushCounts(comm, /*final=*/false);
+  }
+}
+
 }  // namespace
 
 std::uint32_t DesiredMask(std::uint64_t now_ns) {
@@ -480,6 +504,7 @@ void MaintenancePass(std::uint64_t now_ns) {
     WriteNcclMask(mask, MaskWriter::kIdleMaintenance);
   }
   SweepStaleOps(r, clock::Now());
+  FlushAllCounts(r);
   chain::Maintain();  // NCCLSCOPE_CHAIN: NCCL's mask = ours | the chained plugin's (chain.h)
 }
 
@@ -545,6 +570,21 @@ abi::Result Init(void** context, std::uint64_t comm_id, int* mask, const char* n
     for (std::uint32_t i = 0; i < 2 * Load(comm->p2p_peers); ++i) Store(comm->p2p_seq[i], 0);
   }
   Store(comm->p2p_peers, comm->p2p_seq != nullptr ? peers : 0);
+  // Exact op counts (CountOp, events.cc), the slot's own table reused from its previous
+  // communicator; without memory the communicator's ops are recorded but not counted (counted
+  // instead in count_keys_overflow, once).
+  if (comm->counts == nullptr) comm->counts = NewCountTable(r);
+  if (comm->counts != nullptr) {
+    for (std::uint32_t i = 0; i < NCCLSCOPE_COUNT_KEYS; ++i) {
+      Store(comm->counts[i].key, 0);
+      Store(comm->counts[i].ops, 0);
+      Store(comm->counts[i].bytes, 0);
+    }
+  } else {
+    r.ring.Count(NCCLSCOPE_CTR_COUNT_KEYS_OVERFLOW);
+  }
+  Store(comm->count_keys, 0);
+  Store(comm->counts_flushed, 0);
   const std::uint32_t slot_index = TakeCommSlot(r);
   Store(comm->comm_slot, slot_index);
   if (ncclscope_comm_slot* slot = r.ring.comm_slot(slot_index)) {
@@ -617,6 +657,7 @@ abi::Result Finalize(void* context) {
   }
   if (flushed != 0) r.ring.Count(NCCLSCOPE_CTR_OPS_FLUSHED, flushed);
 
+  FlushCounts(comm, /*final=*/true);  // the totals, before the finalize record
   const std::uint64_t now = clock::Now();
   const std::uint32_t slot_index = Load(comm->comm_slot);
   alignas(64) ncclscope_comm_finalize_record rec{};
@@ -644,6 +685,48 @@ abi::Result Finalize(void* context) {
         .store(NCCLSCOPE_RING_CLOSED, std::memory_order_release);
   }
   return abi::kSuccess;
+}
+
+void FlushCounts(CommState* comm, bool final) {
+  Runtime& r = R();
+  const OpCount* table = comm->counts;
+  if (table == nullptr) return;
+  // A snapshot of the table (relaxed loads: each total is exact as of its load; the next flush
+  // has what came meanwhile), and whether it moved since the last flush.
+  ncclscope_op_count entries[NCCLSCOPE_COUNT_KEYS];
+  std::uint32_t n = 0;
+  std::uint64_t total = 0;
+  for (std::uint32_t i = 0; i < NCCLSCOPE_COUNT_KEYS; ++i) {
+    const std::uint32_t key = table[i].key.load(std::memory_order_relaxed);
+    if (key == 0) continue;
+    ncclscope_op_count& e = entries[n++];
+    e = ncclscope_op_count{};
+    e.key = key;
+    e.ops = table[i].ops.load(std::memory_order_relaxed);
+    e.bytes = table[i].bytes.load(std::memory_order_relaxed);
+    total += e.ops;
+  }
+  if (!final && total == Load(comm->counts_flushed)) return;
+  Store(comm->counts_flushed, total);
+  const std::uint32_t records =
+      n == 0 ? 1 : (n + NCCLSCOPE_COUNTS_PER_RECORD - 1) / NCCLSCOPE_COUNTS_PER_RECORD;
+  for (std::uint32_t part = 0; part < records; ++part) {
+    alignas(64) ncclscope_op_counts_record rec{};
+    rec.h.type = NCCLSCOPE_REC_OP_COUNTS;
+    rec.comm_id = Load(comm->comm_id);
+    rec.context = Load(comm->context_value);
+    rec.rank = Load(comm->rank);
+    rec.part = static_cast<std::uint8_t>(part + 1);
+    rec.last = part + 1 == records ? 1 : 0;
+    rec.final_flush = final ? 1 : 0;
+    rec.ops_enqueued = total;
+    const std::uint32_t first = part * NCCLSCOPE_COUNTS_PER_RECORD;
+    for (std::uint32_t k = 0; k < NCCLSCOPE_COUNTS_PER_RECORD && first + k < n; ++k) {
+      rec.counts[k] = entries[first + k];
+      rec.n = static_cast<std::uint8_t>(k + 1);
+    }
+    r.ring.Write(&rec, 1, ThreadLaneHint());
+  }
 }
 
 void PublishCommIdentity(CommState* comm, std::uint64_t comm_id, int rank) {

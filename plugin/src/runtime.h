@@ -43,6 +43,7 @@ struct Runtime {
   // Every per-peer p2p counter array ever allocated (CommState lives in an mmap'd arena; this list
   // keeps them reachable). Never freed: a stale event on a reused slot may still read one.
   platform::PodVector<std::atomic<std::uint64_t>*> p2p_arrays;
+  platform::PodVector<OpCount*> count_arrays;  // every CommState::counts, kept the same way
 
   // The NCCL event mask: NCCL's process-global int (saved from init) and what we last put there.
   // NCCL copies it into every task at the API call (its "snapshot", src/plugin/profiler.cc:218 and
@@ -242,6 +243,9 @@ void FlushProxyOp(std::uint32_t index, std::uint32_t generation);
 abi::Result Init(void** context, std::uint64_t comm_id, int* mask, const char* name, int nnodes,
                  int nranks, int rank, abi::DebugLogger logger, int abi_version);
 abi::Result Finalize(void* context);
+// Writes the communicator's exact op counts (OP_COUNTS records) if it enqueued anything since the
+// last time, or always when `final` (its finalize). Maintenance thread or finalize.
+void FlushCounts(CommState* comm, bool final);
 // ABI v1-v3: the communicator's hash and rank, from its first op. Publishes them in the comm slot
 // and writes the COMM_INIT record (nranks and nnodes unknown: 0). Called once per communicator,
 // by the op that cleared identity_pending.

@@ -55,6 +55,20 @@ void RingRecords::OnCommFinalize(const profiler::RingOrigin& /*origin*/,
 void RingRecords::OnOp(const profiler::RingOrigin& /*origin*/, const profiler::OpView& op) {
   ops.push_back(op);
 }
+void RingRecords::OnOpCounts(const profiler::RingOrigin& /*origin*/,
+                             const ncclscope_op_counts_record& record) {
+  counts.push_back(record);
+}
+
+std::uint64_t RingRecords::CountedOps(std::uint64_t comm_id, std::int32_t rank) const {
+  // A flush's records carry the same ops_enqueued: the latest one's is the total.
+  std::uint64_t total = 0;
+  for (const auto& record : counts) {
+    if (record.comm_id == comm_id && record.rank == rank) total = record.ops_enqueued;
+  }
+  return total;
+}
+
 void RingRecords::OnProxyOp(const profiler::RingOrigin& /*origin*/,
                             const ncclscope_proxy_op_record& record) {
   proxy_ops.push_back(record);
