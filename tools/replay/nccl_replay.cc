@@ -363,7 +363,7 @@ int ProfilerPlugin::Init(int version, void** context, std::uint64_t comm_id, int
 
 int ProfilerPlugin::Start(int version, void* context, void** handle, const abi::EventDescrV6& d,
                           const LegacyFields& legacy) const {
-  abi::EventDescrV7 wide;
+  abi::EventDescrV7 wide{};
   std::memset(&wide, 0, sizeof(wide));
   static_assert(sizeof(d) <= sizeof(wide));
   std::memcpy(&wide, &d, sizeof(d));  // v7 keeps every v6 offset (plugin/abi/profiler_v7.h)
@@ -379,7 +379,7 @@ int ProfilerPlugin::Start(int version, void* context, void** handle, const abi::
   }
   switch (version) {
     case 1: {
-      abi::EventDescrV1 v1;
+      abi::EventDescrV1 v1{};
       std::memset(&v1, 0, sizeof(v1));
       CopyLegacyCommon(v1, d);
       if (d.type == abi::kColl) {  // src/misc/profiler.cc:275-296 at v2.23.4-1
@@ -398,14 +398,12 @@ int ProfilerPlugin::Start(int version, void* context, void** handle, const abi::
         v1.coll.nWarps = d.coll.nWarps;
         v1.coll.algo = AlgoV1(d.coll.algo);
         v1.coll.proto = ProtoV1(d.coll.proto);
-        // isNvls: NVLS, NVLS_TREE; isCollnet: CollNet, and NVLS across nodes
+        // isNvls: NVLS, NVLS_TREE; isCollnet: CollNet, and NVLS (not NVLS_TREE) across nodes
         // (src/enqueue.cc:603-614 at v2.23.4-1).
-        const bool nvls = d.coll.algo != nullptr && IsNvlsAlgo(d.coll.algo);
-        v1.coll.isNvls = nvls ? 1 : 0;
+        const char* algo = d.coll.algo != nullptr ? d.coll.algo : "";
+        v1.coll.isNvls = IsNvlsAlgo(algo) ? 1 : 0;
         v1.coll.isCollnet =
-            (d.coll.algo != nullptr && IsCollNetAlgo(d.coll.algo)) || (nvls && legacy.nnodes > 1)
-                ? 1
-                : 0;
+            IsCollNetAlgo(algo) || (std::strcmp(algo, "NVLS") == 0 && legacy.nnodes > 1) ? 1 : 0;
       } else if (d.type == abi::kP2p) {  // :304-315
         v1.p2p.name = nullptr;
         v1.p2p.commHash = legacy.comm_hash;
@@ -418,7 +416,7 @@ int ProfilerPlugin::Start(int version, void* context, void** handle, const abi::
       return v1_->startEvent(context, handle, &v1);
     }
     case 2: {
-      abi::EventDescrV2 v2;
+      abi::EventDescrV2 v2{};
       std::memset(&v2, 0, sizeof(v2));
       CopyLegacyCommon(v2, d);
       CopyStringTask(v2, d, legacy);
@@ -426,7 +424,7 @@ int ProfilerPlugin::Start(int version, void* context, void** handle, const abi::
       return v2_->startEvent(context, handle, &v2);
     }
     case 3: {
-      abi::EventDescrV3 v3;
+      abi::EventDescrV3 v3{};
       std::memset(&v3, 0, sizeof(v3));
       CopyLegacyCommon(v3, d);
       CopyStringTask(v3, d, legacy);
@@ -450,12 +448,12 @@ int ProfilerPlugin::Start(int version, void* context, void** handle, const abi::
       if (d.type == abi::kP2pApi) cut.p2pApi.userTag = 0;
       if (d.type == abi::kP2p) cut.p2p.userTag = 0;
       if (version == 5) {
-        abi::EventDescrV5 v5;
+        abi::EventDescrV5 v5{};
         static_assert(sizeof(v5) == 112 && sizeof(v5) < sizeof(cut));
         std::memcpy(&v5, &cut, sizeof(v5));
         return v5_->startEvent(context, handle, &v5);
       }
-      abi::EventDescrV6 v6;
+      abi::EventDescrV6 v6{};
       static_assert(sizeof(v6) == 112 && sizeof(v6) < sizeof(cut));
       std::memcpy(&v6, &cut, sizeof(v6));
       return v6_->startEvent(context, handle, &v6);
@@ -463,7 +461,7 @@ int ProfilerPlugin::Start(int version, void* context, void** handle, const abi::
     default:
       return v7_->startEvent(context, handle, const_cast<abi::EventDescrV7*>(&d));
   }
-  abi::EventDescrV4 v4;
+  abi::EventDescrV4 v4{};
   std::memset(&v4, 0, sizeof(v4));
   v4.type = static_cast<std::uint8_t>(d.type);
   v4.parentObj = d.parentObj;
@@ -539,7 +537,7 @@ int ProfilerPlugin::Record(int version, void* handle, int state, abi::StateArgsV
       return RecordV1(version, handle, state, nullptr);
     }
     if (args == nullptr) return RecordV1(version, handle, state, nullptr);
-    abi::StateArgsV1 v1;
+    abi::StateArgsV1 v1{};
     std::memset(&v1, 0, sizeof(v1));
     if (state >= abi::kProxyCtrlIdle && state <= abi::kProxyCtrlAppendEnd) {
       v1.proxyCtrl.appendedProxyOps = args->proxyCtrl.appendedProxyOps;
@@ -722,7 +720,7 @@ EnqueuedOp ReplayComm::EnqueueTask(abi::EventDescrV7 task, std::uint8_t channels
 
 EnqueuedOp ReplayComm::StartColl(const CollSpec& spec, std::uint64_t seq) {
   const int snapshot = process_.MaskSnapshot();
-  abi::EventDescrV7 d;
+  abi::EventDescrV7 d{};
   std::memset(&d, 0, sizeof(d));
   d.type = abi::kColl;
   d.rank = rank_;
@@ -765,7 +763,7 @@ void* ReplayComm::KernelChannelStart(const EnqueuedOp& op, int channel,
                                      std::uint64_t gpu_start_ns) {
   // No KernelCh before 2.26 (v3); v3's carries no timestamp (ProfilerPlugin drops it).
   if (op.self || !EmitsKernelCh(op.mask) || process_.version() < 3) return nullptr;
-  abi::EventDescrV7 d;
+  abi::EventDescrV7 d{};
   std::memset(&d, 0, sizeof(d));
   d.type = abi::kKernelCh;
   d.parentObj = op.handle;
@@ -800,7 +798,7 @@ void ReplayComm::KernelPhases(const EnqueuedOp& op, void* kernel_ch, int channel
     const std::uint64_t start = stamps.ts[i];
     const std::uint64_t end = stamps.ts[i + 1];
     if (start == 0 || end == 0 || start == end) continue;
-    abi::EventDescrV7 d;
+    abi::EventDescrV7 d{};
     std::memset(&d, 0, sizeof(d));  // rank stays 0 (:925)
     d.type = abi::kKernelPhase;
     d.parentObj = kernel_ch;  // op->kernelEventHandle (:927)
@@ -811,7 +809,7 @@ void ReplayComm::KernelPhases(const EnqueuedOp& op, void* kernel_ch, int channel
     void* phase = nullptr;
     Start(&phase, d);
     if (phase == nullptr) continue;  // no record, no stop (:933)
-    abi::StateArgsV7 args;
+    abi::StateArgsV7 args{};
     args.kernelCh.pTimer = end;  // :936-937
     process_.plugin().Record(process_.version(), phase, abi::kKernelPhaseStop, &args);
     process_.plugin().Stop(process_.version(), phase);
@@ -837,7 +835,7 @@ void ReplayComm::NetPluginEvent(const EnqueuedOp& op, void* step, const ProxyOpS
   descr.qp.opcode = spec.send ? 4 /* IBV_WR_RDMA_WRITE_WITH_IMM */ : 0;
   descr.qp.qpNum = spec.qp_num;
   descr.qp.length = spec.chunk_bytes;
-  abi::EventDescrV7 d;
+  abi::EventDescrV7 d{};
   std::memset(&d, 0, sizeof(d));
   d.type = abi::kNetPlugin;
   d.parentObj = step;
@@ -853,7 +851,7 @@ void ReplayComm::NetPluginEvent(const EnqueuedOp& op, void* step, const ProxyOpS
 
 void* ReplayComm::ProxyOpStartOnly(const EnqueuedOp& op, const ProxyOpSpec& spec) {
   if (op.self || (op.mask & ProxyOpGate(process_.version())) == 0) return nullptr;
-  abi::EventDescrV7 d;
+  abi::EventDescrV7 d{};
   std::memset(&d, 0, sizeof(d));
   d.type = abi::kProxyOp;
   d.parentObj = spec.foreign_parent != nullptr ? spec.foreign_parent : op.handle;
@@ -878,7 +876,7 @@ void* ReplayComm::ProxyStepStart(const EnqueuedOp& op, void* proxy_op, const Pro
                                  int step) {
   // NCCL checks sub->opEventHandle: no ProxyOp handle, no steps.
   if (proxy_op == nullptr || (op.mask & ProxyStepGate(process_.version())) == 0) return nullptr;
-  abi::EventDescrV7 d;
+  abi::EventDescrV7 d{};
   std::memset(&d, 0, sizeof(d));
   d.type = abi::kProxyStep;
   d.parentObj = proxy_op;
@@ -910,7 +908,7 @@ void ReplayComm::LegacyProxyTransfer(const EnqueuedOp& op, void* proxy_op, const
   if (proxy_op == nullptr) return;  // every record below needs the ProxyOp handle
   const int version = process_.version();
   auto op_state = [&](int state) {
-    abi::StateArgsV1 args;
+    abi::StateArgsV1 args{};
     std::memset(&args, 0, sizeof(args));
     args.proxyOp.transSize = *trans_size;
     args.proxyOp.steps = step + 1;

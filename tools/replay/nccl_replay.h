@@ -93,7 +93,9 @@
 //    (0 initial_sync, 1 compute, 2 final_sync) as startEvent(parent = the KernelCh handle,
 //    channelId, phaseId, phaseName, pTimer = start) -> recordEventState(KernelPhaseStop 31,
 //    kernelCh.pTimer = end) -> stopEvent, zero-length phases skipped, only with KernelPhase in the
-//    task's mask copy (:898-941); then KernelChStop + stop (:972-977).
+//    task's mask copy (:898-941); then KernelChStop + stop (:972-977). The replay gives p2p
+//    KernelCh phases too: whether 2.31.2's p2p kernels stamp the middle boundaries is unverified
+//    (research/nccl-v7.md section 3); if they do not, NCCL emits no p2p phases.
 //  * KernelPhase implies KernelCh in a mask NCCL sets: after each plugin init and in the RAS
 //    override (ncclProfilerEnforceMaskDeps, :304-314, :343-344, :318), never in the plugin's own
 //    runtime writes. The RAS override (SetRasOverride()) replaces the mask and is re-applied after
@@ -138,7 +140,7 @@ struct LegacyFields {
   std::uint64_t comm_hash = 0;    // coll/p2p.commHash (comm->commHash)
   std::size_t traffic_bytes = 0;  // coll.trafficBytes (v1, v2)
   std::uint32_t op = 0;           // coll.op (v1): the user's ncclRedOp_t (0 = ncclSum)
-  int nnodes = 1;                 // v1 isCollnet: also NVLS across nodes (src/enqueue.cc:603-614)
+  int nnodes = 1;  // v1 isCollnet: also NVLS across nodes (src/enqueue.cc:603-614 at v2.23.4-1)
 };
 
 // The plugin library and the vtable NCCL would use for one ABI version (1..7).
@@ -438,7 +440,9 @@ class ReplayComm {
 
   // The user-thread side of Collective() in two halves: NCCL's API/group events and the Coll
   // start (BeginCollective), then the Coll and group stops (EndCollective). Proxy-side events for
-  // the returned op may come from any thread in between or after.
+  // the returned op may come from any thread in between or after. Each version's gating applies
+  // to the one snapshot taken here; simplified: the stops stay NULL-checked (2.23-2.25 stop a
+  // started task's handle unchecked, as Group() does).
   CollectiveEnqueue BeginCollective(const CollSpec& spec, std::uint64_t seq);
   void EndCollective(const CollectiveEnqueue& enqueue);
   // The same for a group of p2p tasks (P2pGroup() in two halves).
@@ -488,12 +492,14 @@ class ReplayComm {
   // start -> KernelPhaseStop(end) -> stop, zero-length ones skipped, when op.mask has
   // KernelPhase; call it right before KernelChannelStop (src/plugin/profiler.cc:898-941, 977).
   void KernelPhases(const EnqueuedOp& op, void* kernel_ch, int channel, const PhaseStamps& stamps);
-  // ProxyOp start (and its "in progress" state), then ProxySteps: start, states (NCCL's
-  // abi::kProxyStep* values, each closing the previous one in the plugin's clock), stop.
+  // ProxyOp start (and, v4+, its "in progress" state), then ProxySteps: start, states (NCCL's
+  // abi::kProxyStep* values, each closing the previous one in the plugin's clock; v1-v3 with
+  // NULL args), stop. Gated by each version's bits (ProxyOp|ProxyStep, v3+ also NetPlugin).
   void* ProxyOpStart(const EnqueuedOp& op, const ProxyOpSpec& spec);
   // The ProxyOp start alone: what NCCL does for the ops of transports it never progresses.
   void* ProxyOpStartOnly(const EnqueuedOp& op, const ProxyOpSpec& spec);
-  // One net-plugin event (IB descriptor) for a step, when spec.qp_num != 0 and the mask has it.
+  // One net-plugin event (IB descriptor) for a step, when spec.qp_num != 0 and the mask has it
+  // (v3+).
   void NetPluginEvent(const EnqueuedOp& op, void* step, const ProxyOpSpec& spec);
   void ProxyOpStop(void* handle);
   void* ProxyStepStart(const EnqueuedOp& op, void* proxy_op, const ProxyOpSpec& spec, int step);
