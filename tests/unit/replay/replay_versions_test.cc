@@ -166,6 +166,15 @@ int CountType(const Seen& t, const std::string& type) {
   return n;
 }
 
+// Tokens: a start with its parent, a stop, a state record.
+std::string S(const std::string& label, const std::string& parent) {
+  return std::string("S ").append(label).append("<").append(parent);
+}
+std::string X(const std::string& label) { return std::string("X ").append(label); }
+std::string R(const std::string& label, int state) {
+  return std::string("R ").append(label).append(" ").append(std::to_string(state));
+}
+
 void Add(Tokens& e, std::initializer_list<std::string> tokens) {
   e.insert(e.end(), tokens.begin(), tokens.end());
 }
@@ -214,19 +223,26 @@ class ReplayVersionsTest : public ::testing::TestWithParam<int> {
 
 // One network transfer of a ProxyOp as each version records it.
 void Transfer(Tokens& e, int v, const std::string& op, const std::string& step, bool send) {
+  // The records after the step's start: on the ProxyOp (v1-v3 states 0-7) or on the step; -1 =
+  // the step's stop.
+  struct Next {
+    bool on_op;
+    int state;
+  };
+  std::vector<Next> order;
   if (v >= 4) {
-    Add(e, {"S " + step + "<" + op});
-    for (int state : send ? std::vector<int>{8, 20, 9} : std::vector<int>{10, 11, 12}) {
-      Add(e, {"R " + step + " " + std::to_string(state)});
-    }
-    Add(e, {"X " + step});
-  } else if (send) {
-    Add(e, {"S " + step + "<" + op, "R " + op + " 0", "R " + step + " 8", "R " + op + " 1",
-            "R " + op + " 2", "R " + step + " 9", "X " + step, "R " + op + " 3"});
+    order = send ? std::vector<Next>{{false, 8}, {false, 20}, {false, 9}, {false, -1}}
+                 : std::vector<Next>{{false, 10}, {false, 11}, {false, 12}, {false, -1}};
   } else {
-    Add(e, {"S " + step + "<" + op, "R " + op + " 4", "R " + step + " 10", "R " + op + " 5",
-            "R " + step + " 11", "R " + op + " 6", "R " + step + " 12", "X " + step,
-            "R " + op + " 7"});
+    order = send ? std::vector<Next>{{true, 0},  {false, 8},  {true, 1}, {true, 2},
+                                     {false, 9}, {false, -1}, {true, 3}}
+                 : std::vector<Next>{{true, 4}, {false, 10}, {true, 5},   {false, 11},
+                                     {true, 6}, {false, 12}, {false, -1}, {true, 7}};
+  }
+  Add(e, {"S " + step + "<" + op});
+  for (const Next& n : order) {
+    const std::string& target = n.on_op ? op : step;
+    e.push_back(n.state < 0 ? "X " + target : "R " + target + " " + std::to_string(n.state));
   }
 }
 
@@ -276,9 +292,9 @@ TEST_P(ReplayVersionsTest, EagerAllReduceWithEveryEventBit) {
   for (int ch = 1; ch <= 2 && v() >= 3; ++ch) {
     const std::string kc = "KernelCh" + std::to_string(ch);
     const std::string phase = "KernelPhase" + std::to_string(ch);
-    if (v() >= 7) Add(kernel, {"S " + phase + "<" + kc, "R " + phase + " 31", "X " + phase});
-    if (v() >= 4) Add(kernel, {"R " + kc + " 22"});
-    Add(kernel, {"X " + kc});
+    if (v() >= 7) Add(kernel, {S(phase, kc), R(phase, 31), X(phase)});
+    if (v() >= 4) Add(kernel, {R(kc, 22)});
+    Add(kernel, {X(kc)});
   }
   if (v() < 7) {
     e.insert(e.end(), kernel.begin(), kernel.end());
@@ -420,18 +436,16 @@ TEST_P(ReplayVersionsTest, GroupedAllReduceAndAllGather) {
 
   Tokens e;
   for (int round = 0; round < 2; ++round) {
-    const std::string g = std::to_string(round + 1);
-    const std::string c1 = std::to_string(2 * round + 1);
-    const std::string c2 = std::to_string(2 * round + 2);
-    if (v() >= 5) {
-      Add(e, {"S GroupApi" + g + "<-", "R GroupApi" + g + " 23", "S CollApi" + c1 + "<GroupApi" + g,
-              "X CollApi" + c1, "S CollApi" + c2 + "<GroupApi" + g, "X CollApi" + c2,
-              "R GroupApi" + g + " 24"});
-    }
-    Add(e, {"S Group" + g + "<-", "S Coll" + c1 + "<" + (v() >= 5 ? "CollApi" + c1 : "Group" + g),
-            "S Coll" + c2 + "<" + (v() >= 5 ? "CollApi" + c2 : "Group" + g), "X Coll" + c1,
-            "X Coll" + c2, "X Group" + g});
-    if (v() >= 5) Add(e, {"X GroupApi" + g});
+    const std::string g = "Group" + std::to_string(round + 1);
+    const std::string api = "GroupApi" + std::to_string(round + 1);
+    const std::string c1 = "Coll" + std::to_string(2 * round + 1);
+    const std::string c2 = "Coll" + std::to_string(2 * round + 2);
+    const std::string a1 = "CollApi" + std::to_string(2 * round + 1);
+    const std::string a2 = "CollApi" + std::to_string(2 * round + 2);
+    if (v() >= 5)
+      Add(e, {S(api, "-"), R(api, 23), S(a1, api), X(a1), S(a2, api), X(a2), R(api, 24)});
+    Add(e, {S(g, "-"), S(c1, v() >= 5 ? a1 : g), S(c2, v() >= 5 ? a2 : g), X(c1), X(c2), X(g)});
+    if (v() >= 5) Add(e, {X(api)});
   }
   EXPECT_EQ(Only(t.all, {"GroupApi", "CollApi", "Group", "Coll"}), e);
 
@@ -693,14 +707,14 @@ TEST_P(ReplayVersionsTest, UnknownEventsAndStatesAreDropped) {
                 {abi::kP2pApi, 5},    {abi::kKernelLaunch, 5}, {abi::kCeColl, 6},
                 {abi::kCeSync, 6},    {abi::kCeBatch, 6},      {abi::kKernelPhase, 7}};
   for (const auto& k : kTypes) {
-    abi::EventDescrV7 d;
+    abi::EventDescrV7 d{};
     std::memset(&d, 0, sizeof(d));
     d.type = k.type;
     void* handle = reinterpret_cast<void*>(0x1);
     EXPECT_EQ(Plugin().Start(v(), comm.context(), &handle, d), 0);
     EXPECT_EQ(handle != nullptr, v() >= k.since) << abi::EventTypeName(k.type);
   }
-  abi::EventDescrV7 d;
+  abi::EventDescrV7 d{};
   std::memset(&d, 0, sizeof(d));
   d.type = abi::kGroup;
   void* group = nullptr;
@@ -865,6 +879,32 @@ TEST_P(ReplayVersionsTest, SymmetricCollectives) {
   EXPECT_EQ(CountType(t, "KernelPhase"), 0);
 }
 
+// CollNet: no proxy events before 2.27 (only the network transport raised ProxyOps) and
+// nMaxChannels = the channels it uses; 2.27+ announce 0 channels and start ProxyOps that never
+// stop.
+TEST_P(ReplayVersionsTest, CollNetBefore227AndSince) {
+  replay::ReplayProcess process(Plugin(), v());
+  replay::ReplayComm comm(process, kHash, "trace", 2, kRanks, kRank, nullptr);
+  ASSERT_TRUE(comm.Init());
+  *replay::ReplayProcess::mask() = kAll;
+  replay::GroupTask task = AllReduce(4096, 2);
+  task.coll.algo = "COLLNET_DIRECT";
+  replay::ProxyPlan net;
+  net.steps = 1;
+  comm.RunPlan(comm.Group({task}), {}, net);
+  const Seen t = Collect();
+  const trace::Record& coll = t.starts.at("Coll1");
+  EXPECT_EQ(coll.channels, v() <= 3 ? 2 : 0);
+  if (v() == 1) {
+    EXPECT_EQ(coll.algo_num, abi::kAlgoV1CollNetDirect);
+    EXPECT_EQ(coll.is_collnet, 1);
+    EXPECT_EQ(coll.is_nvls, 0);
+  }
+  EXPECT_EQ(CountType(t, "ProxyOp"), v() <= 3 ? 0 : 4);
+  EXPECT_EQ(Only(t.all, {"ProxyOp"}).size(), v() <= 3 ? 0u : 4u);  // starts only, no stops
+  EXPECT_EQ(CountType(t, "KernelCh"), v() >= 3 ? 2 : 0);
+}
+
 // The v6 layout entry point and the table names still work for every version.
 TEST_P(ReplayVersionsTest, TablesAndTheV6Entry) {
   EXPECT_EQ(std::string(Plugin().Name(v())), "trace-v" + std::to_string(v()));
@@ -892,6 +932,19 @@ TEST_P(ReplayVersionsTest, TablesAndTheV6Entry) {
   }
   if (v() <= 3) {
     EXPECT_EQ(coll.comm_hash, kHash);
+  }
+  if (v() == 1) {  // NVLS across nodes counts as CollNet, NVLS_TREE does not
+    legacy.nnodes = 2;
+    d.coll.algo = "NVLS";
+    Plugin().Start(v(), comm.context(), &handle, d, legacy);
+    d.coll.algo = "NVLS_TREE";
+    Plugin().Start(v(), comm.context(), &handle, d, legacy);
+    const Seen nvls = Collect();
+    EXPECT_EQ(nvls.starts.at("Coll2").is_collnet, 1);
+    EXPECT_EQ(nvls.starts.at("Coll2").is_nvls, 1);
+    EXPECT_EQ(nvls.starts.at("Coll2").algo_num, abi::kAlgoV1Nvls);
+    EXPECT_EQ(nvls.starts.at("Coll3").is_collnet, 0);
+    EXPECT_EQ(nvls.starts.at("Coll3").is_nvls, 1);
   }
 }
 
