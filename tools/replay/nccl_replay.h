@@ -108,6 +108,15 @@
 // events at all (src/enqueue.cc:1580-1597 at v2.23.4-1, :1442-1456 at v2.26.6-1); the replay takes
 // a communicator with nnodes > 1, or (v3) KernelCh in a capture-time mask, as "has proxy ops".
 //
+// Not modeled: a plugin of an older ABI under a newer NCCL (NCCL's adapters, e.g. a v3 table
+// under 2.28: version N always plays the NCCL whose newest table is vN, calling that table
+// directly); ProxyCtrl events; several transfers of one ProxyOp in flight at once, and the
+// ProxyOps of one proxy args being stopped together when the last is done
+// (src/transport/net.cc:1239-1242 at v2.26.6-1: the replay stops each as it ends); 2.23's
+// silencing of eager plans without proxy ops while a graph lives on the communicator, and
+// CUDA_LAUNCH_BLOCKING; v3's KernelCh batching and lag (work-batch granularity, a start seen
+// after the channel already finished).
+//
 // GPU timestamps are synthetic but deterministic so tests can check durations. The proxy-side
 // pieces are also callable one by one (KernelChannelStart/Stop, ProxyOpStart, ProxyStep*) for
 // callers that decide when each event happens: the workload simulator (tools/sim) emits them at
