@@ -7,7 +7,7 @@
 //   bytes=B
 //
 // Options:
-//   --plugin PATH      the .so (required)       --abi 4|5|6        ABI version NCCL picks (6)
+//   --plugin PATH      the .so (required)       --abi 1..7         ABI version NCCL picks (6)
 //   --comms N          communicators (2)         --ranks N          ranks per communicator (2)
 //   --colls N          collectives per phase (50) --p2p N           p2p groups per phase (5)
 //   --alltoall N       AlltoAlls per phase (2)   --channels N       channels per collective (8)

@@ -1,10 +1,15 @@
 #pragma once
 
-// A stand-in for NCCL that drives the real libnccl-profiler-ncclscope.so through its exported ABI,
-// the way NCCL 2.27 (v4), 2.28 (v5) and 2.29/2.30 (v6) call a profiler plugin. What it claims about
-// NCCL is read from NCCL's source and cited (file:line at tag v2.28.9-1 unless marked; see also
-// shared/reference/nccl-call-order.md); where it simplifies, it says so.
+// A stand-in for NCCL that drives a profiler plugin .so (the real libnccl-profiler-ncclscope.so, or
+// a test plugin) through its exported ABI the way each NCCL release calls a plugin of its own ABI
+// version: `ReplayProcess(plugin, version)` with version 1 = NCCL 2.23, 2 = 2.24/2.25, 3 = 2.26,
+// 4 = 2.27, 5 = 2.28, 6 = 2.29/2.30, 7 = 2.31. What it claims about NCCL is read from NCCL's
+// source and cited as file:line at a tag (v2.28.9-1 unless marked; see also
+// shared/reference/nccl-call-order.md, research/nccl-v1-v3.md and research/nccl-v7.md). 2.31.2 is
+// not a tag of the mirror: "at 2.31.2" means NVIDIA/nccl commit 8898068. Where the replay
+// simplifies, it says so.
 //
+// NCCL 2.27-2.30 (v4-v6):
 //  * Loading: dlopen(RTLD_NOW | RTLD_LOCAL), dlsym("ncclProfiler_vN"), init per communicator with
 //    the address of the process-global event-mask int (src/plugin/profiler.cc:185-192).
 //  * API calls (Group()): every ncclAllReduce/ncclSend/... copies the mask into its task
@@ -25,13 +30,100 @@
 //    finish in the order their GPU work ends, not the order they were enqueued.
 //  * CUDA graphs (CaptureGraph()/LaunchGraph()): API events at capture; at every launch the plan's
 //    Group/Coll/P2p events again, from the callback thread, with the capture-time parents and mask.
+//  * finalize only for a non-NULL context from 2.28 (src/plugin/profiler.cc:203); 2.27 calls it for
+//    any context (:182-184 at v2.27.7-1).
+//
+// NCCL 2.23 (v1) and 2.24/2.25 (v2), src/misc/profiler.cc at v2.23.4-1 / v2.24.3-1:
+//  * init(ctx, mask) only (:223 / :335); finalize even for a NULL context (:235-237 / :347-349).
+//    No API events.
+//  * The mask is read once per kernel plan, when its Group event starts (eActivationMaskGroup,
+//    :247 / :359): the live value at launch time, at every CUDA-graph launch too. Group only if
+//    that snapshot has Coll|P2p|ProxyOp|ProxyStep (:249 / :361: the Group bit alone emits nothing).
+//    Coll and P2p starts need the Group handle and Coll|ProxyOp|ProxyStep (:271-272 / :383-384: the
+//    P2p bit is never tested); their stops are not checked for NULL (:334,339 / :443,448). A task
+//    gets the snapshot as its mask only when its event was started (:299,318 / :408,427): the proxy
+//    side of an unprofiled plan is silent.
+//  * Coll: parentObj = Group, name NULL (comm->commName is never set before 2.27), commHash,
+//    seqNumber = comm->seqNumber[func]++ inside the profiler (:281 / :393: it advances only when a
+//    Coll event is emitted), trafficBytes = count x element size x (2 AllReduce, nRanks
+//    AllGather/ReduceScatter, 1 otherwise) (src/enqueue.cc:58-65,2284 at v2.23.4-1), nMaxChannels;
+//    v1 names func/datatype/algo/proto by 2.23's numbers (plugin/abi/profiler_v1_v3.h), names 2.23
+//    does not have mapped as 2.24's v1 adapter maps unknown strings (src/misc/profiler.cc:22-61 at
+//    v2.24.3-1). P2p: name NULL, commHash, no seqNumber, no channel count (:304-315 at v2.23.4-1).
+//  * Proxy side: ProxyOps only from the network transport, and all of them stopped
+//    (src/transport/net.cc:1047-1193 send, :1236-1461 recv at v2.23.4-1); ProxyOp gated by
+//    ProxyOp|ProxyStep (:352), ProxyStep by ProxyStep (:407). Per transfer, send: step start,
+//    SendPosted(0), step SendGPUWait(8), SendRemFifoWait(1), SendTransmitted(2), step SendWait(9),
+//    step stop, SendDone(3); recv: step start, RecvPosted(4), step RecvWait(10), RecvReceived(5),
+//    step RecvFlushWait(11), RecvTransmitted(6), step RecvGPUWait(12), step stop, RecvDone(7)
+//    (src/transport/net.cc:1104-1241, 1285-1514 at v2.26.6-1). ProxyOp states carry {transSize
+//    (cumulative bytes), steps} in the 16-byte v1 args (:483-494 at v2.23.4-1, :594-603 at
+//    v2.24.3-1); ProxyStep states pass NULL args (:502 / :613). No InProgress, no SendPeerWait, no
+//    KernelCh, no NetPlugin.
+//  * Simplified: sliceSteps = 1, so 2.23's raw step numbers and 2.24's DIVUP(step, sliceSteps)
+//    are the same numbers; 2.23 counts a send transfer's bytes into transSize after the
+//    SendTransmitted record (src/transport/net.cc:1136-1138 at v2.23.4-1), 2.24+ before it
+//    (:1199-1202 at v2.26.6-1), and the replay does the same.
+//
+// NCCL 2.26 (v3), src/plugin/profiler.cc at v2.26.6-1:
+//  * init(ctx, mask) (:165), finalize for any context (:177-179). No API events, but each API call
+//    snapshots the mask into its task (src/enqueue.cc:2179/2257 at v2.26.6-1); graphs keep the
+//    capture-time copy.
+//  * Group by the first non-zero task mask & Group|Coll|P2p|ProxyOp|ProxyStep|KernelCh|NetPlugin
+//    (:187-215); Coll needs the Group handle and Coll|ProxyOp|ProxyStep|KernelCh|NetPlugin
+//    (:235-237), P2p the Group handle and P2p|ProxyOp|ProxyStep|KernelCh (:274); stops checked
+//    (:303,308). seqNumber: the counter's current value (:244), advanced for every eager collective
+//    and for graph plans only with the Group handle and KernelCh in the task's mask (:259-267).
+//    Coll/P2p as v2 without trafficBytes (:238-255, :276-287).
+//  * Proxy side as v1/v2, gated ProxyOp|ProxyStep|NetPlugin (:326) and ProxyStep|NetPlugin;
+//    NetPlugin events from the net plugin's callback under the current step (:548-563). KernelCh:
+//    started and stopped by the proxy thread when it sees the channel's work counters move, with
+//    no timestamp and no recordEventState (:454-476, src/transport/profiler.cc:20-48); parent the
+//    task, rank 0; none for self send/recv.
+//
+// NCCL 2.31.2 (v7), src/plugin/profiler.cc at 8898068 (research/nccl-v7.md):
+//  * v6 plus userTag on CollApi (:463), P2pApi (:430), Coll (:620), P2p (:658) and CeColl (:1422).
+//  * Symmetric collectives get Coll events with isSymColl, kernelVariant, algo = the variant after
+//    its first '_', proto "" (:606-614); nChannels = the plan's channel count on the head task of
+//    the plan when its mask has KernelCh, else its own (0 for sym tasks) (:600-604). Their KernelCh
+//    go to the head task only, on blocks 0..n-1 (:1280-1292), and none under CUDA-graph capture
+//    (the clean kernel runs: :1271, :1286), though the head still announces n channels.
+//  * KernelCh and KernelPhase come from a per-communicator profiler thread (:1053-1099), not the
+//    proxy thread: KernelCh start when the channel starts (:966-969); when it completes, each phase
+//    (0 initial_sync, 1 compute, 2 final_sync) as startEvent(parent = the KernelCh handle,
+//    channelId, phaseId, phaseName, pTimer = start) -> recordEventState(KernelPhaseStop 31,
+//    kernelCh.pTimer = end) -> stopEvent, zero-length phases skipped, only with KernelPhase in the
+//    task's mask copy (:898-941); then KernelChStop + stop (:972-977). The replay gives p2p
+//    KernelCh phases too: whether 2.31.2's p2p kernels stamp the middle boundaries is unverified
+//    (research/nccl-v7.md section 3); if they do not, NCCL emits no p2p phases.
+//  * KernelPhase implies KernelCh in a mask NCCL sets: after each plugin init and in the RAS
+//    override (ncclProfilerEnforceMaskDeps, :304-314, :343-344, :318), never in the plugin's own
+//    runtime writes. The RAS override (SetRasOverride()) replaces the mask and is re-applied after
+//    every later communicator's plugin init (:318-323, :349-354).
+//
+// Every version: events a version does not know are not delivered (the handle stays NULL): API
+// events before v5, CE before v6, KernelCh and NetPlugin before v3, KernelPhase before v7; nor are
+// states it does not know (19-22 before v4, 23/24 before v5, 31 before v7), as NCCL's adapters
+// drop them. Before 2.27, CUDA-graph launches of a plan without proxy ops raise no Group/Coll/P2p
+// events at all (src/enqueue.cc:1580-1597 at v2.23.4-1, :1442-1456 at v2.26.6-1); the replay takes
+// a communicator with nnodes > 1, or (v3) KernelCh in a capture-time mask, as "has proxy ops".
+//
+// Not modeled: a plugin of an older ABI under a newer NCCL (NCCL's adapters, e.g. a v3 table
+// under 2.28: version N always plays the NCCL whose newest table is vN, calling that table
+// directly); ProxyCtrl events; several transfers of one ProxyOp in flight at once, and the
+// ProxyOps of one proxy args being stopped together when the last is done
+// (src/transport/net.cc:1239-1242 at v2.26.6-1: the replay stops each as it ends); 2.23's
+// silencing of eager plans without proxy ops while a graph lives on the communicator, and
+// CUDA_LAUNCH_BLOCKING; v3's KernelCh batching and lag (work-batch granularity, a start seen
+// after the channel already finished).
 //
 // GPU timestamps are synthetic but deterministic so tests can check durations. The proxy-side
 // pieces are also callable one by one (KernelChannelStart/Stop, ProxyOpStart, ProxyStep*) for
 // callers that decide when each event happens: the workload simulator (tools/sim) emits them at
 // the times its job model says, so the plugin's own clock measures the modeled step states.
 //
-// Used by the plugin's tests, its benchmark, tests/support/nccl-replay and ncclscope-sim.
+// Used by the plugin's tests, its benchmark, tests/support/nccl-replay, ncclscope-sim and the
+// replay's own conformance test (tests/unit/replay, against a recording plugin).
 
 #include <sys/types.h>
 
@@ -51,7 +143,16 @@
 
 namespace ncclscope::replay {
 
-// The plugin library and the vtable NCCL would use for one ABI version.
+// What the v1-v3 Coll/P2p descriptors carry that the v4+ layout has no member for (ignored for
+// v4+, and for other event types).
+struct LegacyFields {
+  std::uint64_t comm_hash = 0;    // coll/p2p.commHash (comm->commHash)
+  std::size_t traffic_bytes = 0;  // coll.trafficBytes (v1, v2)
+  std::uint32_t op = 0;           // coll.op (v1): the user's ncclRedOp_t (0 = ncclSum)
+  int nnodes = 1;  // v1 isCollnet: also NVLS across nodes (src/enqueue.cc:603-614 at v2.23.4-1)
+};
+
+// The plugin library and the vtable NCCL would use for one ABI version (1..7).
 class ProfilerPlugin {
  public:
   explicit ProfilerPlugin(const std::string& path);
@@ -65,21 +166,38 @@ class ProfilerPlugin {
   bool Has(int version) const;
   const char* Name(int version) const;
 
-  // Calls in the version's own argument order and descriptor layout. `d` is given in the v6
-  // layout (a superset) and translated, like NCCL's adapters do for older plugins.
+  // Calls in the version's own argument order and descriptor layout. v1-v3 init takes only
+  // (context, mask): the other arguments are dropped, as NCCL 2.23-2.26 have none to give.
   int Init(int version, void** context, std::uint64_t comm_id, int* mask, const char* name,
            int nnodes, int nranks, int rank) const;
-  int Start(int version, void* context, void** handle, const abi::EventDescrV6& d) const;
+  // `d` is given in the v7 layout (a superset) and translated the way NCCL fills the version's own
+  // descriptor (v1-v3: see LegacyFields) or its adapters copy it. Events the version does not know
+  // are not delivered: *handle stays NULL and 0 is returned.
+  int Start(int version, void* context, void** handle, const abi::EventDescrV7& d,
+            const LegacyFields& legacy = {}) const;
+  // The same from the v6 layout (v7's first 112 bytes; the v7-only members zero).
+  int Start(int version, void* context, void** handle, const abi::EventDescrV6& d,
+            const LegacyFields& legacy = {}) const;
   int Stop(int version, void* handle) const;
+  // States the version does not know are dropped. v1-v3: ProxyStep states (8-12) get NULL args as
+  // NCCL 2.23-2.26 pass them; ProxyCtrl states get the 16-byte args with appendedProxyOps;
+  // ProxyOp states 0-7 get {transSize, steps = 0} (use RecordV1 for the real steps).
   int Record(int version, void* handle, int state, abi::StateArgsV6* args) const;
+  // A v1-v3 record with the 16-byte v1 arguments (ProxyOp states 0-7); nothing for v4+, which
+  // NCCL 2.27+ never sends those states.
+  int RecordV1(int version, void* handle, int state, abi::StateArgsV1* args) const;
   int Finalize(int version, void* context) const;
 
  private:
   void* lib_ = nullptr;
   std::string error_;
+  const abi::ProfilerV1* v1_ = nullptr;
+  const abi::ProfilerV2* v2_ = nullptr;
+  const abi::ProfilerV3* v3_ = nullptr;
   const abi::ProfilerV4* v4_ = nullptr;
   const abi::ProfilerV5* v5_ = nullptr;
   const abi::ProfilerV6* v6_ = nullptr;
+  const abi::ProfilerV7* v7_ = nullptr;
 };
 
 // NCCL's proxy progress thread: runs posted work in order. Drain() waits until it is idle.
@@ -111,6 +229,15 @@ class ReplayProcess {
   static int* mask();
   // NCCL reads the mask atomically (relaxed) at each API call.
   static int MaskSnapshot() { return __atomic_load_n(mask(), __ATOMIC_RELAXED); }
+  // NCCL 2.31 (v7) only: RAS's `CONTROL PROFILER_MASK` (ncclProfilerSetRasOverride,
+  // src/plugin/profiler.cc:318-323 at 2.31.2). The mask, with KernelPhase implying KernelCh,
+  // replaces NCCL's int now and again after every later communicator's plugin init
+  // (:349-354). Older versions have no override: returns false and changes nothing.
+  bool SetRasOverride(int mask);
+  // For tests: forget the override (NCCL keeps it for the life of the process).
+  static void ClearRasOverride();
+  // The override NCCL re-applies after a plugin init, if any (v7).
+  static bool RasOverride(int* mask);
 
  private:
   const ProfilerPlugin& plugin_;
@@ -122,6 +249,10 @@ struct GpuTimes {
   std::uint64_t base = 0;  // 0: use the host clock now
   std::uint64_t duration_ns = 50'000;
   std::uint64_t skew_ns = 100;
+  // v7 KernelPhase spans of every channel: initial_sync from its start, final_sync up to its end,
+  // compute in between (zero-length phases are not emitted: by default only "compute").
+  std::uint64_t initial_sync_ns = 0;
+  std::uint64_t final_sync_ns = 0;
   std::uint64_t Start(int c) const { return base + static_cast<std::uint64_t>(c) * skew_ns; }
   std::uint64_t Stop(int c) const {
     return Start(c) + duration_ns + static_cast<std::uint64_t>(c) * skew_ns;
@@ -159,6 +290,15 @@ struct CollSpec {
   int kernel_channels = -1;
   // For AllGather and Broadcast NCCL hands the Coll event count in bytes and ncclInt8
   // (src/enqueue.cc:2476-2480): Group() does that conversion itself, from this API count/type.
+  // v7: the call's ncclCollConfig_t.userProfilerTag (0 = untagged), on CollApi and Coll.
+  std::uint64_t user_tag = 0;
+  // v7: a symmetric-memory collective run by this kernel variant (a static string such as
+  // "AllReduce_AGxLL_R"; nullptr = "Unknown", as ncclSymkKernelIdToString answers). A group's
+  // symmetric collectives form one sym plan (simplified: the replay does not split a group into
+  // sym and non-sym plans as NCCL's scheduler does); they get no ProxyOps (the symmetric kernels
+  // move data by load/store, not through the proxy).
+  bool symmetric = false;
+  const char* kernel_variant = nullptr;
 };
 
 struct P2pSpec {
@@ -167,6 +307,7 @@ struct P2pSpec {
   const char* datatype = "ncclFloat32";
   int peer = 1;  // == rank: a self send/recv (no proxy ops, no KernelCh)
   std::uint8_t channels = 2;
+  std::uint64_t user_tag = 0;  // v7: on P2pApi and P2p (ncclCollConfig_t.userProfilerTag)
 };
 
 // One API call of a group: a collective or a send/recv.
@@ -192,6 +333,7 @@ struct PlannedOp {
   int peer = -1;                 // p2p peer
   std::size_t bytes = 0;         // per rank, for the network steps
   std::vector<int> channel_ids;  // channels its KernelCh / profiler proxy ops run on
+  bool symmetric = false;        // v7 sym collective: no proxy ops
 };
 
 // What one ncclGroupEnd launched: the plan's tasks in NCCL's plan order.
@@ -210,6 +352,10 @@ struct PlanTiming {
   // Deliver each channel's stop when its GPU end time has passed (durations are real time), as
   // NCCL's proxy thread does; otherwise back to back, in end-time order.
   bool real_time = false;
+  // v7 KernelPhase spans per task (plan order; missing entries: 0): initial_sync from each
+  // channel's start, final_sync up to its end, compute in between; zero-length ones not emitted.
+  std::vector<std::uint64_t> initial_sync_ns;
+  std::vector<std::uint64_t> final_sync_ns;
 };
 
 // A CUDA graph captured from one group: the API events happened at capture.
@@ -225,6 +371,12 @@ struct EnqueuedOp {
   int mask = 0;            // the snapshot NCCL used
   std::uint8_t channels = 0;
   bool self = false;  // a self send/recv: NCCL raises no proxy-side event for it
+};
+
+// The four GPU stamps of one KernelCh's phases (NCCL_KERNEL_PHASE_BEGIN, AFTER_OPEN, BEFORE_CLOSE,
+// END at 2.31.2): phase i spans stamps i .. i + 1.
+struct PhaseStamps {
+  std::uint64_t ts[4] = {0, 0, 0, 0};
 };
 
 // The user-thread side of one collective between BeginCollective and EndCollective: the API and
@@ -258,17 +410,24 @@ struct ProxyOpSpec {
   int qp_num = 0;  // 0: no net-plugin events
 };
 
-// One rank of one communicator, with the proxy thread that serves it.
+// One rank of one communicator, with the proxy thread that serves it and (v7) the profiler
+// thread that delivers its KernelCh and KernelPhase events (src/plugin/profiler.cc:1053-1099 at
+// 2.31.2); without one, v7 delivers them from the proxy thread too. v1-v3 descriptors carry
+// comm_id as commHash.
 class ReplayComm {
  public:
   ReplayComm(ReplayProcess& process, std::uint64_t comm_id, std::string name, int nnodes,
-             int nranks, int rank, ProxyThread* proxy);
+             int nranks, int rank, ProxyThread* proxy, ProxyThread* profiler_thread = nullptr);
   ~ReplayComm();
   ReplayComm(const ReplayComm&) = delete;
   ReplayComm& operator=(const ReplayComm&) = delete;
 
-  bool Init();      // returns whether init succeeded with a context
-  void Finalize();  // idempotent
+  // Returns whether init succeeded with a context. v7: then KernelPhase implies KernelCh in the
+  // mask, and a RAS override is re-applied (src/plugin/profiler.cc:343-354 at 2.31.2).
+  bool Init();
+  // Idempotent. v1-v4 call the plugin's finalize even for a NULL context (NCCL 2.23-2.27), v5+
+  // only for a non-NULL one.
+  void Finalize();
   void* context() const { return context_; }
   std::uint64_t comm_id() const { return comm_id_; }
   int rank() const { return rank_; }
@@ -284,12 +443,15 @@ class ReplayComm {
   // ncclAlltoAll on the kernel path: a Send and a Recv per peer (count per peer).
   void AllToAll(std::size_t count_per_peer, const char* datatype, const GpuTimes& gpu = {},
                 const ProxyPlan& proxy = {});
-  // A copy-engine collective (v6 only; NCCL emits CeColl start/stop).
-  void CeCollective(const char* func, std::size_t count, const char* datatype, std::uint64_t seq);
+  // A copy-engine collective (v6+; NCCL emits CeColl start/stop; v7 with the call's tag).
+  void CeCollective(const char* func, std::size_t count, const char* datatype, std::uint64_t seq,
+                    std::uint64_t user_tag = 0);
 
   // The user-thread side of Collective() in two halves: NCCL's API/group events and the Coll
   // start (BeginCollective), then the Coll and group stops (EndCollective). Proxy-side events for
-  // the returned op may come from any thread in between or after.
+  // the returned op may come from any thread in between or after. Each version's gating applies
+  // to the one snapshot taken here; simplified: the stops stay NULL-checked (2.23-2.25 stop a
+  // started task's handle unchecked, as Group() does).
   CollectiveEnqueue BeginCollective(const CollSpec& spec, std::uint64_t seq);
   void EndCollective(const CollectiveEnqueue& enqueue);
   // The same for a group of p2p tasks (P2pGroup() in two halves).
@@ -331,15 +493,22 @@ class ReplayComm {
 
   // Proxy-thread events one at a time, each only when the op's mask snapshot makes NCCL emit it
   // (else the returned handle is nullptr and the matching stop does nothing).
-  // KernelCh start with the channel's GPU start time, then KernelChStop state + stop at its end.
+  // KernelCh start with the channel's GPU start time, then KernelChStop state + stop at its end
+  // (v3: start and stop only, no timestamp; v1/v2: none).
   void* KernelChannelStart(const EnqueuedOp& op, int channel, std::uint64_t gpu_start_ns);
   void KernelChannelStop(void* handle, std::uint64_t gpu_stop_ns);
-  // ProxyOp start (and its "in progress" state), then ProxySteps: start, states (NCCL's
-  // abi::kProxyStep* values, each closing the previous one in the plugin's clock), stop.
+  // v7: the phases of one KernelCh (parent `kernel_ch`, which may be NULL as in NCCL), each
+  // start -> KernelPhaseStop(end) -> stop, zero-length ones skipped, when op.mask has
+  // KernelPhase; call it right before KernelChannelStop (src/plugin/profiler.cc:898-941, 977).
+  void KernelPhases(const EnqueuedOp& op, void* kernel_ch, int channel, const PhaseStamps& stamps);
+  // ProxyOp start (and, v4+, its "in progress" state), then ProxySteps: start, states (NCCL's
+  // abi::kProxyStep* values, each closing the previous one in the plugin's clock; v1-v3 with
+  // NULL args), stop. Gated by each version's bits (ProxyOp|ProxyStep, v3+ also NetPlugin).
   void* ProxyOpStart(const EnqueuedOp& op, const ProxyOpSpec& spec);
   // The ProxyOp start alone: what NCCL does for the ops of transports it never progresses.
   void* ProxyOpStartOnly(const EnqueuedOp& op, const ProxyOpSpec& spec);
-  // One net-plugin event (IB descriptor) for a step, when spec.qp_num != 0 and the mask has it.
+  // One net-plugin event (IB descriptor) for a step, when spec.qp_num != 0 and the mask has it
+  // (v3+).
   void NetPluginEvent(const EnqueuedOp& op, void* step, const ProxyOpSpec& spec);
   void ProxyOpStop(void* handle);
   void* ProxyStepStart(const EnqueuedOp& op, void* proxy_op, const ProxyOpSpec& spec, int step);
@@ -348,12 +517,20 @@ class ReplayComm {
 
   ReplayProcess& process() { return process_; }
   ProxyThread* proxy() { return proxy_; }
+  ProxyThread* profiler_thread() { return profiler_thread_; }
+  void SetProfilerThread(ProxyThread* thread) { profiler_thread_ = thread; }
 
  private:
-  int Start(void** handle, abi::EventDescrV6& d);
+  int Start(void** handle, abi::EventDescrV7& d);
   void StopIf(void* handle);
-  EnqueuedOp EnqueueTask(abi::EventDescrV6 task, std::uint8_t channels, int snapshot,
+  EnqueuedOp EnqueueTask(abi::EventDescrV7 task, std::uint8_t channels, int snapshot,
                          void* api_handle);
+  // The v1-v3 descriptor members NCCL fills from the communicator.
+  LegacyFields Legacy(const abi::EventDescrV7& d) const;
+  // v1-v3: one transfer (step) of a network ProxyOp with its ProxyOp states 0-7 and ProxyStep
+  // states (see the header comment); *trans_size is the op's cumulative byte count.
+  void LegacyProxyTransfer(const EnqueuedOp& op, void* proxy_op, const ProxyOpSpec& spec, int step,
+                           std::size_t* trans_size);
 
   PlanLaunch LaunchPlan(const std::vector<GroupTask>& tasks, const std::vector<int>& masks,
                         const std::vector<void*>& api_handles, bool persistent,
@@ -370,11 +547,13 @@ class ReplayComm {
   int nranks_;
   int rank_;
   ProxyThread* proxy_;
+  ProxyThread* profiler_thread_;
   void* context_ = nullptr;
   bool initialized_ = false;
 };
 
-// The NCCL event bits a snapshot makes NCCL emit for each kind (src/plugin/profiler.cc).
+// The NCCL event bits a snapshot makes NCCL 2.27+ (v4+) emit for each kind
+// (src/plugin/profiler.cc); ReplayComm applies each version's own rules.
 bool EmitsTask(int snapshot, bool p2p);
 bool EmitsKernelCh(int snapshot);
 bool EmitsProxyOp(int snapshot);
