@@ -555,9 +555,13 @@ abi::Result Init(void** context, std::uint64_t comm_id, int* mask, const char* n
   Store(comm->max_timed_plan, 0);
   Store(comm->swept_timed_plan, 0);
   Store(comm->latest_plan, 0);
-  // Per-peer p2p counters, reused from this slot's previous communicator when large enough.
-  const std::uint32_t peers =
-      nranks > 0 && nranks <= 65536 ? static_cast<std::uint32_t>(nranks) : 0;
+  // Per-peer p2p counters, reused from this slot's previous communicator when large enough. Under
+  // ABI v1-v3 the size is unknown: the first kUnknownSizePeers peers get counters (64 KiB), sends
+  // to farther peers go without a per-peer seq (no NCCLSCOPE_OP_P2P_SEQ_PER_PEER).
+  constexpr std::uint32_t kUnknownSizePeers = 4096;
+  const std::uint32_t peers = !identity_now                   ? kUnknownSizePeers
+                              : nranks > 0 && nranks <= 65536 ? static_cast<std::uint32_t>(nranks)
+                                                              : 0;
   if (peers > Load(comm->p2p_peers) || comm->p2p_seq == nullptr) {
     comm->p2p_seq = peers != 0 ? NewCounters(2 * peers) : nullptr;
     if (comm->p2p_seq != nullptr && !r.p2p_arrays.PushBack(comm->p2p_seq)) {
