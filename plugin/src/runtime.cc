@@ -238,6 +238,7 @@ void MaintenanceLoop(void* /*unused*/) {
   Runtime& r = R();
   std::uint64_t last_calibration = clock::RealtimeNow();
   platform::MutexLock lock(r.lifecycle);
+  record_rate::Start(r, last_calibration);
   while (!r.stop_maintenance) {
     // Sleep until the next duty-cycle edge or the regular tick, whichever comes first.
     const std::uint64_t now = clock::RealtimeNow();
