@@ -13,8 +13,9 @@ std::vector<std::shared_ptr<Source>> MakeSources() {
   // Sources register here as they land: profiler plugin rings, eBPF probes, InfiniBand ports,
   // NVLink.
   sources.push_back(std::make_shared<profiler::ProfilerSource>());
-  // The eBPF source's coverage (NCCL processes without a ring) reads the profiler's ring files.
-  sources.push_back(std::make_shared<ebpf::EbpfSource>(&profiler::RingWriterPids));
+  // The eBPF source's coverage (NCCL processes without a ring, and the ABI of those with one)
+  // reads the profiler's ring files.
+  sources.push_back(std::make_shared<ebpf::EbpfSource>(&profiler::RingWriterAbis));
   sources.push_back(std::make_shared<rdma::RdmaSource>());
   sources.push_back(std::make_shared<rdma::NvlinkSource>());
   return sources;

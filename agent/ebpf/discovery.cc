@@ -1,7 +1,5 @@
 #include "agent/ebpf/discovery.h"
 
-#include <sys/sysmacros.h>
-
 #include "agent/core/log.h"
 #include "agent/ebpf/proc/maps.h"
 #include "agent/ebpf/proc/root_path.h"
@@ -129,16 +127,7 @@ bool Discovery::Scan(pid_t pid) {
       }
       const proc::Mapping& m = c.mapping;
       auto open = [&](std::string* error) {
-        // The path as the process sees it, confined to its root; checked against the mapping,
-        // since the file may have been replaced on disk. Else the mapping itself.
-        if (!m.deleted) {
-          proc::OpenedFile file = proc::OpenInRoot(dir + "/root", m.path, error);
-          if (file.fd.valid() && file.st.st_ino == m.inode &&
-              major(file.st.st_dev) == m.dev_major && minor(file.st.st_dev) == m.dev_minor) {
-            return file;
-          }
-        }
-        return proc::OpenMappedFile(options_.proc_root, pid, m.start, m.end, error);
+        return proc::OpenMapping(options_.proc_root, pid, m, error);
       };
       std::string error;
       const std::string shown = m.deleted ? m.path + " (deleted)" : m.path;

@@ -35,8 +35,12 @@ inline constexpr metrics::MetricDef kEbpfNcclCommunicators =
                    "Live NCCL communicators per process, by size and rank.");
 inline constexpr metrics::MetricDef kEbpfUncoveredProcesses = metrics::Gauge(
     "ncclscope_ebpf_uncovered_processes", "",
-    "Processes using NCCL (a communicator or an NCCL call seen) that hold no profiler ring: "
-    "jobs without NCCL_PROFILER_PLUGIN. 0 for pods whose every NCCL process has one.");
+    "Processes using NCCL (a communicator or an NCCL call seen) that hold no profiler ring, by "
+    "reason. Every reason of a pod using NCCL is written, 0 when none.");
+inline constexpr metrics::MetricDef kEbpfNcclProcessInfo = metrics::Gauge(
+    "ncclscope_ebpf_nccl_process_info", "",
+    "1 per process using NCCL: the NCCL version its library file carries and how the profiler "
+    "plugin covers it (v1..v7: the ABI NCCL chose, else why not).");
 inline constexpr metrics::MetricDef kEbpfAttachedFiles =
     metrics::Gauge("ncclscope_ebpf_attached_files", "",
                    "Distinct library files (real inodes) with probes attached.");
@@ -63,6 +67,7 @@ inline constexpr std::array kEbpfMetrics = {&kEbpfNcclCallsTotal,
                                             &kEbpfNcclCommunicatorAbortsTotal,
                                             &kEbpfNcclCommunicators,
                                             &kEbpfUncoveredProcesses,
+                                            &kEbpfNcclProcessInfo,
                                             &kEbpfAttachedFiles,
                                             &kEbpfAttachedProbes,
                                             &kEbpfProcesses,

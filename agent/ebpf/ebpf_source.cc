@@ -18,7 +18,7 @@ SourceStatus EbpfSource::Start(const config::Config& config) {
     // process would look uncovered.
     Coverage coverage;
     if (config.plugin.enabled && ring_writers_) {
-      coverage = {config.plugin.ring_dir, ring_writers_};
+      coverage = {config.plugin.ring_dir, ring_writers_, &errors()};
     }
     runtime = Runtime::Start(config.ebpf, coverage, features_(), &error);
   } catch (const std::exception& e) {

@@ -19,8 +19,9 @@ class Runtime;
 
 class EbpfSource : public Source {
  public:
-  // `ring_writers`: who holds a profiler ring, for ncclscope_ebpf_uncovered_processes (empty:
-  // coverage not exported). `features`: what the kernel allows (tests inject kernels this
+  // `ring_writers`: who holds a profiler ring and through which ABI, for
+  // ncclscope_ebpf_uncovered_processes and ncclscope_ebpf_nccl_process_info (empty: coverage not
+  // exported). `features`: what the kernel allows (tests inject kernels this
   // machine is not).
   explicit EbpfSource(RingWriters ring_writers = {}, FeatureProbe features = ProbeKernelFeatures);
   ~EbpfSource() override;

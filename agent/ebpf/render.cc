@@ -28,14 +28,7 @@ void Runtime::Render(metrics::TextWriter& out) const {
   auto labels_of = [&](const ncclscope_proc_key& k) {
     return attributor_->For({static_cast<pid_t>(k.tgid), k.start_ticks}, k.cgroup_id);
   };
-  // Live processes that use NCCL (coverage.h): an NCCL call counted or a communicator known.
-  std::map<ProcessKey, PodLabels> nccl_processes;
   objects_->calls().ForEach([&](const ncclscope_proc_key& key, const ncclscope_call_counts& v) {
-    const ProbedFunction* f = FunctionForOp(key.op);
-    if (f != nullptr && f->library == Library::kNccl && v.calls > 0) {
-      nccl_processes.emplace(ProcessKey{static_cast<pid_t>(key.tgid), key.start_ticks},
-                             labels_of(key));
-    }
     auto& total = t.calls[{labels_of(key), key.op}];
     total.calls += v.calls;
     total.bytes += v.bytes;
@@ -93,9 +86,6 @@ void Runtime::Render(metrics::TextWriter& out) const {
     for (const auto& [handle, c] : list) ++grouped[{c.labels, process.pid, c.nranks, c.rank}];
   }
   auto show = [](std::int32_t n) { return n < 0 ? std::string("unknown") : std::to_string(n); };
-  for (const auto& [process, list] : communicators_) {
-    if (!list.empty()) nccl_processes.emplace(process, list.begin()->second.labels);
-  }
   for (const auto& [key, count] : grouped) {
     const auto& [labels, pid, nranks, rank] = key;
     comms.Add(With(PodLabelSet(labels),
@@ -103,12 +93,8 @@ void Runtime::Render(metrics::TextWriter& out) const {
               count);
   }
 
-  metrics::Family& uncovered = families.Get(kEbpfUncoveredProcesses);
-  if (ring_writers_) {
-    for (const auto& [labels, count] : UncoveredByPod(nccl_processes, *ring_writers_)) {
-      uncovered.Add(PodLabelSet(labels), static_cast<double>(count));
-    }
-  }
+  // As of the worker's last refresh (runtime_coverage.cc), at most kCoverageRefresh old.
+  if (nccl_processes_) RenderCoverage(*nccl_processes_, families);
 
   // Self-metrics of the probes.
   const AttachRegistry::Stats stats = registry_->stats();

@@ -67,6 +67,12 @@ std::shared_ptr<Runtime> Runtime::Start(const config::EbpfConfig& config, Covera
                                     "may be attached (and counted) once per container";
   }
   rt->discovery_ = std::make_unique<Discovery>(options, rt->registry_.get(), real_files);
+  if (rt->coverage_.writers) {
+    ProcessFactsReader::Options facts;
+    facts.proc_root = config.proc_root;
+    facts.nccl_libraries = config.nccl.libraries;
+    rt->facts_ = std::make_unique<ProcessFactsReader>(facts, rt->coverage_.errors);
+  }
 
   std::unique_ptr<cgroup::CgroupPaths> cgroup_paths;
   if (const auto unified = cgroup::FindUnifiedRoot(config.cgroup_root)) {
@@ -99,14 +105,6 @@ Runtime::~Runtime() {
   objects_.reset();
 }
 
-void Runtime::RefreshRingWriters() {
-  if (!coverage_.writers) return;
-  std::optional<std::set<std::int32_t>> writers =
-      coverage_.writers(coverage_.ring_dir, config_.proc_root);
-  std::lock_guard<std::mutex> lock(state_mutex_);
-  ring_writers_ = std::move(writers);
-}
-
 void Runtime::Work() {
   using Clock = Discovery::Clock;
   auto next_sweep = Clock::now();
@@ -126,8 +124,9 @@ void Runtime::Work() {
     const auto now = Clock::now();
     discovery_->RunDue(now);
     if (now >= next_coverage) {
-      // /proc/locks and one directory listing: cheap, and done here so that scrapes read none.
-      RefreshRingWriters();
+      // /proc/locks, one directory listing and the new or uncovered processes' files: done here
+      // so that scrapes read none.
+      RefreshCoverage();
       next_coverage = now + kCoverageRefresh;
     }
     if (now >= next_sweep) {

@@ -25,6 +25,7 @@
 #include "agent/ebpf/bpf_objects.h"
 #include "agent/ebpf/coverage.h"
 #include "agent/ebpf/discovery.h"
+#include "agent/ebpf/process_facts.h"
 
 namespace ncclscope::ebpf {
 
@@ -47,10 +48,12 @@ struct Communicator {
   PodLabels labels;
 };
 
-// Where the profiler rings are, for coverage; `writers` empty: not exported.
+// Where the profiler rings are, for coverage; `writers` empty: not exported. `errors`: where
+// failed reads of processes' environ, maps and libraries are counted (may be null).
 struct Coverage {
   std::string ring_dir;
   RingWriters writers;
+  ErrorCounters* errors = nullptr;
 };
 
 class Runtime {
@@ -74,8 +77,9 @@ class Runtime {
   // Processes in the BPF maps that no longer exist.
   std::set<ProcessKey> DeadInMaps() const;
 
-  // Reads who holds a ring (worker only), at most every kCoverageRefresh.
-  void RefreshRingWriters();
+  // Reads who holds a ring, which processes use NCCL and why each is covered or not (worker
+  // only, every kCoverageRefresh; runtime_coverage.cc).
+  void RefreshCoverage();
 
   config::EbpfConfig config_;
   Coverage coverage_;
@@ -85,14 +89,17 @@ class Runtime {
   std::unique_ptr<Discovery> discovery_;
   std::unique_ptr<Attributor> attributor_;
   std::unique_ptr<EventRing> events_;
+  std::unique_ptr<ProcessFactsReader> facts_;  // worker only; null without coverage
 
   mutable std::mutex state_mutex_;
   Totals totals_;
   std::map<ProcessKey, std::map<std::uint64_t, Communicator>> communicators_;
   std::size_t communicator_count_ = 0;
-  std::optional<std::set<std::int32_t>> ring_writers_;  // nullopt: coverage unknown
+  // The NCCL processes and their coverage as of the last refresh; nullopt: coverage unknown.
+  std::optional<std::map<ProcessKey, NcclProcess>> nccl_processes_;
 
   std::vector<ProcessKey> exits_;  // worker only: exits seen in the current poll
+  std::map<ProcessKey, ProcessCoverage> logged_coverage_;  // worker only: what the log last said
   std::atomic<std::uint64_t> scans_{0};
   std::atomic<std::uint64_t> rescan_overflows_{0};
   std::atomic<std::uint64_t> communicator_overflows_{0};

@@ -5,12 +5,17 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <cstddef>
 #include <tuple>
 
 #include "agent/ebpf/cgroup/kubepods.h"
 #include "agent/ebpf/proc/maps.h"
 #include "agent/profiler/ring_directory.h"
 #include "agent/profiler/ring_owner.h"
+#include "plugin/ring/ncclscope_ring.h"
+#include "plugin/ring/regular_file.h"
 
 namespace ncclscope::profiler {
 namespace {
@@ -28,11 +33,27 @@ std::optional<std::int32_t> RingLockHolder(std::string_view proc_locks, dev_t de
   return std::nullopt;
 }
 
-std::optional<std::set<std::int32_t>> RingWriterPids(const std::string& ring_dir,
-                                                     const std::string& proc_root) {
+std::uint32_t RingHeaderAbi(int fd) {
+  // The identity fields up to nccl_abi: written once, before the ring got its name.
+  constexpr std::size_t kIdentity = offsetof(ncclscope_ring_header, created_ns);
+  ncclscope_ring_header header{};
+  std::size_t done = 0;
+  while (done < kIdentity) {
+    const ssize_t n = ::pread(fd, reinterpret_cast<char*>(&header) + done, kIdentity - done,
+                              static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return 0;
+    done += static_cast<std::size_t>(n);
+  }
+  if (header.magic != NCCLSCOPE_RING_MAGIC || header.version != NCCLSCOPE_RING_VERSION) return 0;
+  return header.nccl_abi >= 1 && header.nccl_abi <= kMaxRingAbi ? header.nccl_abi : 0;
+}
+
+std::optional<std::map<std::int32_t, std::uint32_t>> RingWriterAbis(const std::string& ring_dir,
+                                                                    const std::string& proc_root) {
   const auto locks = ebpf::proc::ReadProcFile(proc_root + "/locks", kMaxProcLocksBytes);
   if (!locks) return std::nullopt;
-  std::set<std::int32_t> writers;
+  std::map<std::int32_t, std::uint32_t> writers;
   const int dir_fd = ::open(ring_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir_fd < 0) return writers;
   DIR* dir = ::fdopendir(dir_fd);
@@ -40,8 +61,8 @@ std::optional<std::set<std::int32_t>> RingWriterPids(const std::string& ring_dir
     ::close(dir_fd);
     return writers;
   }
-  // (major, minor, inode) of every ring file, as /proc/locks writes a lock's file.
-  std::set<std::tuple<std::uint32_t, std::uint32_t, std::uint64_t>> rings;
+  // Every ring file by (major, minor, inode), as /proc/locks writes a lock's file, with its name.
+  std::map<std::tuple<std::uint32_t, std::uint32_t, std::uint64_t>, std::string> rings;
   std::size_t entries = 0;
   while (const dirent* entry = ::readdir(dir)) {
     if (++entries > kMaxRingWriterEntries) break;
@@ -50,12 +71,26 @@ std::optional<std::set<std::int32_t>> RingWriterPids(const std::string& ring_dir
     if (::fstatat(dir_fd, entry->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) {
       continue;
     }
-    rings.emplace(major(st.st_dev), minor(st.st_dev), st.st_ino);
+    rings.emplace(std::make_tuple(major(st.st_dev), minor(st.st_dev), st.st_ino), entry->d_name);
+  }
+  std::size_t reads = 0;
+  for (const FlockHolder& holder : ParseProcLocks(*locks)) {
+    const auto ring = rings.find({holder.major, holder.minor, holder.inode});
+    if (ring == rings.end()) continue;
+    std::uint32_t& abi = writers[holder.pid];
+    if (reads >= kMaxRingHeaderReads) continue;
+    ++reads;
+    // Opened by name again: only a regular file, and only the inode whose lock was found.
+    struct stat st {};
+    const int fd = ring::OpenRegularFile(dir_fd, ring->second.c_str(), O_RDONLY, &st);
+    if (fd < 0) continue;
+    if (major(st.st_dev) == holder.major && minor(st.st_dev) == holder.minor &&
+        st.st_ino == holder.inode) {
+      abi = std::max(abi, RingHeaderAbi(fd));
+    }
+    ::close(fd);
   }
   ::closedir(dir);
-  for (const FlockHolder& holder : ParseProcLocks(*locks)) {
-    if (rings.count({holder.major, holder.minor, holder.inode}) != 0) writers.insert(holder.pid);
-  }
   return writers;
 }
 

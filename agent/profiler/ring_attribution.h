@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -26,12 +27,21 @@ namespace ncclscope::profiler {
 std::optional<std::int32_t> RingLockHolder(std::string_view proc_locks, dev_t dev, ino_t ino);
 
 // The processes (pids as <proc_root> names them) holding the flock of a ring in `ring_dir`: the
-// jobs that load the plugin. Files that are not ring names (IsRingName) or not regular are
-// ignored; at most kMaxRingWriterEntries directory entries are looked at. A missing ring directory
+// jobs that load the plugin, each with the profiler ABI its ring's header names (RingHeaderAbi;
+// the highest when a process holds several). Files that are not ring names (IsRingName) or not
+// regular are ignored; at most kMaxRingWriterEntries directory entries are looked at and
+// kMaxRingHeaderReads headers read (the ABI of the rest is 0, unknown). A missing ring directory
 // is no writer (no job created it yet); nullopt when <proc_root>/locks cannot be read.
 inline constexpr std::size_t kMaxRingWriterEntries = 65536;
-std::optional<std::set<std::int32_t>> RingWriterPids(const std::string& ring_dir,
-                                                     const std::string& proc_root);
+inline constexpr std::size_t kMaxRingHeaderReads = 4096;
+std::optional<std::map<std::int32_t, std::uint32_t>> RingWriterAbis(const std::string& ring_dir,
+                                                                    const std::string& proc_root);
+
+// The profiler ABI NCCL chose, from the header of the ring open at `fd`: nccl_abi when the magic
+// and version are the format's and it is 1..kMaxRingAbi, else 0 (unknown, or before the first
+// communicator init). One bounded pread of the header's identity fields; nothing is mapped.
+inline constexpr std::uint32_t kMaxRingAbi = 7;
+std::uint32_t RingHeaderAbi(int fd);
 
 class RingAttribution {
  public:

@@ -16,6 +16,7 @@
 #include <memory>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include "tests/ebpf/fake_pod.h"
 #include "tests/support/agent_process.h"
@@ -238,9 +239,25 @@ TEST_F(EbpfProbeTest, RingWritersArePodAttributedAndJobsWithoutThePluginAreUncov
   ASSERT_TRUE(profiled.WaitDone()) << profiled.Stderr();
   ASSERT_TRUE(plain.WaitDone()) << plain.Stderr();
 
+  // The plain job sets no NCCL_PROFILER_PLUGIN; the profiled one drives the plugin through ABI v5.
   const std::string uncovered = "ncclscope_ebpf_uncovered_processes{";
-  EXPECT_EQ(WaitFor(*agent, uncovered + plain_pod->Labels() + "}", 1), 1);
-  EXPECT_EQ(WaitFor(*agent, uncovered + profiled_pod->Labels() + "}", 0), 0);
+  const std::string not_requested = ",reason=\"not_requested\"}";
+  EXPECT_EQ(WaitFor(*agent, uncovered + plain_pod->Labels() + not_requested, 1), 1);
+  EXPECT_EQ(WaitFor(*agent, uncovered + profiled_pod->Labels() + not_requested, 0), 0);
+  EXPECT_EQ(agent->Sample(uncovered + plain_pod->Labels() + ",reason=\"load_failed\"}"), 0);
+  const std::string process_info = "ncclscope_ebpf_nccl_process_info{";
+  const std::string scraped = agent->Get("/metrics").body;
+  for (const auto& [pod, pid, plugin] : {std::tuple{plain_pod.get(), plain.pid(), "not_requested"},
+                                         std::tuple{profiled_pod.get(), profiled.pid(), "v5"}}) {
+    // The version is the real library's, whichever is installed: only its shape is checked here
+    // (tests/unit/ebpf/nccl_version_test.cc checks it against nccl.h).
+    const std::string prefix =
+        process_info + pod->Labels() + ",pid=\"" + std::to_string(pid) + "\",nccl_version=\"2.";
+    const std::size_t at = scraped.find(prefix);
+    ASSERT_NE(at, std::string::npos) << prefix << "\n" << scraped;
+    const std::string line = scraped.substr(at, scraped.find('\n', at) - at);
+    EXPECT_NE(line.find(std::string(",plugin=\"") + plugin + "\"} 1"), std::string::npos) << line;
+  }
   std::string body;
   const std::string info = "ncclscope_nccl_comm_info{comm=\"";
   const auto deadline = std::chrono::steady_clock::now() + seconds(15);
@@ -259,9 +276,10 @@ TEST_F(EbpfProbeTest, RingWritersArePodAttributedAndJobsWithoutThePluginAreUncov
 
   // When the uncovered job exits, its pod's series goes (its counts stay, folded into totals).
   plain.Exit();
+  const std::string plain_series = uncovered + plain_pod->Labels() + not_requested;
   bool gone = false;
   for (int i = 0; i < 150 && !gone; ++i) {
-    gone = std::isnan(agent->Sample(uncovered + plain_pod->Labels() + "}"));
+    gone = std::isnan(agent->Sample(plain_series));
     if (!gone) std::this_thread::sleep_for(milliseconds(100));
   }
   EXPECT_TRUE(gone);

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -63,6 +64,19 @@ OpenedFile OpenMappedFile(const std::string& proc_root, pid_t pid, std::uint64_t
     return {};
   }
   return CheckRegular(std::move(fd), error);
+}
+
+OpenedFile OpenMapping(const std::string& proc_root, pid_t pid, const Mapping& m,
+                       std::string* error) {
+  if (!m.deleted) {
+    const std::string root = proc_root + "/" + std::to_string(pid) + "/root";
+    OpenedFile file = OpenInRoot(root, m.path, error);
+    if (file.fd.valid() && file.st.st_ino == m.inode && major(file.st.st_dev) == m.dev_major &&
+        minor(file.st.st_dev) == m.dev_minor) {
+      return file;
+    }
+  }
+  return OpenMappedFile(proc_root, pid, m.start, m.end, error);
 }
 
 }  // namespace ncclscope::ebpf::proc

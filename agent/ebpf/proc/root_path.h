@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string>
 
+#include "agent/ebpf/proc/maps.h"
 #include "agent/ebpf/proc/unique_fd.h"
 
 namespace ncclscope::ebpf::proc {
@@ -29,5 +30,11 @@ OpenedFile OpenInRoot(const std::string& root, const std::string& path, std::str
 // on disk since it was mapped (needs CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE).
 OpenedFile OpenMappedFile(const std::string& proc_root, pid_t pid, std::uint64_t start,
                           std::uint64_t end, std::string* error);
+
+// Opens the file behind mapping `m` of process `pid`: its path as the process sees it, confined to
+// <proc_root>/<pid>/root, when that is still the mapped file (device and inode match: the file may
+// have been replaced on disk); else the mapping itself through map_files.
+OpenedFile OpenMapping(const std::string& proc_root, pid_t pid, const Mapping& m,
+                       std::string* error);
 
 }  // namespace ncclscope::ebpf::proc

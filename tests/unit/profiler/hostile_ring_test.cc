@@ -19,6 +19,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <memory>
 #include <set>
 #include <thread>
@@ -391,15 +392,21 @@ TEST(HostileRingTest, EachRingIsAttributedToItsLockHolder) {
 }
 
 // Coverage (ncclscope_ebpf_uncovered_processes) asks which processes hold a ring: the holders of
-// ring files' flocks, nothing else.
+// ring files' flocks, nothing else; and ncclscope_ebpf_nccl_process_info the ABI each ring's header
+// names.
 TEST(HostileRingTest, RingWritersAreTheLockHoldersOfRingFiles) {
+  using Writers = std::map<std::int32_t, std::uint32_t>;
   TempDir dir;
   ring::RingWriter writer;
   ncclscope::ring::RingError error;
   ASSERT_TRUE(writer.Create(dir.path().c_str(), Small(), {"host", "1", "j"}, &error)) << error;
-  const auto writers = profiler::RingWriterPids(dir.path(), "/proc");
-  ASSERT_TRUE(writers.has_value());
-  EXPECT_EQ(*writers, std::set<std::int32_t>{::getpid()});
+  // Before the first communicator init NCCL has chosen no ABI yet.
+  EXPECT_EQ(profiler::RingWriterAbis(dir.path(), "/proc"), (Writers{{::getpid(), 0}}));
+  writer.header()->nccl_abi = 5;
+  EXPECT_EQ(profiler::RingWriterAbis(dir.path(), "/proc"), (Writers{{::getpid(), 5}}));
+  // The header is the pod's: an ABI NCCL never shipped is unknown.
+  writer.header()->nccl_abi = 8;
+  EXPECT_EQ(profiler::RingWriterAbis(dir.path(), "/proc"), (Writers{{::getpid(), 0}}));
 
   // A locked file that is not named like a ring, a symlink to the ring: not writers.
   TempDir other;
@@ -409,11 +416,40 @@ TEST(HostileRingTest, RingWritersAreTheLockHoldersOfRingFiles) {
   ASSERT_GE(fd, 0);
   ASSERT_EQ(::flock(fd, LOCK_SH), 0);
   ASSERT_EQ(::symlink(writer.path(), (other.path() + "/ncclscope-3-4.ring").c_str()), 0);
-  EXPECT_EQ(profiler::RingWriterPids(other.path(), "/proc"), std::set<std::int32_t>{});
+  EXPECT_EQ(profiler::RingWriterAbis(other.path(), "/proc"), Writers{});
   ::close(fd);
   // No ring directory yet: nobody writes one. No /proc/locks: unknown.
-  EXPECT_EQ(profiler::RingWriterPids(dir.path() + "/missing", "/proc"), std::set<std::int32_t>{});
-  EXPECT_FALSE(profiler::RingWriterPids(dir.path(), other.path()).has_value());
+  EXPECT_EQ(profiler::RingWriterAbis(dir.path() + "/missing", "/proc"), Writers{});
+  EXPECT_FALSE(profiler::RingWriterAbis(dir.path(), other.path()).has_value());
+}
+
+// The ABI is read from the header's identity fields only, and only from a header of this format.
+TEST(HostileRingTest, RingHeaderAbiTrustsNothing) {
+  TempDir dir;
+  ncclscope_ring_header header{};
+  header.magic = NCCLSCOPE_RING_MAGIC;
+  header.version = NCCLSCOPE_RING_VERSION;
+  header.nccl_abi = 3;
+  auto abi_of = [&](const std::string& bytes) {
+    const std::string path = dir.WriteFile("ring", bytes);
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    const std::uint32_t abi = profiler::RingHeaderAbi(fd);
+    ::close(fd);
+    return abi;
+  };
+  const std::string good(reinterpret_cast<const char*>(&header), sizeof(header));
+  EXPECT_EQ(abi_of(good), 3u);
+  // Only the identity fields are needed: a file cut after nccl_abi still has them.
+  EXPECT_EQ(abi_of(good.substr(0, offsetof(ncclscope_ring_header, created_ns))), 3u);
+  EXPECT_EQ(abi_of(good.substr(0, offsetof(ncclscope_ring_header, nccl_abi) + 2)), 0u);
+  EXPECT_EQ(abi_of(""), 0u);
+  std::string bytes = good;
+  bytes[0] ^= 1;  // magic
+  EXPECT_EQ(abi_of(bytes), 0u);
+  bytes = good;
+  bytes[offsetof(ncclscope_ring_header, version)] = 2;
+  EXPECT_EQ(abi_of(bytes), 0u);
+  EXPECT_EQ(profiler::RingHeaderAbi(-1), 0u);
 }
 
 TEST(HostileRingTest, ProcLocksParsing) {
