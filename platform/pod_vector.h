@@ -79,6 +79,8 @@ class PodQueue {
   bool empty() const { return head_ == items_.size(); }
   std::size_t size() const { return items_.size() - head_; }
   bool Push(const T& value) { return items_.PushBack(value); }
+  // The oldest element, not taken; the queue must not be empty.
+  const T& Front() const { return items_[head_]; }
   // The oldest element; the queue must not be empty.
   T Pop() {
     const T value = items_[head_++];

@@ -78,7 +78,7 @@ void NcclAnalytics::OnCommFinalize(const profiler::RingOrigin& origin,
 
 void NcclAnalytics::OnOp(const profiler::RingOrigin& origin, const profiler::OpView& view) {
   Comm* known = registry_.Use(view.op.comm_id);
-  const From from{origin.ring_id, origin.principal, origin.exact_counts};
+  const From from{origin.ring_id, origin.principal};
   if ((known == nullptr || known->nranks == 0) && held_ops_.size() < kMaxHeld) {
     held_ops_.emplace_back(from, view);
     return;
@@ -87,11 +87,11 @@ void NcclAnalytics::OnOp(const profiler::RingOrigin& origin, const profiler::OpV
 }
 
 void NcclAnalytics::OnOpCounts(const profiler::RingOrigin& origin,
-                               const ncclscope_op_counts_record& record) {
-  if (record.comm_id == 0) return;
-  Comm& comm = registry_.Get(record.comm_id);
-  if (registry_.Admit(origin.ring_id, origin.principal, comm, record.rank) == nullptr) return;
-  exact_.Observe(registry_, origin.ring_id, comm, record, ops_);
+                               const profiler::OpCounts& counts) {
+  if (counts.comm_id == 0 || counts.counts.empty()) return;
+  Comm& comm = registry_.Get(counts.comm_id);
+  if (registry_.Admit(origin.ring_id, origin.principal, comm, counts.rank) == nullptr) return;
+  exact_.Observe(registry_, origin.ring_id, comm, counts, ops_);
 }
 
 void NcclAnalytics::Op(const From& from, Comm* known, const profiler::OpView& view) {
@@ -105,7 +105,7 @@ void NcclAnalytics::Op(const From& from, Comm* known, const profiler::OpView& vi
   LocalRank* admitted = registry_.Admit(ring_id, principal, comm, op.rank);
   if (admitted == nullptr) return;  // counted by the registry
   const BandwidthModel model = ModelFor(op.func, op.bytes, comm.nranks);
-  ops_.Observe(registry_, comm.label, op, model, from.exact_counts);
+  ops_.Observe(registry_, comm.label, op, model);
   details_.Observe(registry_, comm.label, view);
   if (op.kind == NCCLSCOPE_KIND_P2P) p2p_.Observe(registry_, comm, op);
   detection_.OnOp(registry_, comm, *admitted, op, now_);  // valid: the calls above only read comm

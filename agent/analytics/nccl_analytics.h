@@ -69,8 +69,7 @@ class NcclAnalytics : public profiler::RecordSink {
   void OnOp(const profiler::RingOrigin& origin, const profiler::OpView& view) override;
   void OnProxyOp(const profiler::RingOrigin& origin,
                  const ncclscope_proxy_op_record& record) override;
-  void OnOpCounts(const profiler::RingOrigin& origin,
-                  const ncclscope_op_counts_record& record) override;
+  void OnOpCounts(const profiler::RingOrigin& origin, const profiler::OpCounts& counts) override;
 
   // At the start of each pass of the reader over the rings, before its records: the live rings'
   // communicator tables (sizes, local ranks, progress; PXN origins).
@@ -81,6 +80,7 @@ class NcclAnalytics : public profiler::RecordSink {
   // The rings the reader holds (RingOrigin::ring_id), before EndPass: their ranks stay theirs.
   void SetLiveRings(const std::vector<std::uint32_t>& ring_ids) {
     registry_.SetLiveRings(ring_ids);
+    exact_.KeepRings(ring_ids);
   }
 
   // Every family, `now_ns` being the host's CLOCK_REALTIME (ages of in-flight ops).
@@ -107,7 +107,6 @@ class NcclAnalytics : public profiler::RecordSink {
   struct From {
     std::uint32_t ring_id = 0;
     std::string principal;
-    bool exact_counts = false;  // RingOrigin::exact_counts
   };
   void RenderInfo(metrics::TextWriter& out) const;
   void RenderLimits(metrics::TextWriter& out) const;

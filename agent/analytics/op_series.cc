@@ -65,7 +65,7 @@ void OpSeries::AddExact(const CommRegistry& registry, std::uint32_t comm_label, 
 }
 
 void OpSeries::Observe(const CommRegistry& registry, std::uint32_t comm_label,
-                       const ncclscope_op_record& op, const BandwidthModel& model, bool exact) {
+                       const ncclscope_op_record& op, const BandwidthModel& model) {
   const std::uint8_t size = SizeBucketIndex(op.bytes);
   const auto labels = [&](bool with_rank) {
     return RowLabels(registry, comm_label, with_rank, op.rank, op.func, op.algo, op.proto, size);
@@ -74,7 +74,7 @@ void OpSeries::Observe(const CommRegistry& registry, std::uint32_t comm_label,
                         [&] { return labels(true); });
   // Each record stands for `weight` ops (plugin.record_one_in): the sums are of all ops.
   const std::uint32_t weight = ncclscope_record_weight(op.weight);
-  if (!exact) {
+  if ((op.flags & NCCLSCOPE_OP_COUNTED) == 0) {
     AddSat(s.ops, weight);
     AddWeighted(s.bytes, op.bytes, weight);
   }

@@ -39,10 +39,10 @@ class OpSeries {
   // rows too (plugin.p2p_histograms). Changing either starts the histograms over (a row set of
   // one shape only).
   void SetHistograms(bool per_rank, bool p2p);
-  // An op record. `exact`: its ring counts ops exactly (exact_counts.h), so ops and bytes come
-  // from AddExact and the record adds only what is per-op detail (timing, algo and bus bytes).
+  // An op record. One the plugin counted (NCCLSCOPE_OP_COUNTED) is in the exact counts already
+  // (AddExact, exact_counts.h): it adds only what is per-op detail (timing, algo and bus bytes).
   void Observe(const CommRegistry& registry, std::uint32_t comm_label,
-               const ncclscope_op_record& op, const BandwidthModel& model, bool exact = false);
+               const ncclscope_op_record& op, const BandwidthModel& model);
   // Exact increments of ops and bytes for the row of a plugin count key (ncclscope_count_key).
   void AddExact(const CommRegistry& registry, std::uint32_t comm_label, std::int32_t rank,
                 std::uint32_t count_key, std::uint64_t ops, std::uint64_t bytes);

@@ -18,6 +18,8 @@ std::uint8_t SizeBucketIndex(std::uint64_t bytes) {
 }
 
 std::string_view SizeBucketLabel(std::uint8_t index) {
+  // A function's overflow count key (its communicator rank ran out of count keys).
+  if (index == NCCLSCOPE_SIZE_CLASS_OVERFLOW) return "other";
   return kLabels[index < kSizeBuckets ? index : kSizeBuckets - 1];
 }
 

@@ -172,23 +172,24 @@ struct PluginConfig {
             "2.31+; sampled with kernel_ch). NCCLSCOPE_EVENTS in the job.",
             checks::SubsetOf{EventGroupNames()});
     v.Field("min_bytes", min_bytes,
-            "Operations with fewer bytes are counted as filtered, not recorded. "
-            "NCCLSCOPE_MIN_BYTES in the job.",
+            "Operations with fewer bytes are not recorded (counted as filtered; ops_total and "
+            "op_bytes_total still count them). NCCLSCOPE_MIN_BYTES in the job.",
             checks::InRange<std::uint64_t>{0, 1ull << 40});
     v.Field("record_one_in", record_one_in,
             "Record 1 operation in this many (and its network steps), the same ones on every "
-            "rank; every operation is still counted, and the agent weighs each record by this "
-            "number, so counts, bytes and seconds stay rates of all operations (estimates, "
-            "within a few percent over a minute at thousands of operations per second). Use "
-            "the same value on every node. NCCLSCOPE_RECORD_ONE_IN in the job.",
+            "rank. Operation counts and bytes stay exact (the plugin counts every operation); "
+            "the agent weighs each record by this number, so GPU seconds, bandwidth and the "
+            "other per-op detail stay rates of all operations (estimates, within a few percent "
+            "over a minute at thousands of operations per second). Use the same value on every "
+            "node. NCCLSCOPE_RECORD_ONE_IN in the job.",
             checks::InRange<std::uint32_t>{1, 65536});  // NCCLSCOPE_MAX_RECORD_ONE_IN
     v.Field("record_rate_limit", record_rate_limit,
             "Operations per second a process records at most: above it, each process "
-            "multiplies record_one_in by the smallest power of two that brings it under "
-            "(re-decided every second; back down once under half), so the agent stays under "
-            "0.5 % of a core at 5,000 operations per second per GPU (docs/benchmarks.md) while "
-            "slower jobs keep every record. ncclscope_nccl_plugin_record_one_in shows the "
-            "largest in force. 0: no limit. NCCLSCOPE_RECORD_RATE_LIMIT in the job.",
+            "multiplies record_one_in by the smallest power of two that brings it under (raised "
+            "within 200 ms of the rate needing it; back down after a second under half), which "
+            "bounds the agent's cost per process (docs/benchmarks.md) while slower jobs keep "
+            "every record. Counts and bytes stay exact. ncclscope_nccl_plugin_record_one_in "
+            "shows the largest in force. 0: no limit. NCCLSCOPE_RECORD_RATE_LIMIT in the job.",
             checks::InRange<std::uint32_t>{0, 1'000'000'000});
     v.Field("duty_cycle_period", duty_cycle_period,
             "Length of one sampling cycle for kernel_ch and proxy events, aligned to the wall "

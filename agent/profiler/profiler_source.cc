@@ -178,7 +178,7 @@ class ProfilerSource::Fanout : public RecordSink {
   void OnOp(const RingOrigin& o, const OpView& v) override {
     for (auto& s : sinks_) s->OnOp(o, v);
   }
-  void OnOpCounts(const RingOrigin& o, const ncclscope_op_counts_record& r) override {
+  void OnOpCounts(const RingOrigin& o, const OpCounts& r) override {
     for (auto& s : sinks_) s->OnOpCounts(o, r);
   }
   void OnProxyOp(const RingOrigin& o, const ncclscope_proxy_op_record& r) override {

@@ -88,24 +88,6 @@ bool ValidPhases(const ncclscope_op_phases_record& rec) {
   return true;
 }
 
-bool ValidCounts(const ncclscope_op_counts_record& rec) {
-  if (rec.part == 0 || rec.n > NCCLSCOPE_COUNTS_PER_RECORD || rec.last > 1 || rec.final_flush > 1 ||
-      !ValidRank(rec.rank)) {
-    return false;
-  }
-  for (std::uint32_t i = 0; i < rec.n; ++i) {
-    const std::uint32_t key = rec.counts[i].key;
-    const std::uint32_t size = key >> 12 & 0xF;
-    if ((key & ~0x1FFFFu) != 0 || (key & NCCLSCOPE_COUNT_KEY_VALID) == 0 ||
-        (key & 0x1F) >= NCCLSCOPE_FUNC_COUNT || (key >> 5 & 0xF) >= NCCLSCOPE_ALGO_COUNT ||
-        (key >> 9 & 0x7) >= NCCLSCOPE_PROTO_COUNT ||
-        (size > 11 && size != NCCLSCOPE_SIZE_CLASS_OVERFLOW)) {
-      return false;
-    }
-  }
-  return true;
-}
-
 bool ValidProxyOp(const ncclscope_proxy_op_record& rec) {
   if (rec.channel >= NCCLSCOPE_MAX_CHANNELS || rec.is_send > 1) return false;
   if (rec.func >= NCCLSCOPE_FUNC_COUNT || rec.steps_done < 0 || !ValidRank(rec.rank) ||
@@ -178,9 +160,6 @@ CorruptReason ValidateRecord(const unsigned char* record, std::uint64_t position
     case NCCLSCOPE_REC_OP_PHASES:
       ok = ValidPhases(As<ncclscope_op_phases_record>(record));
       break;
-    case NCCLSCOPE_REC_OP_COUNTS:
-      ok = ValidCounts(As<ncclscope_op_counts_record>(record));
-      break;
     case NCCLSCOPE_REC_COMM_INIT:
       ok = ValidCommInit(As<ncclscope_comm_init_record>(record));
       break;
@@ -191,6 +170,14 @@ CorruptReason ValidateRecord(const unsigned char* record, std::uint64_t position
       return CorruptReason::kType;
   }
   return ok ? CorruptReason::kNone : CorruptReason::kField;
+}
+
+bool ValidCountKey(std::uint32_t key) {
+  const std::uint32_t size = key >> 12 & 0xF;
+  return (key & ~0x1FFFFu) == 0 && (key & NCCLSCOPE_COUNT_KEY_VALID) != 0 &&
+         (key & 0x1F) < NCCLSCOPE_FUNC_COUNT && (key >> 5 & 0xF) < NCCLSCOPE_ALGO_COUNT &&
+         (key >> 9 & 0x7) < NCCLSCOPE_PROTO_COUNT &&
+         (size < NCCLSCOPE_SIZE_CLASSES || size == NCCLSCOPE_SIZE_CLASS_OVERFLOW);
 }
 
 }  // namespace ncclscope::profiler

@@ -29,4 +29,7 @@ std::string_view CorruptReasonName(CorruptReason reason);
 // position `position`.
 CorruptReason ValidateRecord(const unsigned char* record, std::uint64_t position);
 
+// Whether `key` is a count key the plugin can write (ncclscope_count_key(): every field in range).
+bool ValidCountKey(std::uint32_t key);
+
 }  // namespace ncclscope::profiler

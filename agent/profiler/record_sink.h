@@ -25,9 +25,6 @@ struct RingOrigin {
   std::int32_t pid = 0;  // in the process's own pid namespace
   std::string hostname;  // gethostname(): the pod name in Kubernetes
   std::string job_id;
-  // The plugin counts every op exactly (OP_COUNTS records; header.features): op and byte counts
-  // come from those, not from op records.
-  bool exact_counts = false;
   // Verified by the agent.
   std::uint32_t owner_uid = 0;  // the ring file's owner
   std::int32_t holder_pid = 0;  // the lock holder's pid as the agent sees it (0: none found)
@@ -54,6 +51,16 @@ struct OpView {
   std::uint8_t kernel_variant = 0;     // ncclscope_kernel_variant; NONE when not symmetric
   std::uint32_t n_phase_channels = 0;  // entries in phases[], ascending channel order
   ncclscope_channel_phases phases[NCCLSCOPE_MAX_CHANNELS] = {};
+};
+
+// A communicator rank's exact op counts from its ring's count table (ncclscope_ring.h): running
+// totals since the comm slot took the communicator, the valid keys only.
+struct OpCounts {
+  std::uint32_t slot = 0;  // comm table index: the counts' identity within the ring
+  std::uint64_t comm_id = 0;
+  std::uint64_t context = 0;
+  std::int32_t rank = 0;
+  std::vector<ncclscope_op_count> counts;
 };
 
 // One live or finalized communicator from the comm table (consistent copy).
@@ -112,7 +119,8 @@ class HostProcesses {
 };
 
 // What a pass over the rings delivers, in this order: the live rings' communicator tables
-// (OnCommTables, once a pass, even when empty), then the records each ring holds.
+// (OnCommTables, once a pass, even when empty), then per ring the records it holds and the exact
+// counts of its communicators (after the records: their COMM_INIT comes first).
 class RecordSink {
  public:
   virtual ~RecordSink() = default;
@@ -124,9 +132,9 @@ class RecordSink {
                               const ncclscope_comm_finalize_record& record) = 0;
   virtual void OnOp(const RingOrigin& origin, const OpView& op) = 0;
   virtual void OnProxyOp(const RingOrigin& origin, const ncclscope_proxy_op_record& record) = 0;
-  // A communicator rank's exact op counts so far (running totals; plugin/ring/ncclscope_ring.h).
-  virtual void OnOpCounts(const RingOrigin& /*origin*/,
-                          const ncclscope_op_counts_record& /*record*/) {}
+  // A communicator rank's exact op counts so far (running totals), every pass for each slot of a
+  // ring with a count table, and once more when its process is gone.
+  virtual void OnOpCounts(const RingOrigin& /*origin*/, const OpCounts& /*counts*/) {}
 };
 
 }  // namespace ncclscope::profiler

@@ -427,6 +427,9 @@ bool RingDirectory::Poll(RecordSink& sink) {
         if (!stats.more) break;
       }
     }
+    // The exact counts, after the records (which introduce the communicators), and for a ring
+    // whose process is gone once more before it is reclaimed: its last totals.
+    for (const OpCounts& counts : file.ReadCounts()) sink.OnOpCounts(file.origin(), counts);
     RingHeaderSnapshot header;
     if (file.ReadHeader(&header)) ring.last_header = header;
     if (!file.healthy()) {

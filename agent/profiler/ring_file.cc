@@ -36,6 +36,7 @@ struct DrainScratch {
   std::vector<ncclscope_comm_slot> table;
   std::vector<std::uint32_t> versions;
   std::vector<std::uint32_t> index;
+  std::vector<ncclscope_op_count> counts;  // ReadCounts: count_keys entries per slot copied
 };
 
 DrainScratch& Scratch() {
@@ -166,7 +167,15 @@ bool GeometryOk(const ncclscope_ring_header& h, const RingLimits& limits) {
   if (!Aligned(h.comm_table_offset) || !Aligned(h.lanes_offset) || !Aligned(h.data_offset)) {
     return false;
   }
-  const std::uint64_t table_end = h.comm_table_offset + slots * NCCLSCOPE_COMM_SLOT_SIZE;
+  std::uint64_t table_end = h.comm_table_offset + slots * NCCLSCOPE_COMM_SLOT_SIZE;
+  // The count table: with EXACT_COUNTS, right of the comm table and left of the lanes.
+  if ((h.features & NCCLSCOPE_FEATURE_EXACT_COUNTS) != 0) {
+    if (h.count_keys != NCCLSCOPE_COUNT_KEYS || h.count_table_offset > kMax ||
+        !Aligned(h.count_table_offset) || h.count_table_offset < table_end) {
+      return false;
+    }
+    table_end = h.count_table_offset + slots * h.count_keys * sizeof(ncclscope_op_count);
+  }
   const std::uint64_t lanes_end = h.lanes_offset + lanes * NCCLSCOPE_LANE_SIZE;
   const std::uint64_t data_bytes = lanes * capacity * NCCLSCOPE_RECORD_SIZE;
   return h.comm_table_offset >= NCCLSCOPE_RING_HEADER_SIZE && h.lanes_offset >= table_end &&
@@ -245,6 +254,7 @@ std::unique_ptr<RingFile> RingFile::Open(const std::string& path, std::string* r
   ring->capacity_ = header.lane_capacity;
   ring->comm_slots_ = header.comm_slot_count;
   ring->comm_table_offset_ = header.comm_table_offset;
+  ring->count_table_offset_ = header.count_table_offset;
   ring->lanes_offset_ = header.lanes_offset;
   ring->data_offset_ = header.data_offset;
   ring->local_tails_.assign(ring->lanes_, 0);
@@ -252,7 +262,6 @@ std::unique_ptr<RingFile> RingFile::Open(const std::string& path, std::string* r
   ring->origin_.pid = header.pid;
   ring->origin_.hostname = ring::FieldText(header.hostname);
   ring->origin_.job_id = ring::FieldText(header.job_id);
-  ring->origin_.exact_counts = (header.features & NCCLSCOPE_FEATURE_EXACT_COUNTS) != 0;
   ring->origin_.owner_uid = st.st_uid;
   if (!ring->writable_) {
     // Cannot commit tails: start from what is there now and keep our position in memory.
@@ -398,14 +407,6 @@ bool RingFile::DrainLane(std::uint32_t index, RecordSink& sink, std::uint32_t ma
         ++stats.records;
         break;
       }
-      case NCCLSCOPE_REC_OP_COUNTS: {
-        ncclscope_op_counts_record rec{};
-        std::memcpy(&rec, record, sizeof(rec));
-        sink.OnOpCounts(origin_, rec);
-        ++stats.by_type[h.type];
-        ++stats.records;
-        break;
-      }
       case NCCLSCOPE_REC_COMM_INIT: {
         ncclscope_comm_init_record rec{};
         std::memcpy(&rec, record, sizeof(rec));
@@ -503,6 +504,45 @@ void CopyTable(void* arg) {
     t->version_after[t->copied] = __atomic_load_n(&shared->version, __ATOMIC_ACQUIRE);
     t->index[t->copied] = i;
     ++t->copied;
+  }
+}
+
+struct CountsCopy {
+  const unsigned char* table = nullptr;   // the comm table
+  const unsigned char* counts = nullptr;  // the count table
+  std::uint32_t slots = 0;
+  std::uint32_t max_copied = 0;
+  OpCounts* out = nullptr;                // identity of each copied slot (capacity max_copied)
+  ncclscope_op_count* entries = nullptr;  // NCCLSCOPE_COUNT_KEYS per copied slot
+  std::uint32_t copied = 0;
+};
+
+// Seqlock reader over each slot: version, identity, its counts, version again; a slot rewritten
+// meanwhile (a new communicator resetting the counts) is skipped this pass.
+void CopyCounts(void* arg) {
+  auto* c = static_cast<CountsCopy*>(arg);
+  for (std::uint32_t i = 0; i < c->slots && c->copied < c->max_copied; ++i) {
+    const auto* shared = reinterpret_cast<const ncclscope_comm_slot*>(
+        c->table + static_cast<std::size_t>(i) * NCCLSCOPE_COMM_SLOT_SIZE);
+    const std::uint32_t before = __atomic_load_n(&shared->version, __ATOMIC_ACQUIRE);
+    const std::uint32_t state = __atomic_load_n(&shared->state, __ATOMIC_RELAXED);
+    if ((before & 1) != 0 || (state != NCCLSCOPE_COMM_LIVE && state != NCCLSCOPE_COMM_FINALIZED)) {
+      continue;
+    }
+    OpCounts& out = c->out[c->copied];
+    out.slot = i;
+    out.comm_id = __atomic_load_n(&shared->comm_id, __ATOMIC_RELAXED);
+    out.context = __atomic_load_n(&shared->context, __ATOMIC_RELAXED);
+    out.rank = __atomic_load_n(&shared->rank, __ATOMIC_RELAXED);
+    ncclscope_op_count* entries =
+        c->entries + static_cast<std::size_t>(c->copied) * NCCLSCOPE_COUNT_KEYS;
+    std::memcpy(
+        entries,
+        c->counts + static_cast<std::size_t>(i) * NCCLSCOPE_COUNT_KEYS * sizeof(ncclscope_op_count),
+        NCCLSCOPE_COUNT_KEYS * sizeof(ncclscope_op_count));
+    OrderLoads();
+    if (__atomic_load_n(&shared->version, __ATOMIC_ACQUIRE) != before) continue;
+    ++c->copied;
   }
 }
 
@@ -604,6 +644,43 @@ bool RingFile::OwnerAlive() {
     return false;
   }
   return true;
+}
+
+std::vector<OpCounts> RingFile::ReadCounts() {
+  std::vector<OpCounts> result;
+  if (!healthy_ || comm_slots_ == 0 || count_table_offset_ == 0) return result;
+  std::uint32_t used = 0;
+  if (!GuardedLoad(&reinterpret_cast<ncclscope_ring_header*>(map_)->comm_slots_used, &used)) {
+    healthy_ = false;
+    return result;
+  }
+  CountsCopy c;
+  c.table = map_ + comm_table_offset_;
+  c.counts = map_ + count_table_offset_;
+  c.slots = used != 0 && used < comm_slots_ ? used : comm_slots_;
+  c.max_copied = c.slots < limits_.max_live_slots ? c.slots : limits_.max_live_slots;
+  std::vector<OpCounts> ids(c.max_copied);
+  DrainScratch& scratch = Scratch();
+  scratch.counts.resize(static_cast<std::size_t>(c.max_copied) * NCCLSCOPE_COUNT_KEYS);
+  c.out = ids.data();
+  c.entries = scratch.counts.data();
+  if (!GuardedCall(&CopyCounts, &c)) {
+    healthy_ = false;
+    return result;
+  }
+  result.reserve(c.copied);
+  for (std::uint32_t k = 0; k < c.copied; ++k) {
+    OpCounts& slot = ids[k];
+    // ABI v1-v3 name the communicator with its first op: until then no identity, nothing counted.
+    if (slot.comm_id == 0 || slot.rank < 0 || slot.rank >= NCCLSCOPE_MAX_NRANKS) continue;
+    const ncclscope_op_count* entries =
+        scratch.counts.data() + static_cast<std::size_t>(k) * NCCLSCOPE_COUNT_KEYS;
+    for (std::uint32_t e = 0; e < NCCLSCOPE_COUNT_KEYS; ++e) {
+      if (entries[e].key != 0 && ValidCountKey(entries[e].key)) slot.counts.push_back(entries[e]);
+    }
+    result.push_back(std::move(slot));
+  }
+  return result;
 }
 
 }  // namespace ncclscope::profiler

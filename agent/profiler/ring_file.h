@@ -94,6 +94,9 @@ class RingFile {
   bool CheckFile();
   // Consistent copies of the slots in use (live or finalized), skipping ones being rewritten.
   std::vector<CommSlotSnapshot> ReadCommTable();
+  // The exact op counts of every slot in use with a communicator identity (live or finalized;
+  // none without a count table), skipping slots being rewritten and invalid keys.
+  std::vector<OpCounts> ReadCounts();
 
   // Publishes controls for the plugin (seqlock). False when read-only or faulted.
   bool WriteControls(const ncclscope_controls& controls);
@@ -122,6 +125,7 @@ class RingFile {
   std::uint32_t capacity_ = 0;
   std::uint32_t comm_slots_ = 0;
   std::uint64_t comm_table_offset_ = 0;
+  std::uint64_t count_table_offset_ = 0;  // 0: no count table
   std::uint64_t lanes_offset_ = 0;
   std::uint64_t data_offset_ = 0;
   std::vector<std::uint64_t> local_tails_;  // used when the ring is read-only

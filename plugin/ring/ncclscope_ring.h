@@ -10,6 +10,8 @@
  *
  *   [0, 4096)                      struct ncclscope_ring_header
  *   [comm_table_offset, ...)       comm_slot_count x struct ncclscope_comm_slot   (512 B each)
+ *   [count_table_offset, ...)      comm_slot_count x count_keys x struct ncclscope_op_count
+ *                                  (24 B each): slot i's exact op counts (EXACT_COUNTS only)
  *   [lanes_offset, ...)            lane_count x struct ncclscope_lane             (128 B each)
  *   [data_offset, file_size)       lane_count x lane_capacity records             (256 B each);
  *                                  lane i's slot s is at data_offset + (i*lane_capacity + s)*256
@@ -72,8 +74,9 @@ extern "C" {
  * rejected or skipped and counted; the plugin never writes beyond them. */
 #define NCCLSCOPE_MAX_NRANKS (1 << 20) /* a communicator's nranks; every rank is below it */
 #define NCCLSCOPE_MAX_REGION_OFFSET (1ull << 40) /* header offsets, checked before any sum */
-/* file_size: 1 GiB of records (NCCLSCOPE_RING_SIZE's maximum) plus the largest comm table */
-#define NCCLSCOPE_AGENT_MAX_RING_FILE_BYTES ((1ull << 30) + (64ull << 20))
+/* file_size: 1 GiB of records (NCCLSCOPE_RING_SIZE's maximum) plus the largest comm table (32
+ * MiB) and count table (192 MiB) */
+#define NCCLSCOPE_AGENT_MAX_RING_FILE_BYTES ((1ull << 30) + (256ull << 20))
 #define NCCLSCOPE_AGENT_MAX_COMMS_PER_RING 256u /* live comm-table slots read per ring */
 #define NCCLSCOPE_MAX_RING_NAME 64u /* "ncclscope-<pid>-<created_ns>.ring" is at most 46 bytes */
 
@@ -88,8 +91,9 @@ enum ncclscope_ring_state {
  * ring whatever the plugin's age. */
 enum ncclscope_ring_feature {
   /* Every operation is counted exactly per (communicator, rank, function, algorithm, protocol,
-   * size class) and the counts come as OP_COUNTS records: the agent takes operation and byte
-   * counts from those, not from op records (which sampling may thin). */
+   * size class) in the ring's count table (count_table_offset): the agent takes operation and
+   * byte counts from there for the ops whose records carry NCCLSCOPE_OP_COUNTED, not from the
+   * records (which sampling may thin). */
   NCCLSCOPE_FEATURE_EXACT_COUNTS = 1u << 0,
 };
 
@@ -120,8 +124,8 @@ enum ncclscope_counter {
   NCCLSCOPE_CTR_OPS_NOT_RECORDED = 17,     /* ops left out by record_one_in (counted in the comm
                                               table, their records and network records skipped) */
   NCCLSCOPE_CTR_COUNT_KEYS_OVERFLOW = 18,  /* ops counted under their function alone: their
-                                              communicator had used NCCLSCOPE_COUNT_KEYS other
-                                              (func, algo, proto, size) keys already */
+                                              communicator had used NCCLSCOPE_COUNT_KEYS less
+                                              NCCLSCOPE_FUNC_COUNT other keys already */
   NCCLSCOPE_COUNTER_MAX = 19               /* counters[] grows into reserved1, up to offset 512 */
 };
 
@@ -261,7 +265,11 @@ struct ncclscope_ring_header {
    * (scanning all comm_slot_count slots touched one cold cache line each, every pass); 0 means
    * "not kept" (rings of plugins before this field, whose reserved bytes are 0): read them all. */
   uint32_t comm_slots_used; /* offset 576 */
-  uint8_t reserved1b[1024 - 512 - 64 - 4];
+  /* The count table (features EXACT_COUNTS; both 0 otherwise): count_keys entries per comm slot
+   * (NCCLSCOPE_COUNT_KEYS), 64-byte aligned, between the comm table and the lanes. */
+  uint32_t count_keys;         /* offset 580 */
+  uint64_t count_table_offset; /* offset 584 */
+  uint8_t reserved1b[1024 - 512 - 64 - 16];
 
   /* Agent-written, offset 1024. */
   struct ncclscope_controls controls;
@@ -275,6 +283,8 @@ NCCLSCOPE_STATIC_ASSERT(offsetof(struct ncclscope_ring_header, counters) == 280,
 NCCLSCOPE_STATIC_ASSERT(offsetof(struct ncclscope_ring_header, governor) == 512, "governor");
 NCCLSCOPE_STATIC_ASSERT(offsetof(struct ncclscope_ring_header, comm_slots_used) == 576,
                         "comm_slots_used");
+NCCLSCOPE_STATIC_ASSERT(offsetof(struct ncclscope_ring_header, count_table_offset) == 584,
+                        "count_table_offset");
 NCCLSCOPE_STATIC_ASSERT(offsetof(struct ncclscope_ring_header, controls) == 1024, "controls");
 
 /* ---- Lanes ------------------------------------------------------------------------------ */
@@ -367,8 +377,7 @@ enum ncclscope_record_type {
   NCCLSCOPE_REC_PROXY_OP = 5,      /* struct ncclscope_proxy_op_record: one per network op */
   NCCLSCOPE_REC_OP_DETAIL = 6,     /* struct ncclscope_op_detail_record: user tag, kernel variant */
   NCCLSCOPE_REC_OP_PHASES = 7,     /* struct ncclscope_op_phases_record: kernel phases (v7) */
-  NCCLSCOPE_REC_OP_COUNTS = 8,     /* struct ncclscope_op_counts_record: exact operation counts */
-  NCCLSCOPE_REC_TYPE_MAX = 8
+  NCCLSCOPE_REC_TYPE_MAX = 7
 };
 
 struct ncclscope_record_header {
@@ -507,6 +516,8 @@ enum ncclscope_op_flag {
   NCCLSCOPE_OP_HAS_DETAIL = 1u << 13,          /* an OP_DETAIL record follows (user tag, kernel
                                                   variant) */
   NCCLSCOPE_OP_HAS_PHASES = 1u << 14,          /* OP_PHASES records follow (v7 kernel phases) */
+  NCCLSCOPE_OP_COUNTED = 1u << 15,             /* counted in the count table (EXACT_COUNTS): its
+                                                  ops and bytes are not to be added again */
 };
 
 /* One channel's GPU time, relative to the op's gpu_start_ns. */
@@ -673,14 +684,17 @@ struct ncclscope_op_phases_record {
 
 /* Exact operation counts (header.features EXACT_COUNTS). The plugin counts every operation a
  * communicator rank enqueues, whatever record_one_in, the rate limit, the duty cycles or the
- * overhead governor decide, per key: (function, algorithm, protocol, size class); and writes the
- * running totals (absolute, monotonic for the communicator's life) in OP_COUNTS records: after
- * every maintenance pass (~200 ms) in which the communicator enqueued something, and once more at
- * its finalize, before its COMM_FINALIZE. A lost record costs nothing but freshness: the next one
- * carries the totals. `context` tells two communicators apart that share a hash and rank in one
- * process (ABI v1-v3 at NCCL 2.23: splits of one parent with the same color). */
+ * overhead governor decide, per key: (function, algorithm, protocol, size class), in its comm
+ * slot's part of the count table, in place: running totals, monotonic while the slot holds the
+ * communicator. A key is claimed with a compare-and-swap of `key` (0 -> key), then `ops` and
+ * `bytes` grow by atomic adds (relaxed: each is exact as of its load; `bytes` may trail `ops` by
+ * the op being added). Nothing is lost when records are (a full ring, an agent that was down, a
+ * process killed): the agent reads the table every pass and once more when the process is gone.
+ * The slot's seqlock (`version`) covers the table's reset when the slot takes a new communicator,
+ * and a finalized slot is reused only after NCCLSCOPE_COMM_SLOT_REUSE_NS, so the agent reads its
+ * final totals first. */
 #define NCCLSCOPE_COUNT_KEYS 128u /* keys per communicator rank; then per function alone */
-#define NCCLSCOPE_COUNTS_PER_RECORD 8u
+#define NCCLSCOPE_COMM_SLOT_REUSE_NS 2000000000ull /* a finalized slot waits this long */
 /* A count key: func | algo << 5 | proto << 9 | size_class << 12, plus bit 16 set; 0 is no key.
  * With size class NCCLSCOPE_SIZE_CLASS_OVERFLOW and algo/proto UNKNOWN: the overflow key of a
  * function. */
@@ -693,33 +707,22 @@ static inline uint32_t ncclscope_count_key(unsigned func, unsigned algo, unsigne
 }
 /* The size class of a message (the agent's `size` label): 0 below 1 KiB, then one class per power
  * of 4 (1-4 KiB, 4-16 KiB, ...), 11 from 1 GiB up. */
+#define NCCLSCOPE_SIZE_CLASSES 12u
 static inline unsigned ncclscope_size_class(uint64_t bytes) {
   unsigned bits;
   unsigned index;
   if (bytes < 1024u) return 0u;
   bits = 63u - NCCLSCOPE_CAST(unsigned, __builtin_clzll(bytes)); /* floor(log2(bytes)) */
   index = (bits - 10u) / 2u + 1u;
-  return index < 11u ? index : 11u;
+  return index < NCCLSCOPE_SIZE_CLASSES - 1u ? index : NCCLSCOPE_SIZE_CLASSES - 1u;
 }
 struct ncclscope_op_count {
   uint32_t key; /* ncclscope_count_key(); 0: unused entry */
   uint32_t reserved;
   uint64_t ops;
-  uint64_t bytes; /* saturating */
+  uint64_t bytes; /* wraps after 16 EiB */
 };
-struct ncclscope_op_counts_record {
-  struct ncclscope_record_header h;
-  uint64_t comm_id;
-  uint64_t context; /* the communicator's context handle value in this process */
-  int32_t rank;
-  uint8_t part;          /* 1-based record of this flush */
-  uint8_t n;             /* valid entries in counts[] */
-  uint8_t last;          /* 1 in the flush's last record */
-  uint8_t final_flush;   /* 1 when written at the communicator's finalize */
-  uint64_t ops_enqueued; /* the communicator's ops so far (every key summed) at this flush */
-  struct ncclscope_op_count counts[NCCLSCOPE_COUNTS_PER_RECORD];
-  uint8_t reserved[16];
-};
+NCCLSCOPE_STATIC_ASSERT(sizeof(struct ncclscope_op_count) == 24, "op count");
 
 /* Proxy step states, the index into ncclscope_proxy_op_record.state_ns. */
 enum ncclscope_step_state {
@@ -832,8 +835,6 @@ NCCLSCOPE_STATIC_ASSERT(sizeof(struct ncclscope_op_detail_record) == NCCLSCOPE_R
 NCCLSCOPE_STATIC_ASSERT(sizeof(struct ncclscope_op_phases_record) == NCCLSCOPE_RECORD_SIZE,
                         "op phases");
 NCCLSCOPE_STATIC_ASSERT(sizeof(struct ncclscope_channel_phases) == 16, "channel phases");
-NCCLSCOPE_STATIC_ASSERT(sizeof(struct ncclscope_op_counts_record) == NCCLSCOPE_RECORD_SIZE,
-                        "op counts");
 
 /* ---- Helpers ------------------------------------------------------------------------------ */
 

@@ -44,6 +44,7 @@ void Errno(RingError* error, const char* what, const char* path) {
 
 struct Layout {
   std::uint64_t comm_table_offset;
+  std::uint64_t count_table_offset;  // 0: none
   std::uint64_t lanes_offset;
   std::uint64_t data_offset;
   std::uint64_t file_size;
@@ -52,8 +53,13 @@ struct Layout {
 Layout LayoutOf(const RingGeometry& g) {
   Layout layout{};
   layout.comm_table_offset = NCCLSCOPE_RING_HEADER_SIZE;
-  layout.lanes_offset = layout.comm_table_offset +
-                        static_cast<std::uint64_t>(g.comm_slots) * NCCLSCOPE_COMM_SLOT_SIZE;
+  const std::uint64_t table_end =
+      layout.comm_table_offset +
+      static_cast<std::uint64_t>(g.comm_slots) * NCCLSCOPE_COMM_SLOT_SIZE;
+  layout.count_table_offset = g.count_keys != 0 ? table_end : 0;  // 512-byte slots: aligned
+  layout.lanes_offset = AlignUp(table_end + static_cast<std::uint64_t>(g.comm_slots) *
+                                                g.count_keys * sizeof(ncclscope_op_count),
+                                64);
   layout.data_offset = AlignUp(
       layout.lanes_offset + static_cast<std::uint64_t>(g.lanes) * NCCLSCOPE_LANE_SIZE, 4096);
   layout.file_size = layout.data_offset +
@@ -89,7 +95,8 @@ bool RingWriter::Create(const char* dir, const RingGeometry& geometry, const Rin
   if (geometry.lanes == 0 || geometry.lanes > NCCLSCOPE_MAX_LANES || geometry.lane_capacity == 0 ||
       (geometry.lane_capacity & (geometry.lane_capacity - 1)) != 0 ||
       geometry.lane_capacity > NCCLSCOPE_MAX_LANE_CAPACITY ||
-      geometry.comm_slots > NCCLSCOPE_MAX_COMM_SLOTS) {
+      geometry.comm_slots > NCCLSCOPE_MAX_COMM_SLOTS ||
+      (geometry.count_keys != 0 && geometry.count_keys != NCCLSCOPE_COUNT_KEYS)) {
     error->Assign("invalid ring geometry");
     return false;
   }
@@ -149,6 +156,8 @@ bool RingWriter::Create(const char* dir, const RingGeometry& geometry, const Rin
   header->lane_capacity = geometry.lane_capacity;
   header->comm_slot_count = geometry.comm_slots;
   header->comm_table_offset = layout.comm_table_offset;
+  header->count_keys = geometry.count_keys;
+  header->count_table_offset = layout.count_table_offset;
   header->lanes_offset = layout.lanes_offset;
   header->data_offset = layout.data_offset;
   header->pid = static_cast<std::int32_t>(::getpid());
@@ -156,7 +165,9 @@ bool RingWriter::Create(const char* dir, const RingGeometry& geometry, const Rin
   CopyString(header->hostname, sizeof(header->hostname), identity.hostname);
   CopyString(header->plugin_version, sizeof(header->plugin_version), identity.plugin_version);
   CopyString(header->job_id, sizeof(header->job_id), identity.job_id);
-  header->features = identity.features;
+  header->features = geometry.count_keys != 0
+                         ? identity.features | NCCLSCOPE_FEATURE_EXACT_COUNTS
+                         : identity.features & ~std::uint32_t{NCCLSCOPE_FEATURE_EXACT_COUNTS};
   header->state = NCCLSCOPE_RING_LIVE;
   std::atomic_ref<std::uint64_t>(header->magic)
       .store(NCCLSCOPE_RING_MAGIC, std::memory_order_release);
@@ -173,6 +184,10 @@ bool RingWriter::Create(const char* dir, const RingGeometry& geometry, const Rin
   header_ = header;
   comm_table_ = reinterpret_cast<ncclscope_comm_slot*>(static_cast<unsigned char*>(map) +
                                                        layout.comm_table_offset);
+  count_table_ = layout.count_table_offset != 0
+                     ? reinterpret_cast<ncclscope_op_count*>(static_cast<unsigned char*>(map) +
+                                                             layout.count_table_offset)
+                     : nullptr;
   lanes_ =
       reinterpret_cast<ncclscope_lane*>(static_cast<unsigned char*>(map) + layout.lanes_offset);
   data_ = static_cast<unsigned char*>(map) + layout.data_offset;
@@ -186,6 +201,7 @@ void RingWriter::Close() {
   fd_ = -1;
   header_ = nullptr;
   comm_table_ = nullptr;
+  count_table_ = nullptr;
   lanes_ = nullptr;
   data_ = nullptr;
   path_.Clear();

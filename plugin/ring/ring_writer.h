@@ -18,6 +18,9 @@ struct RingGeometry {
   std::uint32_t lanes = 16;
   std::uint32_t lane_capacity = 2048;  // power of two
   std::uint32_t comm_slots = 256;
+  // Exact-count keys per comm slot (the count table, ncclscope_ring.h): NCCLSCOPE_COUNT_KEYS, or
+  // 0 for a ring without one (the EXACT_COUNTS feature follows it).
+  std::uint32_t count_keys = NCCLSCOPE_COUNT_KEYS;
 
   // The largest power-of-two lane capacity that fits `record_bytes` across `lanes` lanes.
   static RingGeometry ForRecordBytes(std::uint64_t record_bytes, std::uint32_t lanes,
@@ -62,6 +65,12 @@ class RingWriter {
   ncclscope_comm_slot* comm_slot(std::uint32_t index) const {
     return index < geometry_.comm_slots ? comm_table_ + index : nullptr;
   }
+  // Comm slot `index`'s count_keys entries of the count table; null without one.
+  ncclscope_op_count* count_table(std::uint32_t index) const {
+    return count_table_ != nullptr && index < geometry_.comm_slots
+               ? count_table_ + static_cast<std::uint64_t>(index) * geometry_.count_keys
+               : nullptr;
+  }
 
   // Room for `count` consecutive records (1..kMaxGroup) in one lane, held until Commit(). The
   // caller fills every byte of each slot (type and payload; Commit sets layout, position and
@@ -96,6 +105,7 @@ class RingWriter {
   RingGeometry geometry_;
   ncclscope_ring_header* header_ = nullptr;
   ncclscope_comm_slot* comm_table_ = nullptr;
+  ncclscope_op_count* count_table_ = nullptr;
   ncclscope_lane* lanes_ = nullptr;
   unsigned char* data_ = nullptr;
 };

@@ -513,41 +513,44 @@ std::uint32_t RecordWeight(const Runtime& r, std::uint8_t kind, std::uint8_t fun
 
 namespace {
 
-// Adds one op to the communicator's exact counts (CommState::counts): a probe of a small open-
-// addressed table (usually its first slot) and two atomic adds. Keys beyond the table's room
-// (NCCLSCOPE_COUNT_KEYS less one per function) count under their function's overflow key.
-void CountOp(CommState* comm, std::uint8_t func, std::uint8_t algo, std::uint8_t proto,
+// Adds one op to the communicator's exact counts, in its comm slot's part of the ring's count
+// table (ncclscope_ring.h): a probe of a small open-addressed table (usually its first entry) and
+// two atomic adds. Keys beyond the table's room (NCCLSCOPE_COUNT_KEYS less one per function) count
+// under their function's overflow key. False when the communicator has no table (no ring, no comm
+// slot): its op records then carry the count (without NCCLSCOPE_OP_COUNTED).
+bool CountOp(CommState* comm, std::uint8_t func, std::uint8_t algo, std::uint8_t proto,
              std::uint64_t bytes) {
-  OpCount* table = comm->counts;
-  if (__builtin_expect(table == nullptr, 0)) return;  // no memory at init: counted there
+  ncclscope_op_count* table = R().ring.count_table(Load(comm->comm_slot));
+  if (table == nullptr) return false;
+  std::atomic<std::uint32_t>& keys_used = comm->count_keys;
   std::uint32_t key = ncclscope_count_key(func, algo, proto, ncclscope_size_class(bytes));
   constexpr std::uint32_t kMask = NCCLSCOPE_COUNT_KEYS - 1;
   static_assert((NCCLSCOPE_COUNT_KEYS & kMask) == 0, "a power of two");
   for (int attempt = 0; attempt < 2; ++attempt) {
     std::uint32_t i = (key * 0x9E3779B1u >> 20) & kMask;
     for (std::uint32_t probe = 0; probe < NCCLSCOPE_COUNT_KEYS; ++probe, i = (i + 1) & kMask) {
-      std::uint32_t found = table[i].key.load(std::memory_order_relaxed);
+      std::atomic_ref<std::uint32_t> entry_key(table[i].key);
+      std::uint32_t found = entry_key.load(std::memory_order_relaxed);
       if (found == 0) {
         // A new key: only while room is left for every function's overflow key.
         const bool overflow_key = (key >> 12 & 0xF) == NCCLSCOPE_SIZE_CLASS_OVERFLOW;
-        if (!overflow_key &&
-            Load(comm->count_keys) >= NCCLSCOPE_COUNT_KEYS - NCCLSCOPE_FUNC_COUNT) {
-          break;
-        }
-        if (table[i].key.compare_exchange_strong(found, key, std::memory_order_relaxed)) {
-          comm->count_keys.fetch_add(1, std::memory_order_relaxed);
+        if (!overflow_key && Load(keys_used) >= NCCLSCOPE_COUNT_KEYS - NCCLSCOPE_FUNC_COUNT) break;
+        if (entry_key.compare_exchange_strong(found, key, std::memory_order_relaxed)) {
+          keys_used.fetch_add(1, std::memory_order_relaxed);
           found = key;
         }
       }
       if (found != key) continue;
-      table[i].ops.fetch_add(1, std::memory_order_relaxed);
-      table[i].bytes.fetch_add(bytes, std::memory_order_relaxed);
-      return;
+      std::atomic_ref<std::uint64_t>(table[i].ops).fetch_add(1, std::memory_order_relaxed);
+      std::atomic_ref<std::uint64_t>(table[i].bytes).fetch_add(bytes, std::memory_order_relaxed);
+      return true;
     }
     R().ring.Count(NCCLSCOPE_CTR_COUNT_KEYS_OVERFLOW);
     key = ncclscope_count_key(func, NCCLSCOPE_ALGO_UNKNOWN, NCCLSCOPE_PROTO_UNKNOWN,
                               NCCLSCOPE_SIZE_CLASS_OVERFLOW);
   }
+  // Every function's overflow key has room, but for claims racing past the room check at once.
+  return false;
 }
 
 }  // namespace
@@ -597,8 +600,8 @@ void StartOp(void* context, void** handle, const OpArgs& args) {
     proto = names::Proto(args.proto);
   }
   // Every op is counted, exactly, before anything below may leave it out (the minimum size, a
-  // full pool, record_one_in): ncclscope_ring.h, OP_COUNTS.
-  CountOp(comm, func, algo, proto, bytes);
+  // full pool, record_one_in): ncclscope_ring.h, the count table.
+  if (CountOp(comm, func, algo, proto, bytes)) flags |= NCCLSCOPE_OP_COUNTED;
   std::uint64_t count = args.count;
   // AllGather and Broadcast tasks carry count in bytes and datatype ncclInt8
   // (src/enqueue.cc:2476-2480 at v2.28.9-1); the API's own count and type came with the CollApi.

@@ -355,19 +355,6 @@ std::atomic<std::uint64_t>* NewCounters(std::uint32_t n) {
   return counters;
 }
 
-// A zeroed count table (CommState::counts) from malloc, kept reachable in Runtime::count_arrays.
-OpCount* NewCountTable(Runtime& r) {
-  void* memory = std::calloc(NCCLSCOPE_COUNT_KEYS, sizeof(OpCount));
-  if (memory == nullptr) return nullptr;
-  auto* table = static_cast<OpCount*>(memory);
-  for (std::uint32_t i = 0; i < NCCLSCOPE_COUNT_KEYS; ++i) new (table + i) OpCount();
-  if (!r.count_arrays.PushBack(table)) {
-    std::free(table);
-    return nullptr;
-  }
-  return table;
-}
-
 std::uint32_t TakeCommSlot(Runtime& r) {
   if (r.next_comm_slot < r.ring.geometry().comm_slots) {
     const std::uint32_t slot = r.next_comm_slot++;
@@ -379,7 +366,10 @@ std::uint32_t TakeCommSlot(Runtime& r) {
     }
     return slot;
   }
-  if (!r.free_comm_slots.empty()) return r.free_comm_slots.Pop();
+  if (!r.free_comm_slots.empty() &&
+      clock::RealtimeNow() - r.free_comm_slots.Front().freed_ns >= NCCLSCOPE_COMM_SLOT_REUSE_NS) {
+    return r.free_comm_slots.Pop().index;
+  }
   return UINT32_MAX;
 }
 
@@ -402,8 +392,10 @@ void WriteCommInit(Runtime& r, const CommState& comm, std::uint64_t init_ns, con
   r.ring.Write(&rec, 1, ThreadLaneHint());
 }
 
-void WriteCommSlot(ncclscope_comm_slot* slot, const CommState& comm, const char* name,
-                   const GpuInfo& gpu, std::uint64_t now) {
+// `counts`: the slot's part of the count table (null without one), reset inside the seqlock so
+// the agent never takes a reset table for the previous communicator's.
+void WriteCommSlot(ncclscope_comm_slot* slot, ncclscope_op_count* counts, const CommState& comm,
+                   const char* name, const GpuInfo& gpu, std::uint64_t now) {
   // Seqlock writer: the odd-making read-modify-write (acquire) keeps the field stores after it.
   std::atomic_ref<std::uint32_t> version(slot->version);
   const std::uint32_t v = version.fetch_add(1, std::memory_order_acquire);
@@ -423,6 +415,11 @@ void WriteCommSlot(ncclscope_comm_slot* slot, const CommState& comm, const char*
   std::atomic_ref<std::uint64_t>(slot->ops_completed).store(0, std::memory_order_relaxed);
   std::atomic_ref<std::uint64_t>(slot->last_enqueue_ns).store(0, std::memory_order_relaxed);
   std::atomic_ref<std::uint64_t>(slot->last_complete_ns).store(0, std::memory_order_relaxed);
+  for (std::uint32_t i = 0; counts != nullptr && i < NCCLSCOPE_COUNT_KEYS; ++i) {
+    std::atomic_ref<std::uint32_t>(counts[i].key).store(0, std::memory_order_relaxed);
+    std::atomic_ref<std::uint64_t>(counts[i].ops).store(0, std::memory_order_relaxed);
+    std::atomic_ref<std::uint64_t>(counts[i].bytes).store(0, std::memory_order_relaxed);
+  }
   version.store(v + 2, std::memory_order_release);
 }
 
@@ -462,16 +459,6 @@ void CheckMaskOverride(Runtime& r) {
       nccl);
 }
 
-// Every live communicator's counts that moved since the last pass (FlushCounts).
-void FlushAllCounts(Runtime& r) {
-  const std::uint32_t comms = r.comms.carved();
-  for (std::uint32_t i = 0; i < comms; ++i) {
-    auto* comm = reinterpret_cast<CommState*>(r.comms.At(i));
-    if (comm->live.load(std::memory_order_acquire) == 0) continue;
-    FlushCounts(comm, /*final=*/false);
-  }
-}
-
 }  // namespace
 
 std::uint32_t DesiredMask(std::uint64_t now_ns) {
@@ -505,7 +492,6 @@ void MaintenancePass(std::uint64_t now_ns) {
     WriteNcclMask(mask, MaskWriter::kIdleMaintenance);
   }
   SweepStaleOps(r, clock::Now());
-  FlushAllCounts(r);
   chain::Maintain();  // NCCLSCOPE_CHAIN: NCCL's mask = ours | the chained plugin's (chain.h)
 }
 
@@ -575,25 +561,11 @@ abi::Result Init(void** context, std::uint64_t comm_id, int* mask, const char* n
     for (std::uint32_t i = 0; i < 2 * Load(comm->p2p_peers); ++i) Store(comm->p2p_seq[i], 0);
   }
   Store(comm->p2p_peers, comm->p2p_seq != nullptr ? peers : 0);
-  // Exact op counts (CountOp, events.cc), the slot's own table reused from its previous
-  // communicator; without memory the communicator's ops are recorded but not counted (counted
-  // instead in count_keys_overflow, once).
-  if (comm->counts == nullptr) comm->counts = NewCountTable(r);
-  if (comm->counts != nullptr) {
-    for (std::uint32_t i = 0; i < NCCLSCOPE_COUNT_KEYS; ++i) {
-      Store(comm->counts[i].key, 0);
-      Store(comm->counts[i].ops, 0);
-      Store(comm->counts[i].bytes, 0);
-    }
-  } else {
-    r.ring.Count(NCCLSCOPE_CTR_COUNT_KEYS_OVERFLOW);
-  }
   Store(comm->count_keys, 0);
-  Store(comm->counts_flushed, 0);
   const std::uint32_t slot_index = TakeCommSlot(r);
   Store(comm->comm_slot, slot_index);
   if (ncclscope_comm_slot* slot = r.ring.comm_slot(slot_index)) {
-    WriteCommSlot(slot, *comm, name, gpu, now);
+    WriteCommSlot(slot, r.ring.count_table(slot_index), *comm, name, gpu, now);
   } else {
     r.ring.Count(NCCLSCOPE_CTR_COMMS_WITHOUT_SLOT);
   }
@@ -662,7 +634,6 @@ abi::Result Finalize(void* context) {
   }
   if (flushed != 0) r.ring.Count(NCCLSCOPE_CTR_OPS_FLUSHED, flushed);
 
-  FlushCounts(comm, /*final=*/true);  // the totals, before the finalize record
   const std::uint64_t now = clock::Now();
   const std::uint32_t slot_index = Load(comm->comm_slot);
   alignas(64) ncclscope_comm_finalize_record rec{};
@@ -680,7 +651,8 @@ abi::Result Finalize(void* context) {
     std::atomic_ref<std::uint64_t>(slot->finalize_ns).store(now, std::memory_order_relaxed);
     std::atomic_ref<std::uint32_t>(slot->state)
         .store(NCCLSCOPE_COMM_FINALIZED, std::memory_order_release);
-    r.free_comm_slots.Push(slot_index);  // no memory: the slot is lost, the comm still recorded
+    // No memory: the slot is lost, the comm still recorded.
+    r.free_comm_slots.Push({slot_index, clock::RealtimeNow()});
   }
   r.comms.Free(index);
   if (r.live_comms > 0 && --r.live_comms == 0) {
@@ -690,48 +662,6 @@ abi::Result Finalize(void* context) {
         .store(NCCLSCOPE_RING_CLOSED, std::memory_order_release);
   }
   return abi::kSuccess;
-}
-
-void FlushCounts(CommState* comm, bool final) {
-  Runtime& r = R();
-  const OpCount* table = comm->counts;
-  if (table == nullptr) return;
-  // A snapshot of the table (relaxed loads: each total is exact as of its load; the next flush
-  // has what came meanwhile), and whether it moved since the last flush.
-  ncclscope_op_count entries[NCCLSCOPE_COUNT_KEYS];
-  std::uint32_t n = 0;
-  std::uint64_t total = 0;
-  for (std::uint32_t i = 0; i < NCCLSCOPE_COUNT_KEYS; ++i) {
-    const std::uint32_t key = table[i].key.load(std::memory_order_relaxed);
-    if (key == 0) continue;
-    ncclscope_op_count& e = entries[n++];
-    e = ncclscope_op_count{};
-    e.key = key;
-    e.ops = table[i].ops.load(std::memory_order_relaxed);
-    e.bytes = table[i].bytes.load(std::memory_order_relaxed);
-    total += e.ops;
-  }
-  if (!final && total == Load(comm->counts_flushed)) return;
-  Store(comm->counts_flushed, total);
-  const std::uint32_t records =
-      n == 0 ? 1 : (n + NCCLSCOPE_COUNTS_PER_RECORD - 1) / NCCLSCOPE_COUNTS_PER_RECORD;
-  for (std::uint32_t part = 0; part < records; ++part) {
-    alignas(64) ncclscope_op_counts_record rec{};
-    rec.h.type = NCCLSCOPE_REC_OP_COUNTS;
-    rec.comm_id = Load(comm->comm_id);
-    rec.context = Load(comm->context_value);
-    rec.rank = Load(comm->rank);
-    rec.part = static_cast<std::uint8_t>(part + 1);
-    rec.last = part + 1 == records ? 1 : 0;
-    rec.final_flush = final ? 1 : 0;
-    rec.ops_enqueued = total;
-    const std::uint32_t first = part * NCCLSCOPE_COUNTS_PER_RECORD;
-    for (std::uint32_t k = 0; k < NCCLSCOPE_COUNTS_PER_RECORD && first + k < n; ++k) {
-      rec.counts[k] = entries[first + k];
-      rec.n = static_cast<std::uint8_t>(k + 1);
-    }
-    r.ring.Write(&rec, 1, ThreadLaneHint());
-  }
 }
 
 void PublishCommIdentity(CommState* comm, std::uint64_t comm_id, int rank) {

@@ -37,13 +37,17 @@ struct Runtime {
   int abi_version = 0;
   abi::DebugLogger logger = nullptr;
   std::uint32_t live_comms = 0;
-  platform::PodQueue<std::uint32_t>
-      free_comm_slots;  // FIFO: a finalized slot stays readable longest
+  // Finalized comm slots, oldest first: one is reused only NCCLSCOPE_COMM_SLOT_REUSE_NS after its
+  // finalize, so the agent reads its last state and exact counts before they are reset.
+  struct FreedSlot {
+    std::uint32_t index;
+    std::uint64_t freed_ns;
+  };
+  platform::PodQueue<FreedSlot> free_comm_slots;
   std::uint32_t next_comm_slot = 0;
   // Every per-peer p2p counter array ever allocated (CommState lives in an mmap'd arena; this list
   // keeps them reachable). Never freed: a stale event on a reused slot may still read one.
   platform::PodVector<std::atomic<std::uint64_t>*> p2p_arrays;
-  platform::PodVector<OpCount*> count_arrays;  // every CommState::counts, kept the same way
 
   // The NCCL event mask: NCCL's process-global int (saved from init) and what we last put there.
   // NCCL copies it into every task at the API call (its "snapshot", src/plugin/profiler.cc:218 and
@@ -243,9 +247,6 @@ void FlushProxyOp(std::uint32_t index, std::uint32_t generation);
 abi::Result Init(void** context, std::uint64_t comm_id, int* mask, const char* name, int nnodes,
                  int nranks, int rank, abi::DebugLogger logger, int abi_version);
 abi::Result Finalize(void* context);
-// Writes the communicator's exact op counts (OP_COUNTS records) if it enqueued anything since the
-// last time, or always when `final` (its finalize). Maintenance thread or finalize.
-void FlushCounts(CommState* comm, bool final);
 // ABI v1-v3: the communicator's hash and rank, from its first op. Publishes them in the comm slot
 // and writes the COMM_INIT record (nranks and nnodes unknown: 0). Called once per communicator,
 // by the op that cleared identity_pending.

@@ -195,14 +195,6 @@ struct alignas(64) ProxyOpState {
   StepSlot steps[kStepSlots];
 };
 
-// One entry of a communicator's exact operation counts (ncclscope_ring.h, OP_COUNTS): the key,
-// claimed once with a compare-and-swap, and its running totals.
-struct OpCount {
-  std::atomic<std::uint32_t> key{0};  // ncclscope_count_key(); 0: free
-  std::atomic<std::uint64_t> ops{0};
-  std::atomic<std::uint64_t> bytes{0};
-};
-
 // One communicator (one rank of it) in this process: NCCL's profiler context.
 struct alignas(64) CommState {
   PoolSlot slot;
@@ -220,12 +212,8 @@ struct alignas(64) CommState {
   // Per-peer p2p counters: [0, nranks) sends, [nranks, 2 nranks) receives. Allocated at init.
   std::atomic<std::uint64_t>* p2p_seq = nullptr;
   std::atomic<std::uint32_t> p2p_peers{0};
-  // Exact counts of every op (NCCLSCOPE_COUNT_KEYS entries, open addressing), allocated at init
-  // and kept with the slot (never freed, like p2p_seq); keys used so far; and ops_enqueued at the
-  // last OP_COUNTS flush (maintenance thread and finalize, under the lifecycle lock).
-  OpCount* counts = nullptr;
+  // Exact-count keys claimed in its comm slot's part of the ring's count table (CountOp).
   std::atomic<std::uint32_t> count_keys{0};
-  std::atomic<std::uint64_t> counts_flushed{0};
   // Enqueue side.
   alignas(64) std::atomic<std::uint64_t> ops_enqueued{0};
   // Completion side.

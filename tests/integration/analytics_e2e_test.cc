@@ -283,7 +283,7 @@ TEST(AnalyticsEndToEndTest, RecordRateLimitEstimatesAFastJob) {
       << Value(body, "ncclscope_nccl_records_total{type=\"op\"}") << " records + " << unrecorded
       << " unrecorded, " << driven << " driven";
   EXPECT_GT(unrecorded, driven / 4);
-  // Counts are exact whatever is recorded (the plugins' OP_COUNTS records).
+  // Counts are exact whatever is recorded (the rings' count tables).
   EXPECT_EQ(Sum(body, "ncclscope_nccl_ops_total"), driven);
   // The per-op detail is an estimate: which ops are recorded is fixed by (comm, function, seq),
   // but the 1-in-N in force follows the host's speed (1 in 2 here; a sanitizer's stalls and

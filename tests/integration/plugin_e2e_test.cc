@@ -198,8 +198,9 @@ TEST(PluginEndToEndTest, CountsAndBytesEqualWhatEachAbiVersionDrove) {
 }
 
 // plugin.record_one_in from the agent's config reaches a job through the controls file: the
-// plugin writes 1 record in 4 (weight 4) and counts the rest, and the agent's sums are the
-// estimate of all ops: 4 x the records, which with the ops left out are exactly the ops driven.
+// plugin writes 1 record in 4 (weight 4) and counts the rest; the op counts stay exact (the count
+// table), and the per-op detail is the estimate of all ops: 4 x the records, which with the ops
+// left out are exactly the ops driven.
 TEST(PluginEndToEndTest, RecordOneInWeighsRecordsAndCountsEveryOp) {
   TempDir ring_dir;
   // A fixed 20 ms pace: the job's burst must not meet a reader resting at poll_interval_max.
@@ -225,21 +226,26 @@ TEST(PluginEndToEndTest, RecordOneInWeighsRecordsAndCountsEveryOp) {
   ASSERT_FALSE(expected.empty()) << job->Stdout();
   std::uint64_t driven = 0;
   for (const Expected& e : expected) driven += e.ops;
+  double counted = 0;
   double estimated = 0;
   double unrecorded = 0;
   EXPECT_TRUE(WaitFor(
       [&] {
         const std::string body = agent.Get("/metrics").body;
-        estimated = Total(body, "ncclscope_nccl_ops_total");
+        counted = Total(body, "ncclscope_nccl_ops_total");
+        estimated = Total(body, "ncclscope_nccl_ops_timed_total");
         unrecorded = Value(body, "ncclscope_nccl_plugin_events_total{event=\"unrecorded_op\"}");
-        return estimated / 4 + unrecorded == static_cast<double>(driven);
+        return counted == static_cast<double>(driven) &&
+               Value(body, "ncclscope_nccl_records_total{type=\"op\"}") + unrecorded ==
+                   static_cast<double>(driven);
       },
       seconds(20)))
-      << "estimated " << estimated << ", unrecorded " << unrecorded << ", driven " << driven;
+      << "counted " << counted << ", unrecorded " << unrecorded << ", driven " << driven;
   EXPECT_GT(unrecorded, static_cast<double>(driven) / 2);
-  // The estimate itself: ~3,000 ops, but the ranks of a collective (and both ends of a p2p op)
-  // share their draw (that is the point): a few hundred independent draws of 1 in 4, ~10 %
-  // standard error. Within 50 %; its exactness is the identity above.
+  // The estimate itself (timed ops, every op timed here): ~3,000 ops, but the ranks of a
+  // collective (and both ends of a p2p op) share their draw (that is the point): a few hundred
+  // independent draws of 1 in 4, ~10 % standard error. Within 50 %; its exactness is the identity
+  // above.
   EXPECT_NEAR(estimated, static_cast<double>(driven), 0.5 * static_cast<double>(driven));
   EXPECT_EQ(Total(agent.Get("/metrics").body, "ncclscope_nccl_records_dropped_total"), 0);
 }
@@ -259,10 +265,37 @@ TEST(PluginEndToEndTest, DropsEqualWhatOverflowedWhileNoAgentRan) {
                       seconds(10)));
   const std::string body = agent.Get("/metrics").body;
   EXPECT_EQ(Value(body, "ncclscope_nccl_records_total{type=\"comm_init\"}"), 1);
-  EXPECT_EQ(Total(body, "ncclscope_nccl_ops_total"), 255);
+  EXPECT_EQ(Value(body, "ncclscope_nccl_records_total{type=\"op\"}"), 255);
+  // Every op counted all the same: the counts live in the ring's count table, not in records.
+  EXPECT_EQ(Total(body, "ncclscope_nccl_ops_total"), 400);
   EXPECT_EQ(Value(body, "ncclscope_nccl_records_dropped_total{reason=\"ring_full\"}"),
             400 - 255 + 1);
   EXPECT_EQ(Value(body, "ncclscope_nccl_records_dropped_total{reason=\"lane_busy\"}"), 0);
+}
+
+// A job killed (SIGKILL: no finalize, no flush, nothing at exit) while no agent ran and its ring
+// overflowed: every op it enqueued is still counted, from the count table the agent reads once
+// the process is gone.
+TEST(PluginEndToEndTest, KilledJobWithAFullRingLosesNoCount) {
+  TempDir ring_dir;
+  TempDir logs;
+  const std::string hold = logs.path() + "/hold";
+  auto job = StartJob(logs, ring_dir.path(),
+                      {"--comms", "2", "--ranks", "2", "--colls", "300", "--p2p", "5", "--alltoall",
+                       "0", "--hold", hold},
+                      {"NCCLSCOPE_RING_SIZE=64KiB", "NCCLSCOPE_RING_LANES=1"});
+  ASSERT_TRUE(job->WaitForStderr("phase 1 done", seconds(60))) << job->Stderr();
+  const auto expected = Sum(ParseExpectations(job->Stdout()));
+  job->Signal(SIGKILL);
+  job->Wait(seconds(10));
+  AgentProcess agent(AgentConfig(ring_dir.path()));
+  ASSERT_TRUE(agent.ok()) << agent.startup_log();
+  EXPECT_TRUE(WaitFor([&] { return agent.Sample("ncclscope_nccl_rings_reclaimed_total") == 1; },
+                      seconds(10)));
+  const std::string body = agent.Get("/metrics").body;
+  EXPECT_GT(Value(body, "ncclscope_nccl_records_dropped_total{reason=\"ring_full\"}"), 0);
+  std::string why;
+  EXPECT_TRUE(Matches(body, expected, &why)) << why;
 }
 
 TEST(PluginEndToEndTest, DroppedRecordsNeverHideProgressFromTheCommTable) {
@@ -281,11 +314,12 @@ TEST(PluginEndToEndTest, DroppedRecordsNeverHideProgressFromTheCommTable) {
   EXPECT_TRUE(WaitFor(
       [&] {
         body = agent.Get("/metrics").body;
-        return Total(body, "ncclscope_nccl_ops_total") == 127;
+        return Value(body, "ncclscope_nccl_records_total{type=\"op\"}") == 127;
       },
       seconds(10)))
-      << Total(body, "ncclscope_nccl_ops_total");
+      << Value(body, "ncclscope_nccl_records_total{type=\"op\"}");
   EXPECT_EQ(Value(body, "ncclscope_nccl_records_total{type=\"op_channels\"}"), 127);
+  EXPECT_EQ(Total(body, "ncclscope_nccl_ops_total"), 400);  // counted, recorded or not
   EXPECT_EQ(Value(body, "ncclscope_nccl_records_dropped_total{reason=\"ring_full\"}"),
             2 * (400 - 127));
   // Every op completed, recorded or not: nothing looks in flight, the last completion is known.
@@ -320,15 +354,21 @@ TEST(PluginEndToEndTest, AgentKilledAndRestartedMidRunLosesNothingThatFit) {
   ASSERT_TRUE(job->WaitForStderr("phase 2 done", seconds(60))) << job->Stderr();
   AgentProcess second(AgentConfig(ring_dir.path()));
   ASSERT_TRUE(second.ok()) << second.startup_log();
-  const auto phase2 = Sum(ParseExpectations(job->Stdout()), {2});
-  ASSERT_FALSE(phase2.empty());
-  // Exactly phase 2: the first agent's records are not read again, none of the new ones is lost.
+  const auto both = Sum(ParseExpectations(job->Stdout()), {1, 2});
+  std::uint64_t phase2_ops = 0;
+  for (const auto& [labels, v] : Sum(ParseExpectations(job->Stdout()), {2})) phase2_ops += v.first;
+  ASSERT_GT(phase2_ops, 0u);
+  // The counts are the communicators' totals (the count table): the counters go on from where
+  // the first agent left them (no reset for Prometheus to see). The records are exactly phase
+  // 2's: the first agent's are not read again, none of the new ones is lost.
   EXPECT_TRUE(
-      WaitFor([&] { return Matches(second.Get("/metrics").body, phase2, &why); }, seconds(20)))
+      WaitFor([&] { return Matches(second.Get("/metrics").body, both, &why); }, seconds(20)))
       << why;
   std::this_thread::sleep_for(milliseconds(200));
-  EXPECT_TRUE(Matches(second.Get("/metrics").body, phase2, &why)) << why;
+  EXPECT_TRUE(Matches(second.Get("/metrics").body, both, &why)) << why;
   const std::string live = second.Get("/metrics").body;
+  EXPECT_EQ(Value(live, "ncclscope_nccl_records_total{type=\"op\"}"),
+            static_cast<double>(phase2_ops));
   EXPECT_EQ(Total(live, "ncclscope_nccl_records_dropped_total"), 0);
   // With a job running: its communicators' info and progress, and the exposition still lints.
   EXPECT_EQ(Total(live, "ncclscope_nccl_comm_info"), 4);  // 2 communicators x 2 ranks
@@ -364,10 +404,17 @@ TEST(PluginEndToEndTest, ControlsFromTheConfigReachJobsAtStartAndWhileRunning) {
   EXPECT_TRUE(WaitFor(
       [&] {
         body = agent.Get("/metrics").body;
-        return Total(body, "ncclscope_nccl_ops_total") == static_cast<double>(big);
+        return Value(body, "ncclscope_nccl_records_total{type=\"op\"}") == static_cast<double>(big);
       },
       seconds(20)))
-      << Total(body, "ncclscope_nccl_ops_total") << " != " << big;
+      << Value(body, "ncclscope_nccl_records_total{type=\"op\"}") << " != " << big;
+  // Filtered ops are not recorded, but counted.
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        body = agent.Get("/metrics").body;
+        return Total(body, "ncclscope_nccl_ops_total") == static_cast<double>(big + small);
+      },
+      seconds(5)));
   EXPECT_EQ(Value(body, "ncclscope_nccl_plugin_events_total{event=\"filtered\"}"),
             static_cast<double>(small));
   EXPECT_EQ(Total(body, "ncclscope_nccl_ops_timed_total"), 0);
@@ -393,7 +440,7 @@ TEST(PluginEndToEndTest, ControlsFromTheConfigReachJobsAtStartAndWhileRunning) {
       },
       seconds(20)))
       << Total(body, "ncclscope_nccl_ops_timed_total") << " != " << phase2_ops - self_p2p;
-  EXPECT_EQ(Total(body, "ncclscope_nccl_ops_total"), static_cast<double>(big + phase2_ops));
+  EXPECT_EQ(Total(body, "ncclscope_nccl_ops_total"), static_cast<double>(big + small + phase2_ops));
   EXPECT_EQ(job->Wait(seconds(30)), 0);
 }
 

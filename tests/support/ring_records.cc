@@ -56,15 +56,17 @@ void RingRecords::OnOp(const profiler::RingOrigin& /*origin*/, const profiler::O
   ops.push_back(op);
 }
 void RingRecords::OnOpCounts(const profiler::RingOrigin& /*origin*/,
-                             const ncclscope_op_counts_record& record) {
-  counts.push_back(record);
+                             const profiler::OpCounts& latest) {
+  counts.push_back(latest);
 }
 
 std::uint64_t RingRecords::CountedOps(std::uint64_t comm_id, std::int32_t rank) const {
-  // A flush's records carry the same ops_enqueued: the latest one's is the total.
+  // Delivered every pass as running totals: the latest delivery's sum is the count.
   std::uint64_t total = 0;
-  for (const auto& record : counts) {
-    if (record.comm_id == comm_id && record.rank == rank) total = record.ops_enqueued;
+  for (const profiler::OpCounts& c : counts) {
+    if (c.comm_id != comm_id || c.rank != rank) continue;
+    total = 0;
+    for (const ncclscope_op_count& e : c.counts) total += e.ops;
   }
   return total;
 }

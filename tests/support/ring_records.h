@@ -30,7 +30,7 @@ class RingRecords : public profiler::RecordSink {
 
   std::vector<profiler::OpView> ops;
   std::vector<ncclscope_proxy_op_record> proxy_ops;
-  std::vector<ncclscope_op_counts_record> counts;
+  std::vector<profiler::OpCounts> counts;
   std::vector<ncclscope_comm_init_record> inits;
   std::vector<ncclscope_comm_finalize_record> finalizes;
   std::vector<profiler::RingOrigin> origins;
@@ -45,10 +45,8 @@ class RingRecords : public profiler::RecordSink {
   void OnOp(const profiler::RingOrigin& origin, const profiler::OpView& op) override;
   void OnProxyOp(const profiler::RingOrigin& origin,
                  const ncclscope_proxy_op_record& record) override;
-  void OnOpCounts(const profiler::RingOrigin& origin,
-                  const ncclscope_op_counts_record& record) override;
-  // The latest totals per (comm, rank) key ops: every op the plugin counted for the communicator
-  // rank, summed over keys, from its latest flush.
+  void OnOpCounts(const profiler::RingOrigin& origin, const profiler::OpCounts& counts) override;
+  // Every op the plugin counted for the communicator rank (its latest counts, summed over keys).
   std::uint64_t CountedOps(std::uint64_t comm_id, std::int32_t rank) const;
 
  private:

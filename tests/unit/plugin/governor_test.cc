@@ -157,7 +157,7 @@ TEST(GovernorTest, ExpensiveEventsAreGovernedDownProxyFirstThenKernelTimingAndRe
   // What the governor measures is the plugin's own CPU time per op, and a sanitizer multiplies it
   // (CI's ASan run on a loaded 2-core VM: 145 us per op, 3.2 % of a core before the spin knob, so
   // the 5 % budget's recovery threshold was never reached). The decisions are tested here in the
-  // optimized build (cmake --workflow --preset default); the other governor tests run everywhere.
+  // optimized build (CI: scripts/test's `optimized` step); the other governor tests run everywhere.
   GTEST_SKIP() << "the plugin's cost under a sanitizer is not what the governor budgets for";
 #endif
   if (!SetUpGovernorEnvironment("5%")) GTEST_SKIP() << kOwnProcess;
@@ -204,7 +204,12 @@ TEST(GovernorTest, ExpensiveEventsAreGovernedDownProxyFirstThenKernelTimingAndRe
       seconds(15)))
       << "level " << Header().governor.level;
   Show("kernel");
-  EXPECT_EQ(Header().effective_mask & kProxyBits, 0u);
+  // The mask follows the decision at the next point NCCL's threads allow (a maintenance pass, or
+  // right after an API call's read of it): not necessarily by the time the state says so.
+  EXPECT_TRUE(WaitForGovernor(
+      [](const ncclscope_governor_state&) { return (Header().effective_mask & kProxyBits) == 0; },
+      seconds(2)))
+      << "mask " << Header().effective_mask;
 
   // Cheap again: GPU timing comes back first, then network steps, up to what was asked.
   WriteSpin("");

@@ -616,7 +616,23 @@ TEST_P(ReplayTest, ThousandsOfCommunicators) {
     return n == 3000;
   }));
   // The comm table has 256 slots by default; the rest are still recorded, and counted.
-  EXPECT_GE(Counter(NCCLSCOPE_CTR_COMMS_WITHOUT_SLOT), without_slot + 3000 - 256);
+  const std::uint64_t slotless = Counter(NCCLSCOPE_CTR_COMMS_WITHOUT_SLOT) - without_slot;
+  EXPECT_GE(slotless, 3000u - 256);
+  // Those with a slot count their ops in the count table (OP_COUNTED: the agent takes ops and
+  // bytes from there); the others' records carry the count.
+  std::uint64_t counted = 0;
+  const std::set<std::uint64_t> wanted(ids.begin(), ids.end());
+  for (const auto& op : Records().ops) {
+    if (wanted.count(op.op.comm_id) != 0) counted += (op.op.flags & NCCLSCOPE_OP_COUNTED) != 0;
+  }
+  EXPECT_EQ(counted + slotless, 3000u);
+  // A finalized slot is not handed out again for NCCLSCOPE_COMM_SLOT_REUSE_NS (the agent reads
+  // its last counts first): a communicator right after goes without one.
+  const std::uint64_t before = Counter(NCCLSCOPE_CTR_COMMS_WITHOUT_SLOT);
+  ReplayComm late(process, NextCommId(), "late", 1, 8, 0, nullptr);
+  ASSERT_TRUE(late.Init());
+  EXPECT_EQ(Counter(NCCLSCOPE_CTR_COMMS_WITHOUT_SLOT), before + 1);
+  late.Finalize();
 }
 
 // The plugin publishes how many comm slots it handed out (the agent reads only those): every

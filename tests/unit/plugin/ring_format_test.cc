@@ -352,6 +352,70 @@ TEST_F(RingFormatTest, CommTableReadsOnlyTheSlotsThePluginTook) {
   EXPECT_TRUE(file->healthy());
 }
 
+// The count table (EXACT_COUNTS): each slot's valid keys with the slot's identity, for live and
+// finalized slots; free slots, slots without an identity yet (ABI v1-v3 before the first op),
+// slots being rewritten (odd seqlock version) and keys no plugin can write are skipped.
+TEST_F(RingFormatTest, CountTableReadsEachSlotsValidKeysWithItsIdentity) {
+  EXPECT_NE(writer_.header()->features & NCCLSCOPE_FEATURE_EXACT_COUNTS, 0u);
+  const std::uint32_t key =
+      ncclscope_count_key(NCCLSCOPE_FUNC_ALL_REDUCE, NCCLSCOPE_ALGO_RING, NCCLSCOPE_PROTO_LL, 3);
+  for (std::uint32_t i = 0; i < 4; ++i) {
+    ncclscope_comm_slot* slot = writer_.comm_slot(i);
+    slot->comm_id = i == 2 ? 0 : 100 + i;  // slot 2: identity still pending
+    slot->context = 7;
+    slot->rank = static_cast<std::int32_t>(i);
+    slot->state = i == 3 ? NCCLSCOPE_COMM_FINALIZED : NCCLSCOPE_COMM_LIVE;
+    ncclscope_op_count* table = writer_.count_table(i);
+    ASSERT_NE(table, nullptr);
+    table[5] = {key, 0, 10 + i, 4096 * (10 + i)};
+    table[9] = {0x1FFFFu, 0, 99, 99};  // func 31: no plugin writes it
+  }
+  writer_.header()->comm_slots_used = 4;
+  auto file = Open();
+  ASSERT_NE(file, nullptr);
+  auto read = [&] {
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> out;  // comm id, ops
+    for (const profiler::OpCounts& c : file->ReadCounts()) {
+      EXPECT_EQ(c.context, 7u);
+      EXPECT_EQ(c.rank, static_cast<std::int32_t>(c.slot));
+      for (const ncclscope_op_count& e : c.counts) {
+        EXPECT_EQ(e.key, key);
+        EXPECT_EQ(e.bytes, 4096 * e.ops);
+        out.emplace_back(c.comm_id, e.ops);
+      }
+    }
+    return out;
+  };
+  using Pairs = std::vector<std::pair<std::uint64_t, std::uint64_t>>;
+  EXPECT_EQ(read(), (Pairs{{100, 10}, {101, 11}, {103, 13}}));
+  writer_.comm_slot(1)->version = 1;  // being rewritten: skipped this pass
+  writer_.comm_slot(3)->state = NCCLSCOPE_COMM_FREE;
+  EXPECT_EQ(read(), (Pairs{{100, 10}}));
+  EXPECT_TRUE(file->healthy());
+}
+
+// A count table where the geometry puts none, or of another size, is a ring the agent refuses.
+TEST_F(RingFormatTest, CountTableOutsideItsPlaceIsABadGeometry) {
+  auto* header = writer_.header();
+  const std::uint64_t offset = header->count_table_offset;
+  auto reason_of = [&] {
+    std::string reason;
+    return RingFile::Open(writer_.path(), &reason) == nullptr ? reason : std::string("accepted");
+  };
+  EXPECT_EQ(reason_of(), "accepted");
+  header->count_table_offset = header->comm_table_offset;  // over the comm table
+  EXPECT_EQ(reason_of(), "geometry");
+  header->count_table_offset = offset + 64;  // into the lanes
+  EXPECT_EQ(reason_of(), "geometry");
+  header->count_table_offset = offset + 1;
+  EXPECT_EQ(reason_of(), "geometry");
+  header->count_table_offset = offset;
+  header->count_keys = NCCLSCOPE_COUNT_KEYS * 2;
+  EXPECT_EQ(reason_of(), "geometry");
+  header->count_keys = NCCLSCOPE_COUNT_KEYS;
+  EXPECT_EQ(reason_of(), "accepted");
+}
+
 TEST_F(RingFormatTest, OwnerLivenessFollowsTheWritersLock) {
   auto file = Open();
   EXPECT_TRUE(file->OwnerAlive());
@@ -378,7 +442,8 @@ TEST(RingGeometryTest, RecordBytesBecomePowerOfTwoLanes) {
   EXPECT_EQ(g.lane_capacity, 2048u);
   EXPECT_EQ(ring::RingGeometry::ForRecordBytes(65536, 1, 4).lane_capacity, 256u);
   EXPECT_EQ(ring::RingGeometry::ForRecordBytes(1000, 4, 4).lane_capacity, 16u);
-  EXPECT_EQ(g.FileSize(), 4096u + 256 * 512 + 4096 + (8u << 20));
+  // Header, comm table, count table (128 keys of 24 bytes per slot), lanes (to a page), records.
+  EXPECT_EQ(g.FileSize(), 4096u + 256 * 512 + 256 * 128 * 24 + 4096 + (8u << 20));
 }
 
 }  // namespace
