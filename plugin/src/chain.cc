@@ -126,6 +126,7 @@ struct Chain {
   PathText path;
   void* lib = nullptr;
   ChainedTable tables[7];
+  bool warned_abi = false;  // "NCCL chose an ABI the chain does not forward", logged once
   abi::DebugLogger logger = nullptr;
   std::uint64_t pending_errors = 0;  // counted once ncclscope's ring exists
 
@@ -938,8 +939,16 @@ abi::Result Init(OwnInit own, void** context, std::uint64_t comm_id, int* mask, 
   platform::MutexLock lock(g.mutex);
   if (logger != nullptr) g.logger = logger;
   if (!g.configured) Configure(g, logger);
-  const ChainedTable& table =
-      abi_version >= 4 && abi_version <= 6 ? Resolve(g, abi_version, logger) : g.tables[0];
+  const bool chainable = abi_version >= 4 && abi_version <= 6;
+  const ChainedTable& table = chainable ? Resolve(g, abi_version, logger) : g.tables[0];
+  if (!chainable && g.lib != nullptr && !g.warned_abi) {
+    // v1-v3 (NCCL 2.23-2.26) and v7 (2.31+): the chained plugin gets no init and no event.
+    LogWith(logger, abi::kLogWarn,
+            "NCCL chose profiler ABI v%d; NCCLSCOPE_CHAIN forwards v4 to v6 only: %s gets no "
+            "events; ncclscope runs alone",
+            abi_version, g.path.c_str());
+    g.warned_abi = true;
+  }
   if (!Active()) {
     // Unchained: ncclscope exactly as without NCCLSCOPE_CHAIN, on NCCL's own mask.
     const abi::Result rc =

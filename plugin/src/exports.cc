@@ -33,6 +33,7 @@
 #include "plugin/src/handle.h"
 #include "plugin/src/names.h"
 #include "plugin/src/runtime.h"
+#include "plugin/src/stderr_logger.h"
 
 namespace ncclscope::plugin {
 namespace {
@@ -482,7 +483,8 @@ abi::Result StartV4Own(void* context, void** handle, abi::EventDescrV4* d) {
 
 template <int kVersion>
 abi::Result InitOld(void** context, int* mask) {
-  return InitOwn(context, 0, mask, nullptr, 0, 0, -1, nullptr, kVersion);
+  // NCCL gives v1-v3 no logger: its warnings go to stderr, as NCCL_DEBUG asks (stderr_logger.h).
+  return InitAny(context, 0, mask, nullptr, 0, 0, -1, StderrLogger(), kVersion);
 }
 
 // NCCL's names for v1's numbers (v2+ pass the strings themselves).

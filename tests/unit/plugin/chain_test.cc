@@ -905,6 +905,24 @@ TEST_P(ChainProcessTest, AnUnusableChainIsOneWarningAndNcclscopeRunsAlone) {
   }
 }
 
+// Under the ABIs the chain does not forward (v1-v3: NCCL 2.23-2.26; v7: 2.31+), a chained plugin
+// gets nothing: one warning says so, and ncclscope records every op as it would alone.
+TEST(ChainProcessOtherAbiTest, OutsideV4ToV6TheChainIsOneWarningAndNcclscopeRunsAlone) {
+  for (int version : {1, 3, 7}) {
+    SCOPED_TRACE(version);
+    // v1-v3 have no NCCL logger: the plugin's warnings go to stderr under NCCL_DEBUG=WARN.
+    const ChildRun run =
+        RunChild(version, {std::string("NCCLSCOPE_CHAIN=") + NCCLSCOPE_CHAINED_PROFILER,
+                           "CHAINED_PROFILER_MASK=0x7fff", "NCCL_DEBUG=WARN"});
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+    EXPECT_EQ(Occurrences(run.err, "forwards v4 to v6 only"), 1u) << run.err;
+    EXPECT_EQ(Occurrences(run.err, "ncclscope runs alone"), 1u) << run.err;
+    EXPECT_EQ(run.values.at("nccl_mask"), run.values.at("ours_mask"));
+    EXPECT_GT(run.values.at("ops"), 0u);
+    EXPECT_EQ(run.ops.size(), run.values.at("ops"));
+  }
+}
+
 // NCCL's Inspector exports only ncclProfiler_v5. Behind NCCL 2.29+ (v6) it is chained as NCCL
 // would load it there: through NCCL's v5 adapter rules, without copy-engine events and states
 // and without CE bits in NCCL's mask from it; every other event reaches it.
