@@ -15,8 +15,10 @@ namespace {
 // The most verbose level printed: 0 none, abi::kLogWarn, abi::kLogInfo (NCCL's numbering).
 std::atomic<int> g_level{0};
 
-void Print(int level, unsigned long /*flags*/, const char* /*file*/, int /*line*/,
-           const char* format, ...) {
+// The signature is NCCL's logger's; the format is the plugin's own (a literal at every call site).
+__attribute__((format(printf, 5, 6))) void Print(int level, unsigned long /*flags*/,
+                                                 const char* /*file*/, int /*line*/,
+                                                 const char* format, ...) {
   if (level > g_level.load(std::memory_order_relaxed) || level <= 0) return;
   char host[64] = "";
   ::gethostname(host, sizeof(host) - 1);
