@@ -583,8 +583,13 @@ std::vector<CommSlotSnapshot> RingFile::ReadCommTable() {
     const ncclscope_comm_slot& copy = scratch.table[k];
     if ((copy.version & 1) != 0 || copy.version != scratch.versions[k]) continue;  // rewritten
     if (copy.state != NCCLSCOPE_COMM_LIVE && copy.state != NCCLSCOPE_COMM_FINALIZED) continue;
-    if (copy.nranks <= 0 || copy.nranks > NCCLSCOPE_MAX_NRANKS || copy.rank < 0 ||
-        copy.rank >= copy.nranks || copy.nnodes <= 0 || copy.nnodes > copy.nranks) {
+    // Under ABI v1-v3 NCCL never tells the size: nranks and nnodes stay 0 (unknown) once the
+    // first op named the communicator (comm id and rank).
+    const bool size_unknown = copy.nranks == 0 && copy.nnodes == 0 && copy.comm_id != 0;
+    if (copy.rank < 0 || copy.rank >= NCCLSCOPE_MAX_NRANKS ||
+        (!size_unknown &&
+         (copy.nranks <= 0 || copy.nranks > NCCLSCOPE_MAX_NRANKS || copy.rank >= copy.nranks ||
+          copy.nnodes <= 0 || copy.nnodes > copy.nranks))) {
       continue;
     }
     CommSlotSnapshot s;

@@ -352,6 +352,33 @@ TEST_F(RingFormatTest, CommTableReadsOnlyTheSlotsThePluginTook) {
   EXPECT_TRUE(file->healthy());
 }
 
+// ABI v1-v3 (NCCL 2.23-2.26) never tell a communicator's size: its slot is read with nranks and
+// nnodes 0 once the first op named it (comm id, rank); before that (comm id 0) it is not, and a
+// size that is half there is a bad slot.
+TEST_F(RingFormatTest, CommSlotsOfUnknownSizeAreReadOnceNamed) {
+  auto set = [&](std::uint32_t i, std::uint64_t id, std::int32_t rank, std::int32_t nranks,
+                 std::int32_t nnodes) {
+    ncclscope_comm_slot* slot = writer_.comm_slot(i);
+    slot->comm_id = id;
+    slot->rank = rank;
+    slot->nranks = nranks;
+    slot->nnodes = nnodes;
+    slot->state = NCCLSCOPE_COMM_LIVE;
+  };
+  set(0, 100, 3, 0, 0);   // named, size unknown
+  set(1, 0, -1, 0, 0);    // not named yet
+  set(2, 102, 3, 0, 1);   // nnodes without nranks
+  set(3, 103, -1, 0, 0);  // a rank below 0
+  writer_.header()->comm_slots_used = 4;
+  auto file = Open();
+  ASSERT_NE(file, nullptr);
+  const auto table = file->ReadCommTable();
+  ASSERT_EQ(table.size(), 1u);
+  EXPECT_EQ(table[0].comm_id, 100u);
+  EXPECT_EQ(table[0].rank, 3);
+  EXPECT_EQ(table[0].nranks, 0);
+}
+
 // The count table (EXACT_COUNTS): each slot's valid keys with the slot's identity, for live and
 // finalized slots; free slots, slots without an identity yet (ABI v1-v3 before the first op),
 // slots being rewritten (odd seqlock version) and keys no plugin can write are skipped.
