@@ -23,6 +23,11 @@ inline constexpr metrics::MetricDef kNcclPluginGovernedProcesses = metrics::Gaug
     "Processes whose plugin samples less than its controls ask because it exceeded its "
     "overhead budget, by level: proxy (network steps sampled less or not at all), kernel "
     "(also less GPU timing), floor (both off and still over budget).");
+inline constexpr metrics::MetricDef kNcclPluginMaskOverriddenProcesses = metrics::Gauge(
+    "ncclscope_nccl_plugin_mask_overridden_processes", "",
+    "Live processes whose NCCL event mask NCCL's RAS took over (RAS CONTROL PROFILER_MASK, "
+    "NCCL 2.31+): their plugin follows NCCL's mask; duty cycles, the agent's controls and the "
+    "overhead governor no longer apply to them.");
 inline constexpr metrics::MetricDef kNcclPluginDutyCycleRatio = metrics::Gauge(
     "ncclscope_nccl_plugin_duty_cycle_ratio", "ratio",
     "The lowest duty cycle in force among the node's live processes, after their overhead "
@@ -88,6 +93,7 @@ inline constexpr metrics::MetricDef kNcclPluginEventsTotal = metrics::Counter(
 inline constexpr std::array kProfilerMetrics = {&kNcclPluginOverheadSecondsTotal,
                                                 &kNcclPluginGovernorStepsTotal,
                                                 &kNcclPluginGovernedProcesses,
+                                                &kNcclPluginMaskOverriddenProcesses,
                                                 &kNcclPluginDutyCycleRatio,
                                                 &kNcclPluginOverheadRatio,
                                                 &kNcclPluginOpOverheadSeconds,

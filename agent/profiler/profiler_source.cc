@@ -61,6 +61,7 @@ void CollectGovernor(const DirectorySnapshot& s, metrics::FamilySet& out) {
   governed.Add({{"level", "proxy"}}, g.by_level[NCCLSCOPE_GOVERNOR_PROXY]);
   governed.Add({{"level", "kernel"}}, g.by_level[NCCLSCOPE_GOVERNOR_KERNEL]);
   governed.Add({{"level", "floor"}}, g.by_level[NCCLSCOPE_GOVERNOR_FLOOR]);
+  out.Get(kNcclPluginMaskOverriddenProcesses).Add({}, g.nccl_override);
   if (g.rings == 0) return;  // no live process: no duty cycle or load to show
   metrics::Family& duty = out.Get(kNcclPluginDutyCycleRatio);
   duty.Add({{"events", "kernel_ch"}}, g.min_kernel_duty_pm / 1000.0);

@@ -311,6 +311,10 @@ namespace {
 // One live ring's governor state into the node's summary, if it makes sense (the ring is
 // untrusted: a state out of range is ignored).
 void AbsorbGovernor(const ncclscope_governor_state& g, DirectorySnapshot::Governor& out) {
+  if (g.level == NCCLSCOPE_GOVERNOR_NCCL_OVERRIDE && g.sample_every != 0) {
+    ++out.nccl_override;  // its mask is NCCL's: the duty cycles and the load say nothing
+    return;
+  }
   if (g.level > NCCLSCOPE_GOVERNOR_FLOOR || g.kernel_duty_pm > 1000 || g.proxy_duty_pm > 1000 ||
       g.sample_every == 0) {
     return;  // not written yet (sample_every 0), or nonsense

@@ -79,7 +79,8 @@ struct DirectorySnapshot {
   // The plugins' overhead governors (live rings that published a valid state).
   struct Governor {
     std::uint32_t rings = 0;                  // live rings with a governor state
-    std::array<std::uint32_t, 5> by_level{};  // ncclscope_governor_level
+    std::array<std::uint32_t, 5> by_level{};  // ncclscope_governor_level, OFF to FLOOR
+    std::uint32_t nccl_override = 0;          // rings whose mask NCCL's RAS took over
     std::uint32_t min_kernel_duty_pm = 1000;  // lowest duty cycles in force
     std::uint32_t min_proxy_duty_pm = 1000;
     std::uint32_t max_load_ppm = 0;       // highest share of a core per GPU, last window

@@ -362,6 +362,35 @@ TEST(HostileRingTest, PluginCountersCannotWrapTheNodeTotals) {
   EXPECT_EQ(directory.snapshot().dropped_ring_full, UINT64_MAX);
 }
 
+// A plugin whose mask NCCL's RAS took over (NCCL 2.31+) says so in its governor state: counted
+// apart from the governed levels, its duty cycles and load left out of the node's figures.
+TEST(HostileRingTest, AMaskTakenOverByNcclIsCountedApartFromTheGovernor) {
+  TempDir dir;
+  ring::RingWriter taken;
+  ring::RingWriter governed;
+  ncclscope::ring::RingError error;
+  ASSERT_TRUE(taken.Create(dir.path().c_str(), Small(4), {"p", "1", "j"}, &error)) << error;
+  ASSERT_TRUE(governed.Create(dir.path().c_str(), Small(4), {"q", "1", "j"}, &error)) << error;
+  ncclscope_governor_state& t = taken.header()->governor;
+  t.level = NCCLSCOPE_GOVERNOR_NCCL_OVERRIDE;
+  t.sample_every = 256;
+  t.kernel_duty_pm = 0;  // whatever it says, NCCL's mask rules
+  ncclscope_governor_state& g = governed.header()->governor;
+  g.level = NCCLSCOPE_GOVERNOR_PROXY;
+  g.sample_every = 256;
+  g.kernel_duty_pm = 1000;
+  g.proxy_duty_pm = 500;
+  RingDirectory directory(dir.path());
+  Discard sink;
+  directory.Poll(sink);
+  const auto& gov = directory.snapshot().governor;
+  EXPECT_EQ(gov.nccl_override, 1u);
+  EXPECT_EQ(gov.rings, 1u);
+  EXPECT_EQ(gov.by_level[NCCLSCOPE_GOVERNOR_PROXY], 1u);
+  EXPECT_EQ(gov.min_kernel_duty_pm, 1000u);
+  EXPECT_EQ(gov.min_proxy_duty_pm, 500u);
+}
+
 TEST(HostileRingTest, EachRingIsAttributedToItsLockHolder) {
   TempDir dir;
   ring::RingWriter writer;
