@@ -193,7 +193,10 @@ void ArrivalMatcher::EndPass(const CommRegistry& registry, Clock::time_point now
       continue;
     }
     if (now - pool_[index].first_seen < limits_.timeout) break;
-    ++evictions_[kIncomplete];
+    // A collective its job ended in (no live ring lists the communicator: its ranks exited at
+    // their own pace) was not lost: it is dropped without counting.
+    const Comm* comm = registry.Find(pool_[index].key.comm_id);
+    if (comm != nullptr && comm->live) ++evictions_[kIncomplete];
     Erase(index);
     order_.pop_front();
   }

@@ -203,6 +203,21 @@ void NcclAnalytics::EndPass(Clock::time_point now) {
 }
 
 void NcclAnalytics::RenderInfo(metrics::TextWriter& out) const {
+  // The process's global rank: its rank in the largest communicator its GPU is in (the job's
+  // world communicator, torch's global rank), per (ring, CUDA device): one process may drive
+  // several GPUs. Unknown where sizes are (ABI v1-v3: nranks 0).
+  struct World {
+    std::int32_t nranks = 0;
+    std::int32_t rank = -1;
+  };
+  absl::flat_hash_map<std::pair<std::uint32_t, std::int32_t>, World> worlds;
+  registry_.ForEach([&](const Comm& comm) {
+    for (const LocalRank& r : comm.ranks) {
+      if (r.finalized || !r.in_table || comm.nranks <= 0) continue;
+      World& w = worlds[{r.owner_ring, r.cuda_device}];
+      if (comm.nranks > w.nranks) w = {comm.nranks, r.rank};
+    }
+  });
   out.Header(kNcclCommInfo);
   registry_.ForEach([&](const Comm& comm) {
     if (comm.label == LabelCap::kOverflow) return;
@@ -219,6 +234,10 @@ void NcclAnalytics::RenderInfo(metrics::TextWriter& out) const {
       add("comm", registry_.Label(comm.label));
       add("comm_name", comm.name);
       add("rank", std::to_string(r.rank));
+      const auto world = worlds.find({r.owner_ring, r.cuda_device});
+      add("global_rank", world != worlds.end() && world->second.rank >= 0
+                             ? std::to_string(world->second.rank)
+                             : "");
       add("local_rank", std::to_string(this_local));
       add("nranks", std::to_string(comm.nranks));
       add("nnodes", std::to_string(comm.nnodes));

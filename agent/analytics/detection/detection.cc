@@ -36,7 +36,12 @@ void Detection::OnMatched(const CommRegistry& registry, std::uint32_t comm_label
 
 void Detection::EndPass(const CommRegistry& registry, Clock::time_point now) {
   timeline_.EndPass(registry, now, std::chrono::minutes(10));
-  stragglers_.EndPass(now);
+  // A job's end ends its findings: a communicator no live ring lists any more has no straggler.
+  absl::flat_hash_set<std::uint32_t> live;
+  registry.ForEach([&](const Comm& comm) {
+    if (comm.live) live.insert(comm.label);
+  });
+  stragglers_.EndPass(now, live);
   baselines_.EndPass(now, WallSeconds());
 }
 

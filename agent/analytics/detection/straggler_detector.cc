@@ -32,7 +32,15 @@ void StragglerDetector::OnMatched(const CommRegistry& registry, std::uint32_t co
   ++matched_in_window_[comm_label];
 }
 
-void StragglerDetector::EndPass(Clock::time_point now) {
+void StragglerDetector::EndPass(Clock::time_point now,
+                                const absl::flat_hash_set<std::uint32_t>& live) {
+  for (const auto& row : ranks_.rows()) {
+    if (live.contains(row.comm_label)) continue;
+    RankState& s = *ranks_.FindMutable(row.key);
+    s.cusum_s = 0;
+    s.window_delay_s = 0;
+    s.finding = false;
+  }
   if (window_start_ == Clock::time_point{}) window_start_ = now;
   const Clock::duration elapsed = now - window_start_;
   if (elapsed < kWindow) return;

@@ -8,7 +8,9 @@
 //     S(r)      = min(2h, max(0, S(r) + cost_w(r) - k))                 k = min_cost / 2
 // and the `straggler` finding is on from S >= h until S < h / 2. Windows in which the
 // communicator completed no matched collective (every rank paused, a checkpoint, a hang) leave
-// S as it is.
+// S as it is. When no live ring lists the communicator any more (its job ended), S and the
+// finding go back to 0 at once: the ranks of an ending job arrive at its last collectives in any
+// order, and its finding would otherwise outlive the job (its series are kept for a while).
 //
 // Why these numbers (the false-alarm model). With exchangeable healthy ranks the last arriver is
 // random and its lead over the second-last is a difference of two jitters: cost_w has a mean
@@ -25,6 +27,7 @@
 // clears at most 1.5 h / k = 15 s after it stops.
 
 #include <absl/container/flat_hash_map.h>
+#include <absl/container/flat_hash_set.h>
 
 #include <cstdint>
 
@@ -48,8 +51,9 @@ class StragglerDetector {
   // second-last.
   void OnMatched(const CommRegistry& registry, std::uint32_t comm_label, std::int32_t last_rank,
                  std::uint64_t delay_ns, std::uint32_t weight = 1);
-  // Closes the window when a second has passed.
-  void EndPass(Clock::time_point now);
+  // Closes the window when a second has passed; clears the communicators not in `live` (labels of
+  // those a live ring lists).
+  void EndPass(Clock::time_point now, const absl::flat_hash_set<std::uint32_t>& live);
 
   void DropLabels(const absl::flat_hash_set<std::uint32_t>& labels);
   void Render(metrics::TextWriter& out) const;

@@ -176,6 +176,19 @@ TEST_F(ArrivalMatcherTest, IncompleteInstancesAreEvictedAfterTheTimeoutOrTheWind
   EXPECT_EQ(matcher_.pending(), 16u);
 }
 
+// A job that ends leaves collectives some of its ranks never reached (they exit at their own
+// pace): once no live ring lists the communicator they are dropped, not counted as given up.
+TEST_F(ArrivalMatcherTest, CollectivesOfAnEndedJobAreNotGivenUp) {
+  matcher_.SetLimits({16, std::chrono::seconds(10)});
+  Arrive(0, 100, 1'000);
+  Arrive(1, 100, 2'000);
+  registry_.OnTables({});  // the job exited: no live ring lists the communicator
+  registry_.EndPass(now_);
+  matcher_.EndPass(registry_, now_ + std::chrono::seconds(11));
+  EXPECT_EQ(matcher_.pending(), 0u);
+  EXPECT_EQ(matcher_.evictions(ArrivalMatcher::kIncomplete), 0u);
+}
+
 TEST(ArrivalMatcherSettleTest, RecordsBeforeTheTablesWaitForTheParticipants) {
   CommRegistry registry(8, 4);
   ArrivalMatcher matcher;

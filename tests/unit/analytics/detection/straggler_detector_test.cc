@@ -24,14 +24,15 @@ class StragglerDetectorTest : public ::testing::Test {
     registry_.EndPass(now_);
     label_ = registry_.Get(7).label;
     detector_.SetLimits(0.05, 0.25);
-    detector_.EndPass(now_);  // opens the first window
+    live_ = {label_};
+    detector_.EndPass(now_, live_);  // opens the first window
   }
   // One second: `n` matched collectives, the last arriver of each from `last(i)` with `delay`.
   template <typename Last, typename Delay>
   void Second(int n, Last last, Delay delay) {
     for (int i = 0; i < n; ++i) detector_.OnMatched(registry_, label_, last(i), delay(i));
     now_ += std::chrono::seconds(1);
-    detector_.EndPass(now_);
+    detector_.EndPass(now_, live_);
   }
   bool Finding(int rank) {
     const auto* s = detector_.Find(label_, rank);
@@ -45,6 +46,7 @@ class StragglerDetectorTest : public ::testing::Test {
   CommRegistry registry_{8, 4};
   StragglerDetector detector_;
   std::uint32_t label_ = 0;
+  absl::flat_hash_set<std::uint32_t> live_;  // the communicators a live ring lists
   Clock::time_point now_ = Clock::now();
 };
 
@@ -126,6 +128,24 @@ TEST_F(StragglerDetectorTest, PausesFreezeItAndAShortStallComesAndGoes) {
     ++seconds;
   }
   EXPECT_LE(seconds, 16);
+}
+
+// The job ends (no live ring lists its communicator) while its straggler's finding is on: the
+// finding and the CUSUM are gone at the next pass, not when the series expire minutes later.
+TEST_F(StragglerDetectorTest, AJobsEndEndsItsFindingAtOnce) {
+  for (int s = 0; s < 5; ++s) {
+    Second(
+        50, [](int) { return 1; }, [](int) { return 3'200'000; });
+  }
+  ASSERT_TRUE(Finding(1));
+  live_.clear();
+  now_ += std::chrono::milliseconds(100);
+  detector_.EndPass(now_, live_);
+  EXPECT_FALSE(Finding(1));
+  EXPECT_EQ(Cusum(1), 0);
+  const std::string text = Text(detector_);
+  EXPECT_EQ(text.find("ncclscope_nccl_rank_finding{"), std::string::npos) << text;
+  EXPECT_EQ(text.find("ncclscope_nccl_straggler_cusum_seconds{"), std::string::npos) << text;
 }
 
 }  // namespace
