@@ -148,6 +148,11 @@ inline constexpr metrics::MetricDef kNcclCommInfo = metrics::Gauge(
     "namespace, pod and container are the agent's own finding (the ring lock holder's "
     "cgroup; attribution=\"verified\"); pid, process_hostname, job_id and the GPU "
     "fields are what the plugin claims.");
+inline constexpr metrics::MetricDef kNcclCommEndTimestampSeconds = metrics::Gauge(
+    "ncclscope_nccl_comm_end_timestamp_seconds", "seconds",
+    "When the job of a communicator rank that ran on this node ended (no live ring listed it "
+    "any more), Unix seconds, with comm_info's identity labels: kept while its series are "
+    "(plugin.series_retention), so the node page shows the last finished jobs.");
 inline constexpr metrics::MetricDef kNcclRecordsForeignTotal = metrics::Counter(
     "ncclscope_nccl_records_foreign_total", "",
     "Records and table slots refused because they would add to or rewrite what another "
@@ -289,6 +294,7 @@ inline constexpr std::array kAnalyticsMetrics = {&kNcclCollLeastSyncWaitsTotal,
                                                  &kNcclOldestInFlightOpAgeSeconds,
                                                  &kNcclOpsHung,
                                                  &kNcclCommInfo,
+                                                 &kNcclCommEndTimestampSeconds,
                                                  &kNcclRecordsForeignTotal,
                                                  &kNcclAnalyticsLimitsTotal,
                                                  &kNcclCommsTracked,

@@ -279,7 +279,9 @@ void CommRegistry::OnCommFinalize(const profiler::RingOrigin& origin,
 }
 
 void CommRegistry::OnTables(const std::vector<profiler::LiveComm>& comms) {
+  std::vector<Comm*> was_live;
   for (auto& [id, comm] : comms_) {
+    if (comm->live) was_live.push_back(comm.get());
     comm->live = false;
     for (LocalRank& r : comm->ranks) r.in_table = false;
   }
@@ -315,6 +317,13 @@ void CommRegistry::OnTables(const std::vector<profiler::LiveComm>& comms) {
   for (auto& [id, comm] : comms_) {
     comm->live_ranks = 0;
     for (const LocalRank& r : comm->ranks) comm->live_ranks += r.in_table ? 1 : 0;
+    if (comm->live) comm->ended_unix_ms = 0;
+  }
+  const std::int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                  std::chrono::system_clock::now().time_since_epoch())
+                                  .count();
+  for (Comm* comm : was_live) {
+    if (!comm->live) comm->ended_unix_ms = now_ms;
   }
 }
 

@@ -117,6 +117,9 @@ struct Comm {
   bool active = false;           // a record or a live table slot since the last pass
   bool live = false;             // listed by a live ring in the last pass
   std::uint32_t live_ranks = 0;  // local ranks listed as live in the last pass (hot: every op)
+  // Unix time (ms) of the pass that found it no longer listed after it had been (its job ended);
+  // 0 while live or never seen live.
+  std::int64_t ended_unix_ms = 0;
 
   // Index of `rank` among the local ranks, or -1.
   int LocalIndex(std::int32_t rank) const;

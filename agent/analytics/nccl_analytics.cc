@@ -257,6 +257,30 @@ void NcclAnalytics::RenderInfo(metrics::TextWriter& out) const {
       out.Sample(kNcclCommInfo, labels, std::uint64_t{1});
     }
   });
+  // Ended jobs' ranks, as long as their series are kept: what the node page shows once the job
+  // is gone (comm_info is only for live ranks: alerts join it to end with the job).
+  out.Header(kNcclCommEndTimestampSeconds);
+  registry_.ForEach([&](const Comm& comm) {
+    if (comm.label == LabelCap::kOverflow || comm.live || comm.ended_unix_ms == 0) return;
+    for (const LocalRank& r : comm.ranks) {
+      std::string labels;
+      auto add = [&labels](std::string_view name, std::string_view value) {
+        if (!labels.empty()) labels += ',';
+        metrics::AppendLabel(labels, name, value);
+      };
+      add("comm", registry_.Label(comm.label));
+      add("comm_name", comm.name);
+      add("rank", std::to_string(r.rank));
+      add("nranks", std::to_string(comm.nranks));
+      add("job_id", r.job_id);
+      add("namespace", r.namespace_name);
+      add("pod", r.pod);
+      add("gpu", r.gpu_index >= 0 ? std::to_string(r.gpu_index) : "");
+      add("UUID", r.gpu_uuid);
+      out.Sample(kNcclCommEndTimestampSeconds, labels,
+                 static_cast<double>(comm.ended_unix_ms) / 1000.0);
+    }
+  });
 }
 
 void NcclAnalytics::RenderLimits(metrics::TextWriter& out) const {

@@ -163,6 +163,39 @@ TEST(NcclAnalyticsTest, EndedCommunicatorsExpireWithTheirSeries) {
   EXPECT_EQ(Render(a).find("comm=\"0x0000000000000007\""), std::string::npos);
 }
 
+// A job's end: comm_info goes at once (alerts join it), and the ranks show as ended, with their
+// identity, until their series expire (the node page's last finished jobs).
+TEST(NcclAnalyticsTest, AnEndedJobsRanksShowAsEndedUntilTheirSeriesExpire) {
+  AnalyticsSettings settings;
+  settings.retention = std::chrono::seconds(10);
+  NcclAnalytics a(settings);
+  const auto t0 = Clock::now();
+  a.OnCommTables({Live(9, 0, 2, 1), Live(9, 1, 2, 1)});
+  a.EndPass(t0);
+  std::string text = Render(a);
+  EXPECT_NE(
+      text.find("ncclscope_nccl_comm_info{comm=\"0x0000000000000009\",comm_name=\"\",rank=\"0\","
+                "global_rank=\"0\""),
+      std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("ncclscope_nccl_comm_end_timestamp_seconds{"), std::string::npos);
+  const double before =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  a.OnCommTables({});  // the job exited
+  a.EndPass(t0 + std::chrono::seconds(1));
+  text = Render(a);
+  EXPECT_EQ(text.find("ncclscope_nccl_comm_info{"), std::string::npos) << text;
+  const double ended = testing::SampleValue(
+      text,
+      "ncclscope_nccl_comm_end_timestamp_seconds{comm=\"0x0000000000000009\",comm_name=\"\","
+      "rank=\"1\",nranks=\"2\",job_id=\"\",namespace=\"\",pod=\"\",gpu=\"\",UUID=\"\"}");
+  EXPECT_GE(ended, before - 1) << text;
+  EXPECT_LE(ended, before + 60);
+  a.OnCommTables({});
+  a.EndPass(t0 + std::chrono::seconds(30));
+  EXPECT_EQ(Render(a).find("ncclscope_nccl_comm_end_timestamp_seconds{"), std::string::npos);
+}
+
 TEST(NcclAnalyticsTest, ChannelSeriesFollowTheSwitchAndTheExpositionLints) {
   AnalyticsSettings settings;
   settings.channel_metrics = false;
