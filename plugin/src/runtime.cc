@@ -635,7 +635,12 @@ abi::Result Finalize(void* context) {
   const std::uint32_t comm_generation = comm->slot.generation.load(std::memory_order_relaxed);
   comm->live.store(0, std::memory_order_release);
 
-  // Whatever of this communicator is still in flight is written out now, marked as such.
+  // Whatever of this communicator is still in flight is written out now, marked as such. An op
+  // that waited only for its channels to be quiet (kExpectUnknown: ABI v3's untimed KernelCh,
+  // CollNet's unannounced ones) and whose every started channel has stopped is not in flight: NCCL
+  // destroys a communicator after its work is done and its proxy thread (v3's KernelCh) is joined
+  // (src/init.cc:188-193, :262 at v2.23.4-1; the profiler thread is drained first at 2.31.2), so
+  // no further KernelCh can come. It completes as of its last KernelCh.
   std::uint64_t flushed = 0;
   const std::uint32_t ops = r.ops.carved();
   for (std::uint32_t i = 0; i < ops; ++i) {
@@ -644,10 +649,16 @@ abi::Result Finalize(void* context) {
         Load(op->comm_generation) != comm_generation) {
       continue;
     }
-    if (ForceFinalizeOp(i, op->slot.generation.load(std::memory_order_acquire),
-                        NCCLSCOPE_OP_FLUSHED)) {
-      ++flushed;
+    const std::uint32_t generation = op->slot.generation.load(std::memory_order_acquire);
+    const std::uint32_t state = op->state.load(std::memory_order_acquire);
+    const std::uint32_t started = Load(op->channels_started);
+    if ((state >> 8) == generation && (state & kOpEnqueued) != 0 &&
+        Load(op->expect) == kExpectUnknown && started != 0 &&
+        Load(op->channels_stopped) == started) {
+      CompleteKernel(i, generation, Load(op->last_kernel_ns));
+      continue;
     }
+    if (ForceFinalizeOp(i, generation, NCCLSCOPE_OP_FLUSHED)) ++flushed;
   }
   const std::uint32_t proxy_ops = r.proxy_ops.carved();
   for (std::uint32_t i = 0; i < proxy_ops; ++i) {
