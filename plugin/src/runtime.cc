@@ -367,6 +367,20 @@ OpCount* NewCountTable(Runtime& r) {
   return table;
 }
 
+// A zeroed table of retired op identities (CommState::retired) from malloc, kept reachable in
+// Runtime::retired_arrays.
+RetiredOp* NewRetiredTable(Runtime& r) {
+  void* memory = std::calloc(kRetiredOps, sizeof(RetiredOp));
+  if (memory == nullptr) return nullptr;
+  auto* table = static_cast<RetiredOp*>(memory);
+  for (std::uint32_t i = 0; i < kRetiredOps; ++i) new (table + i) RetiredOp();
+  if (!r.retired_arrays.PushBack(table)) {
+    std::free(table);
+    return nullptr;
+  }
+  return table;
+}
+
 std::uint32_t TakeCommSlot(Runtime& r) {
   if (r.next_comm_slot < r.ring.geometry().comm_slots) {
     const std::uint32_t slot = r.next_comm_slot++;
@@ -589,6 +603,13 @@ abi::Result Init(void** context, std::uint64_t comm_id, int* mask, const char* n
   }
   Store(comm->count_keys, 0);
   Store(comm->counts_flushed, 0);
+  // ABI v1/v2: every op completes at NCCL's stop, before its ProxyOps start (state.h,
+  // RetiredOp). The previous communicator's entries name handles of other generations, but are
+  // cleared all the same.
+  if (comm->retired == nullptr && abi_version <= 2) comm->retired = NewRetiredTable(r);
+  if (comm->retired != nullptr) {
+    for (std::uint32_t i = 0; i < kRetiredOps; ++i) Store(comm->retired[i].handle, 0);
+  }
   const std::uint32_t slot_index = TakeCommSlot(r);
   Store(comm->comm_slot, slot_index);
   if (ncclscope_comm_slot* slot = r.ring.comm_slot(slot_index)) {

@@ -43,7 +43,8 @@ struct Runtime {
   // Every per-peer p2p counter array ever allocated (CommState lives in an mmap'd arena; this list
   // keeps them reachable). Never freed: a stale event on a reused slot may still read one.
   platform::PodVector<std::atomic<std::uint64_t>*> p2p_arrays;
-  platform::PodVector<OpCount*> count_arrays;  // every CommState::counts, kept the same way
+  platform::PodVector<OpCount*> count_arrays;      // every CommState::counts, kept the same way
+  platform::PodVector<RetiredOp*> retired_arrays;  // every CommState::retired, the same way
 
   // The NCCL event mask: NCCL's process-global int (saved from init) and what we last put there.
   // NCCL copies it into every task at the API call (its "snapshot", src/plugin/profiler.cc:218 and
