@@ -447,13 +447,25 @@ void WriteCommSlot(ncclscope_comm_slot* slot, const CommState& comm, const char*
 // plugin follows it: current_mask becomes NCCL's value (every task's copy is that), nothing is
 // written to NCCL's int again, and the governor state says so (NCCLSCOPE_GOVERNOR_NCCL_OVERRIDE).
 // NCCLSCOPE_CHAIN keeps NCCL's int at the two plugins' union (chain.h): not checked then.
+// The ring header's view of a mask NCCL imposed: the mask in force and the governor's level.
+void PublishFollowedMask(Runtime& r) {
+  if (ncclscope_ring_header* header = r.ring.header()) {
+    std::atomic_ref<std::uint32_t>(header->effective_mask)
+        .store(r.current_mask.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  }
+  governor::PublishNcclOverride(r);
+}
+
 void CheckMaskOverride(Runtime& r) {
   const int* target = r.mask_ptr.load(std::memory_order_relaxed);
   if (target == nullptr || chain::Active()) return;
   const std::uint32_t writes = r.mask_writes.load(std::memory_order_acquire);
   const auto nccl = static_cast<std::uint32_t>(__atomic_load_n(target, __ATOMIC_ACQUIRE));
   if (Load(r.mask_overridden) != 0) {
-    r.current_mask.store(nccl, std::memory_order_release);  // a newer override: follow it too
+    if (nccl != r.current_mask.load(std::memory_order_relaxed)) {  // a newer override: follow it
+      r.current_mask.store(nccl, std::memory_order_release);
+      PublishFollowedMask(r);
+    }
     return;
   }
   if (nccl == r.current_mask.load(std::memory_order_acquire)) {
@@ -469,6 +481,7 @@ void CheckMaskOverride(Runtime& r) {
   }
   Store(r.mask_overridden, 1);
   r.current_mask.store(nccl, std::memory_order_release);
+  PublishFollowedMask(r);
   Log(abi::kLogWarn,
       "NCCL replaced the profiler event mask (0x%x; NCCL RAS CONTROL PROFILER_MASK): following "
       "it; duty cycles, agent controls and the overhead governor no longer change it",
