@@ -688,7 +688,7 @@ void StartOp(void* context, void** handle, const OpArgs& args) {
   // :600-604, :1271, :1286 at 2.31.2).
   const bool symmetric_untimed =
       args.symmetric && (args.n_channels == 0 || task_mask.graph_captured);
-  const bool no_kernel_ever = args.kind == NCCLSCOPE_KIND_CE ||
+  const bool no_kernel_ever = args.kind == NCCLSCOPE_KIND_CE || args.no_kernel_events ||
                               (args.kind == NCCLSCOPE_KIND_P2P && peer == rank) ||
                               symmetric_untimed;
   if (!no_kernel_ever && task_mask.kernel_candidate) {
@@ -700,7 +700,7 @@ void StartOp(void* context, void** handle, const OpArgs& args) {
     expect = announced ? kExpectKnown : kExpectUnknown;
     expected = announced ? args.n_channels : 0;
   }
-  if ((task_mask.mask & kEventKernelCh) == 0 && expect == kExpectNone &&
+  if (((task_mask.mask & kEventKernelCh) == 0 || args.no_kernel_events) && expect == kExpectNone &&
       args.kind != NCCLSCOPE_KIND_CE) {
     flags |= NCCLSCOPE_OP_KERNEL_NOT_REQUESTED;
   }

@@ -619,9 +619,10 @@ abi::Result Init(void** context, std::uint64_t comm_id, int* mask, const char* n
   // ABI v1/v2: every op completes at NCCL's stop, before its ProxyOps start (state.h,
   // RetiredOp). The previous communicator's entries name handles of other generations, but are
   // cleared all the same.
-  if (comm->retired == nullptr && abi_version <= 2) comm->retired = NewRetiredTable(r);
   if (comm->retired != nullptr) {
     for (std::uint32_t i = 0; i < kRetiredOps; ++i) Store(comm->retired[i].handle, 0);
+  } else if (abi_version <= 2) {
+    comm->retired = NewRetiredTable(r);  // zeroed
   }
   const std::uint32_t slot_index = TakeCommSlot(r);
   Store(comm->comm_slot, slot_index);

@@ -126,6 +126,8 @@ struct OpArgs {
   // ABI v3: KernelCh will come, untimed and of a number NCCL does not announce (nMaxChannels is
   // the tuner's upper bound, src/enqueue.cc:390 at v2.26.6-1).
   bool kernel_untimed = false;
+  // ABI v1/v2: NCCL 2.23-2.25 have no KernelCh at all, whatever the mask ever said.
+  bool no_kernel_events = false;
   // ABI v7.
   std::uint64_t user_tag = 0;
   bool symmetric = false;
