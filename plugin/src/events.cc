@@ -325,9 +325,11 @@ void EmitAndFree(OpState* op, std::uint32_t index, std::uint32_t final_state,
   Runtime& r = R();
   const std::uint64_t mask = Load(op->timed_mask);  // channels that reported both ends
   const std::uint32_t timed = PopCount(mask);
-  // ABI v3: KernelCh without timestamps were all that could come.
+  // ABI v3: KernelCh without timestamps were all that could come (the flag says they came).
   const bool untimed_by_abi = Load(op->kernel_untimed) != 0;
-  if (untimed_by_abi) extra_flags |= NCCLSCOPE_OP_KERNEL_UNTIMED;
+  if (untimed_by_abi && Load(op->channels_started) != 0) {
+    extra_flags |= NCCLSCOPE_OP_KERNEL_UNTIMED;
+  }
   // Some channels untimed, or none though kernel events were expected (and not given up on).
   const bool partial = mask != 0 ? timed < Load(op->n_channels)
                                  : Load(op->expect) != kExpectNone && !untimed_by_abi &&
