@@ -263,8 +263,9 @@ int RunRank(const Options& o, std::uint64_t world_id, int rank) {
     // The communicators' ids, for rings without names (v1-v3: NCCL passes name NULL).
     std::printf("comm name=%s id=0x%llx\n", gpucheck::kWorldName,
                 static_cast<unsigned long long>(world_id));
+    const std::uint64_t split_id = world_id + 1;
     std::printf("comm name=%s id=0x%llx\n", gpucheck::kSplitName,
-                static_cast<unsigned long long>(world_id + 1));
+                static_cast<unsigned long long>(split_id));
     manifest.Print(stdout);
   }
   std::fflush(stdout);

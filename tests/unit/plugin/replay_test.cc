@@ -785,6 +785,7 @@ TEST_P(LegacyReplayTest, OpsCompleteAsTheirVersionAllows) {
     return;
   }
   std::vector<void*> channels;
+  channels.reserve(4);
   for (int c = 0; c < 4; ++c) channels.push_back(comm.KernelChannelStart(a, c, 0));
   for (void* h : channels) ASSERT_NE(h, nullptr);
   for (void* h : channels) comm.KernelChannelStop(h, 0);
