@@ -75,6 +75,8 @@ class RingFile {
   std::uint32_t lanes() const { return lanes_; }
   std::uint32_t lane_capacity() const { return capacity_; }
   std::uint32_t comm_slots() const { return comm_slots_; }
+  // Whether the ring has a count table (features EXACT_COUNTS): exact op counts, ReadCounts().
+  bool exact_counts() const { return count_table_offset_ != 0; }
   bool writable() const { return writable_; }
   // The file as opened: owner (attribution), device and inode (its lock holder in /proc/locks).
   const struct stat& stat() const { return stat_; }

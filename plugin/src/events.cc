@@ -263,9 +263,33 @@ __attribute__((always_inline)) inline void WriteOpRecords(
   if (reserved) r.ring.Commit(slots);
 }
 
+// Keeps the identity of an op that completed at NCCL's stop while its ProxyOps may still come
+// (state.h, RetiredOp): what StartProxyOp names as their parent once the op's slot is gone.
+__attribute__((noinline)) void RetireOp(CommState* comm, const OpState* op, std::uint32_t index) {
+  RetiredOp& e = comm->retired[Load(op->op_index) % kRetiredOps];
+  std::uint32_t version = e.version.load(std::memory_order_relaxed);
+  // Another thread writing this entry (an op kRetiredOps later, completing at the same moment):
+  // this one's ProxyOps go without a parent, as they would without the table.
+  if ((version & 1) != 0 ||
+      !e.version.compare_exchange_strong(version, version + 1, std::memory_order_relaxed)) {
+    return;
+  }
+  std::atomic_thread_fence(std::memory_order_release);
+  const void* handle =
+      EncodeHandle(HandleKind::kOp, op->slot.generation.load(std::memory_order_relaxed), index);
+  Store(e.handle, reinterpret_cast<std::uintptr_t>(handle));
+  Store(e.plan, Load(op->plan));
+  Store(e.seq, Load(op->seq));
+  Store(e.op_index, Load(op->op_index));
+  Store(e.weight, Load(op->weight));
+  Store(e.func, Load(op->func));
+  Store(e.algo, Load(op->algo));
+  e.version.store(version + 2, std::memory_order_release);
+}
+
 // Communicator progress (the agent's in-flight view): every op completes here, recorded or not.
 __attribute__((always_inline)) inline void CompleteInCommTable(Runtime& r, const OpState* op,
-                                                               bool kernel_ran,
+                                                               std::uint32_t index, bool kernel_ran,
                                                                std::uint32_t final_state,
                                                                std::uint64_t complete_ns) {
   const std::uint32_t comm_index = Load(op->comm_index);
@@ -273,6 +297,14 @@ __attribute__((always_inline)) inline void CompleteInCommTable(Runtime& r, const
   auto* comm = reinterpret_cast<CommState*>(r.comms.At(comm_index));
   if (comm->slot.generation.load(std::memory_order_acquire) != Load(op->comm_generation)) return;
   const std::uint64_t completed = comm->ops_completed.fetch_add(1, std::memory_order_relaxed) + 1;
+  // Completed at NCCL's stop (no KernelCh to wait for) with ProxyOps requested: the proxy thread
+  // starts the network ones after this (state.h, RetiredOp). Self send/recv and CE ops get none.
+  if (Load(op->expect) == kExpectNone && (Load(op->flags) & NCCLSCOPE_OP_PROXY_REQUESTED) != 0 &&
+      (final_state & kOpForced) == 0 && comm->retired != nullptr &&
+      Load(op->kind) != NCCLSCOPE_KIND_CE &&
+      !(Load(op->kind) == NCCLSCOPE_KIND_P2P && Load(op->peer) == Load(op->rank))) {
+    RetireOp(comm, op, index);
+  }
   // A plan whose op's kernel was seen to finish: every earlier plan's kernel has finished.
   const std::uint32_t plan = Load(op->plan);
   if (kernel_ran && (final_state & kOpForced) == 0 && plan != 0) {
@@ -293,9 +325,11 @@ void EmitAndFree(OpState* op, std::uint32_t index, std::uint32_t final_state,
   Runtime& r = R();
   const std::uint64_t mask = Load(op->timed_mask);  // channels that reported both ends
   const std::uint32_t timed = PopCount(mask);
-  // ABI v3: KernelCh without timestamps were all that could come.
+  // ABI v3: KernelCh without timestamps were all that could come (the flag says they came).
   const bool untimed_by_abi = Load(op->kernel_untimed) != 0;
-  if (untimed_by_abi) extra_flags |= NCCLSCOPE_OP_KERNEL_UNTIMED;
+  if (untimed_by_abi && Load(op->channels_started) != 0) {
+    extra_flags |= NCCLSCOPE_OP_KERNEL_UNTIMED;
+  }
   // Some channels untimed, or none though kernel events were expected (and not given up on).
   const bool partial = mask != 0 ? timed < Load(op->n_channels)
                                  : Load(op->expect) != kExpectNone && !untimed_by_abi &&
@@ -314,7 +348,7 @@ void EmitAndFree(OpState* op, std::uint32_t index, std::uint32_t final_state,
   // channel NCCL's proxy saw end.
   const bool kernel_ran = mask != 0 || (untimed_by_abi && Load(op->channels_stopped) != 0 &&
                                         Load(op->channels_stopped) == Load(op->channels_started));
-  CompleteInCommTable(r, op, kernel_ran, final_state, complete_ns);
+  CompleteInCommTable(r, op, index, kernel_ran, final_state, complete_ns);
   // Channel tags carry the generation: freeing (which bumps it) makes them all idle.
   r.ops.Free(index);
 }
@@ -659,7 +693,7 @@ void StartOp(void* context, void** handle, const OpArgs& args) {
   // :600-604, :1271, :1286 at 2.31.2).
   const bool symmetric_untimed =
       args.symmetric && (args.n_channels == 0 || task_mask.graph_captured);
-  const bool no_kernel_ever = args.kind == NCCLSCOPE_KIND_CE ||
+  const bool no_kernel_ever = args.kind == NCCLSCOPE_KIND_CE || args.no_kernel_events ||
                               (args.kind == NCCLSCOPE_KIND_P2P && peer == rank) ||
                               symmetric_untimed;
   if (!no_kernel_ever && task_mask.kernel_candidate) {
@@ -671,7 +705,7 @@ void StartOp(void* context, void** handle, const OpArgs& args) {
     expect = announced ? kExpectKnown : kExpectUnknown;
     expected = announced ? args.n_channels : 0;
   }
-  if ((task_mask.mask & kEventKernelCh) == 0 && expect == kExpectNone &&
+  if (((task_mask.mask & kEventKernelCh) == 0 || args.no_kernel_events) && expect == kExpectNone &&
       args.kind != NCCLSCOPE_KIND_CE) {
     flags |= NCCLSCOPE_OP_KERNEL_NOT_REQUESTED;
   }
@@ -900,6 +934,45 @@ void TrackUnclassified(std::uint32_t index, std::uint32_t generation) {
 
 }  // namespace
 
+namespace {
+
+struct RetiredIdentity {
+  std::uint64_t seq = 0;
+  std::uint64_t op_index = 0;
+  std::uint32_t plan = 0;
+  std::uint32_t weight = 1;
+  std::uint8_t func = 0;
+  std::uint8_t algo = 0;
+};
+
+// The identity RetireOp kept for the op whose handle is `parent`, if an entry of `comm` still
+// holds it (cold: only ProxyOps whose op has completed come here).
+__attribute__((noinline)) bool FindRetired(CommState* comm, const void* parent,
+                                           RetiredIdentity* out) {
+  if (comm->retired == nullptr) return false;
+  const auto wanted = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(parent));
+  for (std::uint32_t i = 0; i < kRetiredOps; ++i) {
+    RetiredOp& e = comm->retired[i];
+    const std::uint32_t before = e.version.load(std::memory_order_acquire);
+    if ((before & 1) != 0 || Load(e.handle) != wanted) continue;
+    RetiredIdentity got;
+    got.seq = Load(e.seq);
+    got.op_index = Load(e.op_index);
+    got.plan = Load(e.plan);
+    got.weight = Load(e.weight);
+    got.func = Load(e.func);
+    got.algo = Load(e.algo);
+    const std::uint64_t handle = Load(e.handle);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (e.version.load(std::memory_order_relaxed) != before || handle != wanted) continue;
+    *out = got;
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 void StartProxyOp(void* context, void** handle, const ProxyOpArgs& args) {
   Runtime& r = R();
   ReleaseUnclassified(r);
@@ -924,7 +997,8 @@ void StartProxyOp(void* context, void** handle, const ProxyOpArgs& args) {
     flags |= NCCLSCOPE_PROXY_FOREIGN;
     Count(NCCLSCOPE_CTR_FOREIGN_PROXY_OPS);
   } else {
-    if (CommState* comm = FindComm(context, &comm_index)) {
+    CommState* comm = FindComm(context, &comm_index);
+    if (comm != nullptr) {
       comm_generation = comm->slot.generation.load(std::memory_order_relaxed);
       comm_id = Load(comm->comm_id);
       comm_slot = Load(comm->comm_slot);
@@ -956,6 +1030,25 @@ void StartProxyOp(void* context, void** handle, const ProxyOpArgs& args) {
         parent_timed = expect != kExpectNone ? 1 : 0;
         parent_plan = plan;
         weight = parent_weight;
+      }
+    }
+    // The parent completed at its stop before this start (no KernelCh kept it): its identity,
+    // if still kept (state.h, RetiredOp).
+    if ((flags & NCCLSCOPE_PROXY_PARENT_KNOWN) == 0 && comm != nullptr &&
+        DecodeHandle(args.parent).kind == HandleKind::kOp) {
+      RetiredIdentity retired;
+      if (FindRetired(comm, args.parent, &retired)) {
+        if (IsCollNet(retired.algo) && args.is_send == 0) {
+          *handle = IgnoredHandle();  // as above: never stopped
+          Count(NCCLSCOPE_CTR_PROXY_OPS_NO_NETWORK);
+          return;
+        }
+        flags |= NCCLSCOPE_PROXY_PARENT_KNOWN;
+        seq = retired.seq;
+        op_index = retired.op_index;
+        func = retired.func;
+        parent_plan = retired.plan;
+        weight = retired.weight;
       }
     }
   }

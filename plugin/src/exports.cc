@@ -551,6 +551,7 @@ abi::Result StartOldOwn(void* context, void** handle, Descr* d) {
         args.identity_from_op = true;
         args.comm_hash = d->coll.commHash;
         args.kernel_untimed = kVersion == 3;
+        args.no_kernel_events = kVersion <= 2;
         StartOp(context, handle, args);
         return abi::kSuccess;
       }
@@ -567,6 +568,7 @@ abi::Result StartOldOwn(void* context, void** handle, Descr* d) {
         args.identity_from_op = true;
         args.comm_hash = d->p2p.commHash;
         args.kernel_untimed = kVersion == 3;
+        args.no_kernel_events = kVersion <= 2;
         StartOp(context, handle, args);
         return abi::kSuccess;
       }

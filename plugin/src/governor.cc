@@ -145,6 +145,15 @@ std::uint32_t StepUp(std::uint32_t limit, std::uint32_t asked) {
 
 }  // namespace
 
+void PublishNcclOverride(Runtime& r) {
+  ncclscope_ring_header* header = r.ring.header();
+  if (header == nullptr) return;
+  std::atomic_ref<std::uint32_t>(header->governor.nccl_mask)
+      .store(r.current_mask.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  std::atomic_ref<std::uint32_t>(header->governor.level)
+      .store(NCCLSCOPE_GOVERNOR_NCCL_OVERRIDE, std::memory_order_relaxed);
+}
+
 void Spin(std::uint32_t ns) {
   const std::uint64_t start = clock::Ticks();
   while (clock::TicksToNs(clock::Ticks() - start) < ns) {

@@ -120,6 +120,9 @@ inline void End(State& g, Class c, std::uint64_t begin_ticks, std::uint64_t end_
 void Setup(Runtime& r);
 // One maintenance pass: test knobs, and at the end of a window the decision. Before DesiredMask.
 void Evaluate(Runtime& r, std::uint64_t now_ns);
+// NCCL took the mask over (runtime.cc, CheckMaskOverride): the level and NCCL's mask, now rather
+// than at the end of the window (a duty-cycle period: 10 s by default).
+void PublishNcclOverride(Runtime& r);
 // The duty cycles in force: what the controls ask for, capped by the governor's limits.
 std::uint32_t KernelDutyPm(const Runtime& r);
 std::uint32_t ProxyDutyPm(const Runtime& r);

@@ -355,6 +355,20 @@ std::atomic<std::uint64_t>* NewCounters(std::uint32_t n) {
   return counters;
 }
 
+// A zeroed table of retired op identities (CommState::retired) from malloc, kept reachable in
+// Runtime::retired_arrays.
+RetiredOp* NewRetiredTable(Runtime& r) {
+  void* memory = std::calloc(kRetiredOps, sizeof(RetiredOp));
+  if (memory == nullptr) return nullptr;
+  auto* table = static_cast<RetiredOp*>(memory);
+  for (std::uint32_t i = 0; i < kRetiredOps; ++i) new (table + i) RetiredOp();
+  if (!r.retired_arrays.PushBack(table)) {
+    std::free(table);
+    return nullptr;
+  }
+  return table;
+}
+
 std::uint32_t TakeCommSlot(Runtime& r) {
   if (r.next_comm_slot < r.ring.geometry().comm_slots) {
     const std::uint32_t slot = r.next_comm_slot++;
@@ -431,13 +445,25 @@ void WriteCommSlot(ncclscope_comm_slot* slot, ncclscope_op_count* counts, const 
 // plugin follows it: current_mask becomes NCCL's value (every task's copy is that), nothing is
 // written to NCCL's int again, and the governor state says so (NCCLSCOPE_GOVERNOR_NCCL_OVERRIDE).
 // NCCLSCOPE_CHAIN keeps NCCL's int at the two plugins' union (chain.h): not checked then.
+// The ring header's view of a mask NCCL imposed: the mask in force and the governor's level.
+void PublishFollowedMask(Runtime& r) {
+  if (ncclscope_ring_header* header = r.ring.header()) {
+    std::atomic_ref<std::uint32_t>(header->effective_mask)
+        .store(r.current_mask.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  }
+  governor::PublishNcclOverride(r);
+}
+
 void CheckMaskOverride(Runtime& r) {
   const int* target = r.mask_ptr.load(std::memory_order_relaxed);
   if (target == nullptr || chain::Active()) return;
   const std::uint32_t writes = r.mask_writes.load(std::memory_order_acquire);
   const auto nccl = static_cast<std::uint32_t>(__atomic_load_n(target, __ATOMIC_ACQUIRE));
   if (Load(r.mask_overridden) != 0) {
-    r.current_mask.store(nccl, std::memory_order_release);  // a newer override: follow it too
+    if (nccl != r.current_mask.load(std::memory_order_relaxed)) {  // a newer override: follow it
+      r.current_mask.store(nccl, std::memory_order_release);
+      PublishFollowedMask(r);
+    }
     return;
   }
   if (nccl == r.current_mask.load(std::memory_order_acquire)) {
@@ -453,6 +479,7 @@ void CheckMaskOverride(Runtime& r) {
   }
   Store(r.mask_overridden, 1);
   r.current_mask.store(nccl, std::memory_order_release);
+  PublishFollowedMask(r);
   Log(abi::kLogWarn,
       "NCCL replaced the profiler event mask (0x%x; NCCL RAS CONTROL PROFILER_MASK): following "
       "it; duty cycles, agent controls and the overhead governor no longer change it",
@@ -562,6 +589,14 @@ abi::Result Init(void** context, std::uint64_t comm_id, int* mask, const char* n
   }
   Store(comm->p2p_peers, comm->p2p_seq != nullptr ? peers : 0);
   Store(comm->count_keys, 0);
+  // ABI v1/v2: every op completes at NCCL's stop, before its ProxyOps start (state.h,
+  // RetiredOp). The previous communicator's entries name handles of other generations, but are
+  // cleared all the same.
+  if (comm->retired != nullptr) {
+    for (std::uint32_t i = 0; i < kRetiredOps; ++i) Store(comm->retired[i].handle, 0);
+  } else if (abi_version <= 2) {
+    comm->retired = NewRetiredTable(r);  // zeroed
+  }
   const std::uint32_t slot_index = TakeCommSlot(r);
   Store(comm->comm_slot, slot_index);
   if (ncclscope_comm_slot* slot = r.ring.comm_slot(slot_index)) {
@@ -608,7 +643,12 @@ abi::Result Finalize(void* context) {
   const std::uint32_t comm_generation = comm->slot.generation.load(std::memory_order_relaxed);
   comm->live.store(0, std::memory_order_release);
 
-  // Whatever of this communicator is still in flight is written out now, marked as such.
+  // Whatever of this communicator is still in flight is written out now, marked as such. An op
+  // that waited only for its channels to be quiet (kExpectUnknown: ABI v3's untimed KernelCh,
+  // CollNet's unannounced ones) and whose every started channel has stopped is not in flight: NCCL
+  // destroys a communicator after its work is done and its proxy thread (v3's KernelCh) is joined
+  // (src/init.cc:188-193, :262 at v2.23.4-1; the profiler thread is drained first at 2.31.2), so
+  // no further KernelCh can come. It completes as of its last KernelCh.
   std::uint64_t flushed = 0;
   const std::uint32_t ops = r.ops.carved();
   for (std::uint32_t i = 0; i < ops; ++i) {
@@ -617,10 +657,16 @@ abi::Result Finalize(void* context) {
         Load(op->comm_generation) != comm_generation) {
       continue;
     }
-    if (ForceFinalizeOp(i, op->slot.generation.load(std::memory_order_acquire),
-                        NCCLSCOPE_OP_FLUSHED)) {
-      ++flushed;
+    const std::uint32_t generation = op->slot.generation.load(std::memory_order_acquire);
+    const std::uint32_t state = op->state.load(std::memory_order_acquire);
+    const std::uint32_t started = Load(op->channels_started);
+    if ((state >> 8) == generation && (state & kOpEnqueued) != 0 &&
+        Load(op->expect) == kExpectUnknown && started != 0 &&
+        Load(op->channels_stopped) == started) {
+      CompleteKernel(i, generation, Load(op->last_kernel_ns));
+      continue;
     }
+    if (ForceFinalizeOp(i, generation, NCCLSCOPE_OP_FLUSHED)) ++flushed;
   }
   const std::uint32_t proxy_ops = r.proxy_ops.carved();
   for (std::uint32_t i = 0; i < proxy_ops; ++i) {

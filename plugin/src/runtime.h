@@ -48,6 +48,7 @@ struct Runtime {
   // Every per-peer p2p counter array ever allocated (CommState lives in an mmap'd arena; this list
   // keeps them reachable). Never freed: a stale event on a reused slot may still read one.
   platform::PodVector<std::atomic<std::uint64_t>*> p2p_arrays;
+  platform::PodVector<RetiredOp*> retired_arrays;  // every CommState::retired, kept the same way
 
   // The NCCL event mask: NCCL's process-global int (saved from init) and what we last put there.
   // NCCL copies it into every task at the API call (its "snapshot", src/plugin/profiler.cc:218 and
@@ -129,6 +130,8 @@ struct OpArgs {
   // ABI v3: KernelCh will come, untimed and of a number NCCL does not announce (nMaxChannels is
   // the tuner's upper bound, src/enqueue.cc:390 at v2.26.6-1).
   bool kernel_untimed = false;
+  // ABI v1/v2: NCCL 2.23-2.25 have no KernelCh at all, whatever the mask ever said.
+  bool no_kernel_events = false;
   // ABI v7.
   std::uint64_t user_tag = 0;
   bool symmetric = false;

@@ -195,6 +195,28 @@ struct alignas(64) ProxyOpState {
   StepSlot steps[kStepSlots];
 };
 
+// The identity of an op completed at NCCL's stop of its task, for the ProxyOps NCCL's proxy
+// thread starts after that (RetireOp, events.cc). Under ABI v1/v2 (NCCL 2.23-2.25) there is no
+// KernelCh to wait for: every op completes at its stop and its slot is reused while the proxy
+// thread is still to start its network ops. NCCL stops the task right after handing its proxy ops
+// over (hostStreamPlanTask, src/enqueue.cc:1432-1443 at v2.23.4-1) and starts a ProxyOp only when
+// the network transport finds it ready (src/transport/net.cc:1047, :1236 at v2.23.4-1): nearly
+// always later. By op_index: enough for a plan of 512 send/recv pairs (an all-to-all over 512
+// ranks) started after the next plan's stops. A seqlock per entry; `handle` is the op's handle
+// (0: empty). (v3+ ops wait for their KernelCh, started after the ProxyOps; with KernelCh off their
+// ProxyOps may still name no parent.)
+inline constexpr std::uint32_t kRetiredOps = 1024;  // per communicator rank (40 KiB)
+struct RetiredOp {
+  std::atomic<std::uint32_t> version{0};  // odd while being written
+  std::atomic<std::uint32_t> plan{0};
+  std::atomic<std::uint64_t> handle{0};
+  std::atomic<std::uint64_t> seq{0};
+  std::atomic<std::uint64_t> op_index{0};
+  std::atomic<std::uint32_t> weight{0};
+  std::atomic<std::uint8_t> func{0};
+  std::atomic<std::uint8_t> algo{0};
+};
+
 // One communicator (one rank of it) in this process: NCCL's profiler context.
 struct alignas(64) CommState {
   PoolSlot slot;
@@ -214,6 +236,9 @@ struct alignas(64) CommState {
   std::atomic<std::uint32_t> p2p_peers{0};
   // Exact-count keys claimed in its comm slot's part of the ring's count table (CountOp).
   std::atomic<std::uint32_t> count_keys{0};
+  // kRetiredOps entries (RetiredOp), allocated at an ABI v1/v2 init and kept with the slot like
+  // p2p_seq; nullptr otherwise or without memory (the ProxyOps of such ops then name no parent).
+  RetiredOp* retired = nullptr;
   // Enqueue side.
   alignas(64) std::atomic<std::uint64_t> ops_enqueued{0};
   // Completion side.

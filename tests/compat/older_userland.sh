@@ -80,8 +80,12 @@ for abi in $abis; do
     failures=$((failures + 1))
     continue
   fi
+  # NCCL's IB transport names the NIC and queue pairs through net-plugin events, which NCCL has
+  # from 2.26 (v3) on; before, ring-check checks that the records name none.
+  net=()
+  [ "$abi" -ge 3 ] && net=(--net IB)
   if "$check" "$root$rings" --manifest "$root$rings.manifest" --abi "$abi" --network expect \
-      --net IB >"$root$rings.check" 2>&1; then
+      "${net[@]}" >"$root$rings.check" 2>&1; then
     say "ok v$abi: $(grep -c '^ok' "$root$rings.check") checks of the rings pass"
   else
     say "FAIL v$abi: ring-check:"

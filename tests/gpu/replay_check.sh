@@ -2,8 +2,10 @@
 # Unit test of the GPU check's checker (ctest gpu-check-on-replay), where there is no GPU: the
 # GPU job's workload (workload.h) is driven through the real plugin .so by the replay driver
 # (gpu-check-replay: one process per rank, two "nodes", network ProxyOps with IB net-plugin
-# events), and ring-check must pass its rings for every ABI version (4, 5, 6) and fail rings that
-# disagree with the manifest or with the ABI NCCL's version picks.
+# events from 2.26 on), and ring-check must pass its rings for every ABI version the plugin
+# exports (1 to 7, each as the NCCL release whose newest ABI it is: 2.23 to 2.31), with the checks
+# each version allows, and fail rings that disagree with the manifest or with the ABI NCCL's
+# version picks.
 #
 # Usage: replay_check.sh GPU_CHECK_REPLAY RING_CHECK PLUGIN_SO FAKE_LIBCUDA
 set -euo pipefail
@@ -46,26 +48,73 @@ expect() {
   fi
 }
 
-for abi in 4 5 6; do
+# What each version carries (ring-check's header): what it cannot carry must be absent, not
+# reported missing.
+for abi in 1 2 3 4 5 6 7; do
   drive "v$abi" "$abi"
-  api="AllGather/Broadcast: the API's count and float32 (API_COUNT)"
-  [ "$abi" -eq 4 ] && api="AllGather/Broadcast under v4: count in bytes, int8"
-  expect "v$abi" 0 "PASS" "ok   $api" \
-    "ok   self send/recv complete without GPU timing and not partial" \
-    "ok   exact op count per (comm, func, bytes, peer) on every rank" \
-    "ok   IB: network op names its NIC and a queue pair" \
-    "ok   k-th send from a to b has the bytes of b's k-th receive from a" \
-    -- --abi "$abi" --network expect --net IB
+  lines=("PASS"
+    "ok   job line: the NCCL version the job ran picks this ABI"
+    "ok   exact op count per (comm, func, bytes, peer) on every rank"
+    "ok   exact counts: the count table totals the manifest's ops per (comm, rank)"
+    "ok   exact counts: ops and bytes per (comm, rank, func) as the manifest's"
+    "ok   self send/recv complete without GPU timing and not partial"
+    "ok   k-th send from a to b has the bytes of b's k-th receive from a"
+    "ok   network op joins its op record (comm, rank, op_index, func, seq)"
+    "ok   every op between two nodes has network op records")
+  if [ "$abi" -ge 4 ]; then
+    lines+=("ok   communicator is one the job created (by name)"
+      "ok   comm init: nranks and nnodes as the job ran"
+      "ok   GPU timing on every announced channel (all ops but self send/recv)"
+      "ok   network op on one of its op's timed channels")
+  else
+    lines+=("ok   communicator is one the job created (by id: no name before v4)"
+      "ok   comm init under v1-v3: no name, nranks and nnodes unknown (0)")
+  fi
+  case "$abi" in
+    1 | 2) lines+=("ok   v1/v2 (no KernelCh in NCCL 2.23-2.25): KERNEL_NOT_REQUESTED, no GPU timing"
+      "ok   v1/v2 (no net-plugin events before NCCL 2.26): no NIC, no queue pair") ;;
+    3) lines+=("ok   v3 (KernelCh without timestamps): KERNEL_UNTIMED, no GPU timing, not partial") ;;
+  esac
+  [ "$abi" -ge 3 ] && lines+=("ok   IB: network op names its NIC and a queue pair")
+  if [ "$abi" -ge 5 ]; then
+    lines+=("ok   AllGather/Broadcast: the API's count and float32 (API_COUNT)")
+  else
+    lines+=("ok   AllGather/Broadcast before v5 (no CollApi): count in bytes, int8")
+  fi
+  if [ "$abi" -ge 7 ]; then
+    lines+=("ok   v7: kernel phases (OP_PHASES) with compute time on every timed channel of a collective"
+      "ok   v7: p2p kernel phases, where present, well formed")
+  fi
+  expect "v$abi" 0 "${lines[@]}" -- --abi "$abi" --network expect --net IB
 done
 # The ABI NCCL 2.29 would pick (v6) is not what this job's NCCL (2.28, v5) chose.
 drive wrong-abi 5
 expect wrong-abi 1 "FAIL ring header: the ABI NCCL chose is the one its version picks" \
-  "FAIL comm init: ABI version matches NCCL's" -- --abi 6 --network expect --net IB
+  "FAIL comm init: ABI version matches NCCL's" \
+  "FAIL job line: the NCCL version the job ran picks this ABI" -- --abi 6 --network expect --net IB
+# Rings of NCCL 2.26 (v3) checked as 2.27's (v4), which names its communicators at init: no
+# name and no nranks where v4 has them, so no op is one of the job's.
+drive v3-as-v4 3
+expect v3-as-v4 1 "FAIL ring header: the ABI NCCL chose is the one its version picks" \
+  "FAIL communicator is one the job created (by name)" \
+  "FAIL comm init: nranks and nnodes as the job ran" \
+  "FAIL every op is one the job issued (comm, func, bytes, peer)" -- --abi 4
+# Without the job's list of communicator ids, v1-v3 rings name no communicator.
+drive no-ids 2
+sed -i '/^comm /d' "$work/no-ids/manifest"
+expect no-ids 1 "FAIL communicator is one the job created (by id: no name before v4)" -- --abi 2
 # One AllReduce the job issued never reached the plugin on rank 1.
 drive missing-op 5 --break missing-op
 expect missing-op 1 "FAIL exact op count per (comm, func, bytes, peer) on every rank" \
   "FAIL collective seq numbers 0..N-1 per (comm, func) on every rank" \
-  "FAIL finalize: ops enqueued = completed = issued, none flushed" -- --abi 5 --network expect
+  "FAIL finalize: ops enqueued = completed = issued, none flushed" \
+  "FAIL exact counts: the count table totals the manifest's ops per (comm, rank)" \
+  "FAIL exact counts: ops and bytes per (comm, rank, func) as the manifest's" -- --abi 5 --network expect
+# The same under 2.23 (v1), whose ops complete at NCCL's stop.
+drive missing-op-v1 1 --break missing-op
+expect missing-op-v1 1 "FAIL exact op count per (comm, func, bytes, peer) on every rank" \
+  "FAIL exact counts: the count table totals the manifest's ops per (comm, rank)" \
+  "FAIL exact counts: ops and bytes per (comm, rank, func) as the manifest's" -- --abi 1 --network expect
 # One channel of an AllReduce started and never stopped: in flight until the communicator ended.
 drive stuck-channel 5 --break stuck-channel
 expect stuck-channel 1 "FAIL op ended normally" \

@@ -4,17 +4,26 @@
 // its own), two "nodes" whose ops get network ProxyOps (with IB net-plugin events), and prints the
 // same manifest and job line.
 //
-// Usage: gpu-check-replay --plugin PATH [--cuda LIBCUDA] [--abi 4|5|6] [--ranks N]
+// Usage: gpu-check-replay --plugin PATH [--cuda LIBCUDA] [--abi 1..7] [--ranks N]
 //                         [--iterations I] [--break missing-op|stuck-channel]
+// --abi plays the NCCL whose newest profiler ABI that is (tools/replay/nccl_replay.h): 1 = 2.23,
+// 2 = 2.24/2.25, 3 = 2.26, 4 = 2.27, 5 = 2.28, 6 = 2.29/2.30, 7 = 2.31; the job line's nccl= is
+// that release's version code. v7 delivers KernelCh and kernel phases from a profiler thread per
+// rank, as 2.31 does.
 // --cuda loads a CUDA driver stand-in (tests/support/fake_libcuda.c) first, as NCCL has the real
 // one loaded, so the plugin names a GPU.
+// Besides the workload's manifest, rank 0 prints the communicators' ids (NCCL's commHash):
+//   comm name=NAME id=0xHEX
+// ABI v1-v3 hand the plugin no communicator name (NCCL passes name NULL), so ring-check maps the
+// rings' communicator ids to the job's names from these lines.
 // --break makes the rings disagree with the manifest, for the checker's negative tests:
 //   missing-op     rank 1 skips its 3rd AllReduce of the loop (the manifest still lists it);
 //   stuck-channel  one channel of rank 0's 5th loop AllReduce starts and never stops.
 //
 // What the replay simplifies (see nccl_replay.h): channel counts are fixed (8 per collective, 2
-// per p2p task, 1 per all-to-all task), GPU times are synthetic, and each plan's proxy side runs
-// on the rank's one proxy thread.
+// per p2p task, 1 per all-to-all task), GPU times are synthetic (v7: one "compute" phase per
+// channel, no initial_sync or final_sync), and each plan's proxy side runs on the rank's one proxy
+// thread.
 
 #include <dlfcn.h>
 #include <sys/wait.h>
@@ -67,8 +76,8 @@ class ReplayBackend : public gpucheck::Backend {
         rank_(rank),
         nranks_(nranks),
         breakage_(std::move(breakage)) {
-    comms_[gpucheck::kWorld] = std::make_unique<ReplayComm>(process, world_id, gpucheck::kWorldName,
-                                                            nranks, nranks, rank, &proxy_);
+    comms_[gpucheck::kWorld] = std::make_unique<ReplayComm>(
+        process, world_id, gpucheck::kWorldName, nranks, nranks, rank, &proxy_, ProfilerThread());
     ok_ = comms_[gpucheck::kWorld]->Init();
     // Network work of every op: the ranks are two "nodes"; IB names the NIC and queue pairs.
     net_.steps = 2;
@@ -86,8 +95,9 @@ class ReplayBackend : public gpucheck::Backend {
   int rank() const override { return rank_; }
   int nranks() const override { return nranks_; }
   void Split() override {
-    comms_[gpucheck::kSplit] = std::make_unique<ReplayComm>(
-        process_, world_id_ + 1, gpucheck::kSplitName, nranks_, nranks_, rank_, &proxy_);
+    comms_[gpucheck::kSplit] =
+        std::make_unique<ReplayComm>(process_, world_id_ + 1, gpucheck::kSplitName, nranks_,
+                                     nranks_, rank_, &proxy_, ProfilerThread());
     ok_ = comms_[gpucheck::kSplit]->Init() && ok_;
   }
   void AllReduce(Comm c, std::size_t n) override {
@@ -126,9 +136,17 @@ class ReplayBackend : public gpucheck::Backend {
       comm.LaunchGraph(g.graph, &callback_, Upload(comm, nullptr));
     }
   }
-  void Sync() override { proxy_.Drain(); }
+  void Sync() override {
+    proxy_.Drain();
+    profiler_thread_.Drain();
+  }
 
  private:
+  // NCCL 2.31's per-communicator profiler thread (shared by a split that shares resources, as
+  // here: one per rank), which delivers KernelCh and kernel phases (src/plugin/profiler.cc
+  // :1053-1099 at 2.31.2); older versions deliver KernelCh from the proxy thread.
+  ProxyThread* ProfilerThread() { return process_.version() >= 7 ? &profiler_thread_ : nullptr; }
+
   struct Captured {
     Comm comm;
     CapturedGraph graph;
@@ -202,8 +220,9 @@ class ReplayBackend : public gpucheck::Backend {
   int rank_;
   int nranks_;
   std::string breakage_;
-  ProxyThread proxy_;     // NCCL's proxy progress thread
-  ProxyThread callback_;  // CUDA's host-callback thread (graph launches)
+  ProxyThread proxy_;            // NCCL's proxy progress thread
+  ProxyThread profiler_thread_;  // NCCL 2.31's profiler thread (v7 only)
+  ProxyThread callback_;         // CUDA's host-callback thread (graph launches)
   std::unique_ptr<ReplayComm> comms_[2];
   ProxyPlan net_;
   bool ok_ = false;
@@ -240,7 +259,15 @@ int RunRank(const Options& o, std::uint64_t world_id, int rank) {
     gpucheck::RunWorkload(backend, shape, manifest, rank == 0 ? stdout : nullptr);
     if (!backend.ok()) return 3;
   }
-  if (rank == 0) manifest.Print(stdout);
+  if (rank == 0) {
+    // The communicators' ids, for rings without names (v1-v3: NCCL passes name NULL).
+    std::printf("comm name=%s id=0x%llx\n", gpucheck::kWorldName,
+                static_cast<unsigned long long>(world_id));
+    const std::uint64_t split_id = world_id + 1;
+    std::printf("comm name=%s id=0x%llx\n", gpucheck::kSplitName,
+                static_cast<unsigned long long>(split_id));
+    manifest.Print(stdout);
+  }
   std::fflush(stdout);
   return 0;
 }
@@ -274,10 +301,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s needs a value\n", argv[argc - 1]);
     return 2;
   }
-  if (o.plugin.empty() || o.ranks < 2 || o.abi < 4 || o.abi > 6) {
+  if (o.plugin.empty() || o.ranks < 2 || o.abi < 1 || o.abi > 7) {
     std::fprintf(
         stderr,
-        "usage: gpu-check-replay --plugin PATH [--cuda LIBCUDA] [--abi 4|5|6] [--ranks N>=2] "
+        "usage: gpu-check-replay --plugin PATH [--cuda LIBCUDA] [--abi 1..7] [--ranks N>=2] "
         "[--iterations I] [--break missing-op|stuck-channel]\n");
     return 2;
   }
@@ -301,8 +328,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%d rank process(es) failed\n", failed);
     return 1;
   }
-  // NCCL version that picks this ABI first (src/plugin/profiler.cc): 2.27 v4, 2.28 v5, 2.29 v6.
-  const int nccl = o.abi == 4 ? 22707 : o.abi == 5 ? 22809 : 22907;
+  // The NCCL release the replay plays for this ABI, whose newest table it is (src/misc/profiler.cc
+  // :119 at v2.23.4-1, :220-234 at v2.24.3-1; src/plugin/profiler.cc:52-58 at v2.26.6-1, :53-61 at
+  // v2.27.7-1, :70-81 at v2.28.9-1; :123-141 at 2.31.2): 2.23.4 v1, 2.24.3 v2, 2.26.6 v3, 2.27.7
+  // v4, 2.28.9 v5, 2.29.7 v6, 2.31.2 v7.
+  constexpr int kNcclOfAbi[] = {0, 22304, 22403, 22606, 22707, 22809, 22907, 23102};
+  const int nccl = kNcclOfAbi[o.abi];
   std::printf(
       "job mode=replay ranks=%d nnodes=%d processes=%d nccl=%d header=%d alltoall=grouped\n",
       o.ranks, o.ranks, o.ranks, nccl, nccl);

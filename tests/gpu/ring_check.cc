@@ -5,12 +5,28 @@
 // (replay_job.cc), by the unit test tests/gpu/replay_check.sh.
 //
 // Usage: ring-check DIR --manifest FILE --abi N [--network expect|none|any] [--net NAME]
-//   --abi      the profiler ABI NCCL must have chosen (2.27: 4, 2.28: 5, 2.29/2.30: 6)
+//   --abi      the profiler ABI NCCL must have chosen (2.23: 1, 2.24/2.25: 2, 2.26: 3, 2.27: 4,
+//              2.28: 5, 2.29/2.30: 6, 2.31: 7)
 //   --network  expect: the ranks are on different "nodes", every op but self send/recv has
 //              network ProxyOp records; none: no PROXY_OP record at all; any: report only
-//   --net      the network NCCL used ("IB": every network op must name its NIC and a QP)
+//   --net      the network NCCL used ("IB": every network op must name its NIC and a QP; under
+//              v1/v2, which have no net-plugin events, none may)
 // Prints one line per check category (ok / FAIL with examples) and exits 0 when all pass, 1 when
 // one fails, 2 on bad usage or an unreadable manifest.
+//
+// What each ABI carries decides what is checked; what a version cannot carry must be absent from
+// the records, never invented (plugin/abi, tools/replay/nccl_replay.h):
+//   v1-v3 (2.23-2.26)  init has no identity: the communicator's id and rank come with its first
+//                      op, with no name (NCCL passes NULL) and nranks = nnodes = 0 (unknown);
+//                      names are mapped from the manifest's `comm name=NAME id=0xHEX` lines.
+//   v1, v2             no KernelCh: no GPU timing, KERNEL_NOT_REQUESTED on every op; no
+//                      net-plugin events (no NIC, no QP).
+//   v3                 KernelCh without timestamps: KERNEL_UNTIMED on every op that had a
+//                      kernel, no GPU timing.
+//   v4+                GPU timing on every channel of every op but self send/recv.
+//   v5+                AllGather/Broadcast carry the API's count and type (CollApi).
+//   v7                 kernel phases (OP_PHASES) on every timed collective.
+//   every ABI          the count table: exact counts per (comm, rank) total the manifest's ops.
 
 #include <dirent.h>
 
@@ -61,7 +77,25 @@ struct Manifest {
   long nccl = 0;
   std::map<Key, Expected> expect;
   std::set<std::string> comms;
+  std::map<std::uint64_t, std::string> comm_ids;  // `comm name=NAME id=0xHEX` lines
 };
+
+// The profiler ABI an NCCL release loads first (NCCL_VERSION_CODE major*10000 + minor*100 +
+// patch; src/misc/profiler.cc:119 at v2.23.4-1 and :220-234 at v2.24.3-1, src/plugin/profiler.cc
+// :52-58 at v2.26.6-1, :53-61 at v2.27.7-1, :70-81 at v2.28.9-1, :123-141 at 2.31.2); 0 before
+// 2.23, which has no profiler plugins.
+int AbiOfNccl(long code) {
+  if (code < 20900) return 0;
+  const long minor = code / 100 % 100;
+  if (code / 10000 != 2 || minor < 23) return 0;
+  if (minor == 23) return 1;
+  if (minor <= 25) return 2;
+  if (minor == 26) return 3;
+  if (minor == 27) return 4;
+  if (minor == 28) return 5;
+  if (minor <= 30) return 6;
+  return 7;
+}
 
 std::map<std::string, std::string> Fields(const std::string& line) {
   std::map<std::string, std::string> fields;
@@ -108,6 +142,15 @@ bool ReadManifest(const std::string& path, Manifest* m, std::string* error) {
       e.ops += num("ops");
       e.what = f["what"];
       m->comms.insert(key.comm);
+    } else if (line.rfind("comm ", 0) == 0) {
+      const std::uint64_t id = std::strtoull(f["id"].c_str(), nullptr, 16);
+      if (f["name"].empty() || id == 0) {
+        std::ostringstream message;
+        message << path << ":" << number << ": bad comm line";
+        *error = message.str();
+        return false;
+      }
+      m->comm_ids[id] = f["name"];
     }
   }
   if (m->ranks < 2 || m->processes < 1 || m->expect.empty()) {
@@ -177,6 +220,7 @@ struct Collect : ncclscope::profiler::RecordSink {
   std::vector<ncclscope_comm_finalize_record> finals;
   std::vector<OpView> ops;
   std::vector<ncclscope_proxy_op_record> net;
+  std::vector<ncclscope::profiler::OpCounts> counts;
   void OnCommInit(const RingOrigin&, const ncclscope_comm_init_record& r) override {
     inits.push_back(r);
   }
@@ -186,6 +230,9 @@ struct Collect : ncclscope::profiler::RecordSink {
   void OnOp(const RingOrigin&, const OpView& v) override { ops.push_back(v); }
   void OnProxyOp(const RingOrigin&, const ncclscope_proxy_op_record& r) override {
     net.push_back(r);
+  }
+  void OnOpCounts(const RingOrigin& /*origin*/, const ncclscope::profiler::OpCounts& r) override {
+    counts.push_back(r);
   }
 };
 
@@ -209,7 +256,7 @@ struct Options {
 
 int Usage() {
   std::fprintf(stderr,
-               "usage: ring-check DIR --manifest FILE --abi 4|5|6 [--network expect|none|any] "
+               "usage: ring-check DIR --manifest FILE --abi 1..7 [--network expect|none|any] "
                "[--net NAME]\n");
   return 2;
 }
@@ -246,6 +293,8 @@ void CheckRingHeaders(const Options& o, const Manifest& m, Checks& checks) {
                   static_cast<int>(h.nccl_abi) == o.abi, "v", h.nccl_abi, ", want v", o.abi);
     checks.Expect("ring closed (every communicator finalized)", h.state == NCCLSCOPE_RING_CLOSED,
                   path);
+    checks.Expect("ring header: exact op counts (features EXACT_COUNTS)", ring->exact_counts(),
+                  path);
   }
 }
 
@@ -271,7 +320,7 @@ int main(int argc, char** argv) {
       return Usage();
     }
   }
-  if (o.manifest.empty() || o.abi < 4 || o.abi > 6 ||
+  if (o.manifest.empty() || o.abi < 1 || o.abi > 7 ||
       (o.network != "expect" && o.network != "none" && o.network != "any")) {
     return Usage();
   }
@@ -282,6 +331,15 @@ int main(int argc, char** argv) {
     return 2;
   }
   Checks checks;
+  // What the ABI can carry (see the top of this file).
+  const bool identity_at_init = o.abi >= 4;  // v1-v3: from the first op, without a name
+  const bool kernel_ch = o.abi >= 3;         // v1/v2: no KernelCh
+  const bool gpu_timing = o.abi >= 4;        // v3: KernelCh without timestamps
+  const bool net_plugin = o.abi >= 3;        // v1/v2: no NetPlugin events
+  const bool api_count = o.abi >= 5;         // CollApi: AllGather/Broadcast's API count
+  const bool phases = o.abi >= 7;            // KernelPhase
+  checks.Expect("job line: the NCCL version the job ran picks this ABI", AbiOfNccl(m.nccl) == o.abi,
+                "nccl=", m.nccl, " picks v", AbiOfNccl(m.nccl), ", want v", o.abi);
 
   // ---- Rings: headers, then every record through the agent's reader ----
   CheckRingHeaders(o, m, checks);
@@ -293,9 +351,11 @@ int main(int argc, char** argv) {
     if (directory.snapshot().rings_reclaimed >= static_cast<std::uint64_t>(m.processes)) break;
   }
   const auto& snap = directory.snapshot();
-  std::printf("rings reclaimed %llu; records: init %zu, op %zu, proxy_op %zu, finalize %zu\n",
-              static_cast<unsigned long long>(snap.rings_reclaimed), c.inits.size(), c.ops.size(),
-              c.net.size(), c.finals.size());
+  std::printf(
+      "rings reclaimed %llu; records: init %zu, op %zu, proxy_op %zu, op_counts %zu, finalize "
+      "%zu\n",
+      static_cast<unsigned long long>(snap.rings_reclaimed), c.inits.size(), c.ops.size(),
+      c.net.size(), c.counts.size(), c.finals.size());
   checks.Expect("every ring drained and reclaimed (its process exited)",
                 snap.rings_reclaimed == static_cast<std::uint64_t>(m.processes),
                 snap.rings_reclaimed, " reclaimed");
@@ -338,20 +398,36 @@ int main(int argc, char** argv) {
   std::map<std::string, std::set<std::uint64_t>> ids;    // name -> comm ids
   std::map<std::string, std::map<int, int>> init_ranks;  // name -> rank -> init records
   for (const auto& init : c.inits) {
-    const std::string name = init.name;
+    // v4+ name the communicator at init; v1-v3 cannot (NCCL passes name NULL): the job's own
+    // list of ids names it.
+    const auto listed = m.comm_ids.find(init.comm_id);
+    const std::string name = identity_at_init             ? std::string(init.name)
+                             : listed != m.comm_ids.end() ? listed->second
+                                                          : Hex(init.comm_id);
     comm_name[init.comm_id] = name;
     ids[name].insert(init.comm_id);
     ++init_ranks[name][init.rank];
-    std::printf("comm %s %s rank %d/%d nnodes %d cuda_device %d %s %s abi v%u\n",
-                Hex(init.comm_id).c_str(), name.c_str(), init.rank, init.nranks, init.nnodes,
-                init.cuda_device, init.gpu_uuid, init.pci_bus_id, init.nccl_abi);
+    std::printf("comm %s \"%s\" (%s) rank %d/%d nnodes %d cuda_device %d %s %s abi v%u\n",
+                Hex(init.comm_id).c_str(), init.name, name.c_str(), init.rank, init.nranks,
+                init.nnodes, init.cuda_device, init.gpu_uuid, init.pci_bus_id, init.nccl_abi);
     std::string who = name;
     who.append(" rank ").append(std::to_string(init.rank));
-    checks.Expect("communicator is one the job created (by name)", m.comms.count(name) != 0, "\"",
-                  name, "\"");
-    checks.Expect("comm init: nranks and nnodes as the job ran",
-                  init.nranks == m.ranks && init.nnodes == m.nnodes, who, ": nranks ", init.nranks,
-                  " nnodes ", init.nnodes);
+    if (identity_at_init) {
+      checks.Expect("communicator is one the job created (by name)", m.comms.count(name) != 0, "\"",
+                    name, "\"");
+      checks.Expect("comm init: nranks and nnodes as the job ran",
+                    init.nranks == m.ranks && init.nnodes == m.nnodes, who, ": nranks ",
+                    init.nranks, " nnodes ", init.nnodes);
+    } else {
+      checks.Expect("communicator is one the job created (by id: no name before v4)",
+                    listed != m.comm_ids.end() && m.comms.count(name) != 0, Hex(init.comm_id),
+                    " is not a `comm` line of the manifest");
+      checks.Expect("comm init under v1-v3: no name, nranks and nnodes unknown (0)",
+                    init.name[0] == '\0' && init.nranks == 0 && init.nnodes == 0, who, ": name \"",
+                    init.name, "\" nranks ", init.nranks, " nnodes ", init.nnodes);
+      checks.Expect("comm init under v1-v3: the rank from the first op",
+                    init.rank >= 0 && init.rank < m.ranks, who);
+    }
     checks.Expect("comm init: ABI version matches NCCL's", static_cast<int>(init.nccl_abi) == o.abi,
                   who, ": v", init.nccl_abi, ", want v", o.abi);
     checks.Expect("comm init: GPU named (CUDA device, UUID, PCI bus id)",
@@ -418,32 +494,77 @@ int main(int argc, char** argv) {
         (f & (NCCLSCOPE_OP_FLUSHED | NCCLSCOPE_OP_NO_ENQUEUE_STOP | NCCLSCOPE_OP_TIME_SATURATED |
               NCCLSCOPE_OP_DATATYPE_ASSUMED)) == 0,
         what);
-    checks.Expect(
-        "kernel_ch requested and the GPU's own events ended the wait (no "
-        "KERNEL_NOT_REQUESTED, no KERNEL_NEVER_CAME)",
-        (f & (NCCLSCOPE_OP_KERNEL_NOT_REQUESTED | NCCLSCOPE_OP_KERNEL_NEVER_CAME)) == 0, what);
+    const bool untimed = (f & (NCCLSCOPE_OP_GPU_TIMING | NCCLSCOPE_OP_GPU_TIMING_PARTIAL)) == 0 &&
+                         op.n_timed == 0 && v.n_channels == 0;
+    if (kernel_ch) {
+      checks.Expect(
+          "kernel_ch requested and the GPU's own events ended the wait (no "
+          "KERNEL_NOT_REQUESTED, no KERNEL_NEVER_CAME)",
+          (f & (NCCLSCOPE_OP_KERNEL_NOT_REQUESTED | NCCLSCOPE_OP_KERNEL_NEVER_CAME)) == 0, what);
+    } else {
+      checks.Expect(
+          "v1/v2 (no KernelCh in NCCL 2.23-2.25): KERNEL_NOT_REQUESTED, no GPU timing, not partial",
+          (f & (NCCLSCOPE_OP_KERNEL_NOT_REQUESTED | NCCLSCOPE_OP_KERNEL_NEVER_CAME |
+                NCCLSCOPE_OP_KERNEL_UNTIMED)) == NCCLSCOPE_OP_KERNEL_NOT_REQUESTED &&
+              untimed,
+          what);
+    }
     checks.Expect("proxy events requested (PROXY_REQUESTED: proxy duty 1)",
                   (f & NCCLSCOPE_OP_PROXY_REQUESTED) != 0, what);
-    if (e->second.timed) {
-      const bool timed = (f & NCCLSCOPE_OP_GPU_TIMING) != 0 &&
-                         (f & NCCLSCOPE_OP_GPU_TIMING_PARTIAL) == 0 && op.n_channels > 0 &&
-                         op.n_timed == op.n_channels && v.n_channels == op.n_timed &&
-                         op.gpu_end_ns > op.gpu_start_ns;
+    if (e->second.timed && gpu_timing) {
+      const bool timed =
+          (f & NCCLSCOPE_OP_GPU_TIMING) != 0 &&
+          (f & (NCCLSCOPE_OP_GPU_TIMING_PARTIAL | NCCLSCOPE_OP_KERNEL_UNTIMED)) == 0 &&
+          op.n_channels > 0 && op.n_timed == op.n_channels && v.n_channels == op.n_timed &&
+          op.gpu_end_ns > op.gpu_start_ns;
       checks.Expect("GPU timing on every announced channel (all ops but self send/recv)", timed,
                     what);
       if (timed) {
         durations_us[func].push_back(static_cast<double>(op.gpu_end_ns - op.gpu_start_ns) / 1e3);
       }
-    } else {
+    } else if (e->second.timed && kernel_ch) {
       checks.Expect(
-          "self send/recv complete without GPU timing and not partial",
-          (f & (NCCLSCOPE_OP_GPU_TIMING | NCCLSCOPE_OP_GPU_TIMING_PARTIAL)) == 0 && op.n_timed == 0,
-          what);
+          "v3 (KernelCh without timestamps): KERNEL_UNTIMED, no GPU timing, not partial "
+          "(all ops but self send/recv)",
+          (f & NCCLSCOPE_OP_KERNEL_UNTIMED) != 0 && untimed, what);
+    } else if (!e->second.timed) {
+      checks.Expect("self send/recv complete without GPU timing and not partial",
+                    untimed && (f & NCCLSCOPE_OP_KERNEL_UNTIMED) == 0, what);
     }
-    // AllGather/Broadcast reach the Coll event in bytes and ncclInt8; 2.28+ (v5, v6) records
-    // the API's count and type from the CollApi event, 2.27 (v4) what the Coll event said.
-    const bool api = IsAllGatherOrBroadcast(func) && o.abi >= 5;
-    const bool bytes_int8 = IsAllGatherOrBroadcast(func) && o.abi == 4;
+    // v7: kernel phases on every channel of a timed collective: NCCL 2.31's regular collective
+    // kernels stamp them around each work batch (src/device/common.h:323-346 at 2.31.2), so there
+    // is a compute phase at least. Whether its p2p kernels do is unverified (research: nccl-v7.md
+    // section 3; the replay gives them phases too): a p2p op's phases, if any, are well formed.
+    // None before v7, none without a kernel.
+    if (phases && e->second.timed) {
+      bool well_formed = v.n_phase_channels <= v.n_channels &&
+                         ((f & NCCLSCOPE_OP_HAS_PHASES) != 0) == (v.n_phase_channels != 0);
+      bool compute = true;
+      for (std::uint32_t k = 0; k < v.n_phase_channels; ++k) {
+        well_formed &= v.phases[k].present != 0 && (v.phases[k].present & ~7u) == 0;
+        compute &= (v.phases[k].present & 2u) != 0 && v.phases[k].ns[1] > 0;
+      }
+      if (p2p) {
+        checks.Expect("v7: p2p kernel phases, where present, well formed", well_formed, what);
+      } else {
+        checks.Expect(
+            "v7: kernel phases (OP_PHASES) with compute time on every timed channel of a "
+            "collective",
+            well_formed && compute && v.n_phase_channels == v.n_channels, what, " phase channels ",
+            v.n_phase_channels);
+      }
+    } else {
+      checks.Expect("no kernel phases (none before v7, none without a kernel)",
+                    v.n_phase_channels == 0 && (f & NCCLSCOPE_OP_HAS_PHASES) == 0, what);
+    }
+    checks.Expect("no OP_DETAIL (no user tag, no symmetric kernel in this job)",
+                  (f & (NCCLSCOPE_OP_HAS_DETAIL | NCCLSCOPE_OP_SYMMETRIC)) == 0 &&
+                      v.user_tag == 0 && v.kernel_variant == NCCLSCOPE_KV_NONE,
+                  what);
+    // AllGather/Broadcast reach the Coll event in bytes and ncclInt8; 2.28+ (v5+) records the
+    // API's count and type from the CollApi event, older versions what the Coll event said.
+    const bool api = IsAllGatherOrBroadcast(func) && api_count;
+    const bool bytes_int8 = IsAllGatherOrBroadcast(func) && !api_count;
     const bool count_ok = api ? (f & NCCLSCOPE_OP_API_COUNT) != 0 && op.count == e->second.count &&
                                     op.datatype == NCCLSCOPE_DT_FLOAT32
                           : bytes_int8
@@ -452,8 +573,9 @@ int main(int argc, char** argv) {
                               : (f & NCCLSCOPE_OP_API_COUNT) == 0 && op.count == e->second.count &&
                                     op.datatype == NCCLSCOPE_DT_FLOAT32;
     checks.Expect(IsAllGatherOrBroadcast(func)
-                      ? (o.abi >= 5 ? "AllGather/Broadcast: the API's count and float32 (API_COUNT)"
-                                    : "AllGather/Broadcast under v4: count in bytes, int8")
+                      ? (api_count ? "AllGather/Broadcast: the API's count and float32 (API_COUNT)"
+                                   : "AllGather/Broadcast before v5 (no CollApi): count in bytes, "
+                                     "int8")
                       : "count and datatype as the API call's",
                   count_ok, what);
     checks.Expect("kind, algorithm and protocol named",
@@ -586,13 +708,22 @@ int main(int argc, char** argv) {
     ++proxies_of[{n.comm_id, n.rank, n.op_index}];
     checks.Expect("no network op for a self send/recv",
                   !(v.op.kind == NCCLSCOPE_KIND_P2P && v.op.peer == v.op.rank), what);
-    bool on_channel = false;
-    for (std::uint32_t k = 0; k < v.n_channels; ++k) on_channel |= v.channel_ids[k] == n.channel;
-    checks.Expect("network op on one of its op's timed channels", on_channel, what);
-    if (o.net == "IB" && n.steps_done > 0) {
+    // Only a timed op (v4+) says which channels it ran on.
+    if (gpu_timing && (v.op.flags & NCCLSCOPE_OP_GPU_TIMING) != 0) {
+      bool on_channel = false;
+      for (std::uint32_t k = 0; k < v.n_channels; ++k) on_channel |= v.channel_ids[k] == n.channel;
+      checks.Expect("network op on one of its op's timed channels", on_channel, what);
+    }
+    checks.Expect("network op moved bytes in all its steps (ProxyStep; v1-v3 ProxyOp states)",
+                  n.steps_done == n.n_steps && n.steps_done > 0 && n.bytes > 0, what);
+    if (o.net == "IB" && n.steps_done > 0 && net_plugin) {
       checks.Expect("IB: network op names its NIC and a queue pair (net-plugin events)",
                     n.net_type == NCCLSCOPE_NET_IB && n.qp_num[0] != 0 && n.net_dev_index >= 0,
                     what);
+    } else if (!net_plugin) {
+      checks.Expect(
+          "v1/v2 (no net-plugin events before NCCL 2.26): no NIC, no queue pair",
+          n.net_type == NCCLSCOPE_NET_UNKNOWN && n.qp_num[0] == 0 && n.net_dev_index == -1, what);
     }
   }
   std::printf("network: %zu proxy ops, %llu bytes; by net_type:", c.net.size(),
@@ -614,6 +745,56 @@ int main(int argc, char** argv) {
     }
   } else if (o.network == "none") {
     checks.Expect("no network op records (one node)", c.net.empty(), c.net.size(), " records");
+  }
+
+  // ---- Exact counts (the rings' count tables): every op the job issued, whatever was recorded
+  // ---- Running totals, delivered every pass and once more when the process is gone: the latest
+  // per (comm, rank) is the final one.
+  struct Counted {
+    std::map<std::uint32_t, std::pair<std::uint64_t, std::uint64_t>> keys;  // key -> ops, bytes
+  };
+  std::map<std::pair<std::string, int>, Counted> flushes;
+  for (const ncclscope::profiler::OpCounts& r : c.counts) {
+    const auto it = comm_name.find(r.comm_id);
+    const std::string comm = it == comm_name.end() ? Hex(r.comm_id) : it->second;
+    Counted& fl = flushes[{comm, r.rank}];
+    fl = Counted{};  // a later read carries every total
+    for (const ncclscope_op_count& e : r.counts) fl.keys[e.key] = {e.ops, e.bytes};
+  }
+  std::map<std::pair<std::string, std::string>, std::pair<std::uint64_t, std::uint64_t>>
+      want_func;  // (comm, func) -> ops, bytes per rank
+  for (const auto& [key, e] : m.expect) {
+    auto& w = want_func[{key.comm, key.func}];
+    w.first += e.ops;
+    w.second += e.ops * key.bytes;
+  }
+  for (const std::string& comm : m.comms) {
+    for (int r = 0; r < m.ranks; ++r) {
+      const auto it = flushes.find({comm, r});
+      const std::uint64_t want = comm_total[comm];
+      std::uint64_t sum = 0;
+      std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> by_func;
+      if (it != flushes.end()) {
+        for (const auto& [key, n] : it->second.keys) {
+          sum += n.first;
+          auto& f = by_func[ncclscope_func_name(key & 0x1Fu)];
+          f.first += n.first;
+          f.second += n.second;
+        }
+      }
+      checks.Expect("exact counts: the count table totals the manifest's ops per (comm, rank)",
+                    sum == want, comm, " rank ", r, ": ", sum, " counted, want ", want);
+      for (const auto& [cf, w] : want_func) {
+        if (cf.first != comm) continue;
+        const auto got_func = by_func.find(cf.second);
+        const std::pair<std::uint64_t, std::uint64_t> got_n =
+            got_func == by_func.end() ? std::pair<std::uint64_t, std::uint64_t>{}
+                                      : got_func->second;
+        checks.Expect("exact counts: ops and bytes per (comm, rank, func) as the manifest's",
+                      got_n == w, comm, " rank ", r, " ", cf.second, ": want ", w.first, " ops ",
+                      w.second, " bytes, got ", got_n.first, " ops ", got_n.second, " bytes");
+      }
+    }
   }
 
   for (auto& [func, d] : durations_us) {

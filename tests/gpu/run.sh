@@ -55,12 +55,14 @@ finish() {
 trap finish EXIT
 
 # NCCL_VERSION_CODE (2.9+: major*10000 + minor*100 + patch) -> the profiler ABI NCCL loads first
-# (src/plugin/profiler.cc: 2.27 tries v4, 2.28 v5, 2.29+ v6); empty when older than 2.27.
+# (src/plugin/profiler.cc: 2.27 tries v4, 2.28 v5, 2.29/2.30 v6, 2.31+ v7); empty when older than
+# 2.27 (the job needs ncclConfig_t.commName; ring-check itself knows v1-v3 too).
 abi_of() {
   local code="$1" minor
   [ "$code" -ge 20900 ] || return 0
   minor=$(((code / 100) % 100))
-  if [ "$minor" -eq 27 ]; then echo 4; elif [ "$minor" -eq 28 ]; then echo 5; elif [ "$minor" -ge 29 ]; then echo 6; fi
+  if [ "$minor" -eq 27 ]; then echo 4; elif [ "$minor" -eq 28 ]; then echo 5
+  elif [ "$minor" -le 30 ] && [ "$minor" -ge 29 ]; then echo 6; elif [ "$minor" -ge 31 ]; then echo 7; fi
 }
 version_of() { echo "$(($1 / 10000)).$((($1 / 100) % 100)).$(($1 % 100))"; }
 
@@ -87,7 +89,7 @@ done
 header_code="$(awk '$1 == "#define" && $2 == "NCCL_VERSION_CODE" {print $3}' "$nccl_inc/nccl.h")"
 [[ "$header_code" =~ ^[0-9]+$ ]] || missing "no NCCL_VERSION_CODE in $nccl_inc/nccl.h"
 [ -n "$(abi_of "$header_code")" ] ||
-  missing "NCCL $(version_of "$header_code") is older than 2.27: no profiler ABI v4-v6 to test"
+  missing "NCCL $(version_of "$header_code") is older than 2.27: no profiler ABI v4-v7 to test"
 say "$gpus GPU(s): $(nvidia-smi -L | head -1); driver, compute mode: $(nvidia-smi --query-gpu=driver_version,compute_mode --format=csv,noheader -i 0 2>/dev/null || echo unknown)"
 # One GPU means two processes sharing it, which EXCLUSIVE_PROCESS compute mode forbids.
 if [ "$gpus" -eq 1 ] && nvidia-smi --query-gpu=compute_mode --format=csv,noheader -i 0 2>/dev/null | grep -qi exclusive; then

@@ -55,8 +55,9 @@ bool WaitForOps(std::uint64_t comm_id, std::size_t n, std::chrono::milliseconds 
 
 ncclscope_controls DefaultControls() {
   ncclscope_controls controls{};
+  // Every event the plugin asks for by default (KernelPhase only reaches NCCL 2.31, v7).
   controls.event_mask = abi::kColl | abi::kP2p | abi::kKernelCh | abi::kProxyOp | abi::kProxyStep |
-                        abi::kNetPlugin | abi::kCeColl;
+                        abi::kNetPlugin | abi::kCeColl | abi::kKernelPhase;
   controls.duty_period_ns = 10'000'000'000ull;
   controls.kernel_duty_pm = 1000;
   controls.proxy_duty_pm = 1000;

@@ -10,6 +10,8 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
+#include <future>
+#include <memory>
 #include <string>
 #include <thread>
 
@@ -1659,17 +1661,23 @@ void ReplayComm::RunPlan(const PlanLaunch& plan, const PlanTiming& timing, const
   };
   if (version >= 7 && profiler_thread_ != nullptr) {
     // 2.31.2: KernelCh and phases from the communicator's profiler thread (:1053-1099), the
-    // network from the proxy thread, concurrently; both wait for the kernel to start.
-    auto kernel_work = [start_kernels, stop_kernels]() mutable {
+    // network from the proxy thread, concurrently; both wait for the kernel to start. A channel
+    // still ends only after its op's network transfers (the kernel waits for the proxy's data and
+    // credits), as on the single proxy thread below: the channels' stops wait for the network.
+    auto network_done = std::make_shared<std::promise<void>>();
+    std::shared_future<void> network_ended = network_done->get_future().share();
+    auto kernel_work = [start_kernels, stop_kernels, network_ended]() mutable {
       Kernels kernels = start_kernels();
+      network_ended.wait();
       stop_kernels(kernels);
     };
-    auto proxy_work = [start_proxy_ops, progress_network, timing]() mutable {
+    auto proxy_work = [start_proxy_ops, progress_network, timing, network_done]() mutable {
       std::vector<Net> nets = start_proxy_ops();
       if (timing.first_kernel_delay_ms != 0) {
         std::this_thread::sleep_for(std::chrono::milliseconds(timing.first_kernel_delay_ms));
       }
       progress_network(nets);
+      network_done->set_value();
     };
     profiler_thread_->Post(kernel_work);
     if (proxy_ != nullptr) {

@@ -1,6 +1,9 @@
-// The real libnccl-profiler-ncclscope.so, driven through each exported ABI (v4, v5, v6) exactly as
-// NCCL calls it (tests/support/nccl_replay.h), and the records it writes read back with the
-// agent's reader. Every TEST runs in its own process under ctest; they also pass together.
+// The real libnccl-profiler-ncclscope.so, driven through each exported ABI (v1, NCCL 2.23, to v7,
+// 2.31) exactly as NCCL calls it (tools/replay/nccl_replay.h), and the records it writes read back
+// with the agent's reader: what needs GPU timing under v4+ (2.27+), what every version has under
+// all seven, and what v1-v3 do differently (identity from the first op, network bytes from ProxyOp
+// states, v3's untimed KernelCh) under those. Every TEST runs in its own process under ctest; they
+// also pass together.
 
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -56,9 +59,25 @@ class ReplayTest : public ::testing::TestWithParam<int> {
   int version() const { return GetParam(); }
 };
 
-INSTANTIATE_TEST_SUITE_P(Abi, ReplayTest, ::testing::Values(4, 5, 6), [](const auto& param_info) {
+auto VersionName(const ::testing::TestParamInfo<int>& param_info) {
   return "v" + std::to_string(param_info.param);
-});
+}
+// GPU timing: KernelCh with GPU timestamps (NCCL 2.27+).
+INSTANTIATE_TEST_SUITE_P(Abi, ReplayTest, ::testing::Values(4, 5, 6, 7), VersionName);
+// What every version has.
+class AllVersionsReplayTest : public ReplayTest {};
+INSTANTIATE_TEST_SUITE_P(Abi, AllVersionsReplayTest, ::testing::Values(1, 2, 3, 4, 5, 6, 7),
+                         VersionName);
+// NCCL 2.23-2.26 (v1-v3): init(context, mask) alone, ProxyOp states 0-7, v3's untimed KernelCh.
+class LegacyReplayTest : public ReplayTest {
+ protected:
+  void TearDown() override {  // leave the controls as the next test expects them
+    if (!OnlyRing(RingDir().path()).empty()) {
+      EXPECT_TRUE(SetPluginControls(DefaultControls(), version() >= 3));
+    }
+  }
+};
+INSTANTIATE_TEST_SUITE_P(Abi, LegacyReplayTest, ::testing::Values(1, 2, 3), VersionName);
 
 // Every profiler ABI NCCL has shipped (v1, NCCL 2.23, to v7, 2.31), each table named ncclscope
 // (the vtable's first member, which NCCL logs), and nothing else of the plugin visible.
@@ -214,10 +233,22 @@ TEST_P(ReplayTest, SixtyFourChannelsSpillIntoContinuationRecords) {
     const auto channels = static_cast<std::uint32_t>(view.op.seq);
     EXPECT_EQ(view.n_channels, channels);
     EXPECT_EQ(view.op.n_timed, channels);
-    EXPECT_EQ(view.op.n_continuations, channels > 42 ? 2 : (channels > 16 ? 1 : 0));
+    // v7: each channel's kernel phases follow too (a compute phase by default), 12 channels to an
+    // OP_PHASES record.
+    const std::uint32_t phase_records =
+        version() >= 7 ? (channels + NCCLSCOPE_OP_PHASE_CHANNELS - 1) / NCCLSCOPE_OP_PHASE_CHANNELS
+                       : 0;
+    EXPECT_EQ(view.op.n_continuations,
+              (channels > 42 ? 2 : (channels > 16 ? 1 : 0)) + phase_records);
+    EXPECT_EQ(view.n_phase_channels, version() >= 7 ? channels : 0);
     for (std::uint32_t c = 0; c < channels; ++c) {
       EXPECT_EQ(view.channel_ids[c], c);
       EXPECT_EQ(view.channels[c].end_off_ns, gpu.Stop(static_cast<int>(c)) - gpu.base);
+      if (version() >= 7) {
+        EXPECT_EQ(view.phases[c].channel, c);
+        EXPECT_EQ(view.phases[c].ns[abi::kPhaseCompute],
+                  gpu.Stop(static_cast<int>(c)) - gpu.Start(static_cast<int>(c)));
+      }
     }
   }
   EXPECT_EQ(Records().snapshot().corrupt[static_cast<int>(profiler::CorruptReason::kContinuation)],
@@ -308,7 +339,7 @@ TEST_P(ReplayTest, AllToAllArrivesAsPerPeerSendRecvAndUint8AsUnknown) {
   EXPECT_EQ(Counter(NCCLSCOPE_CTR_OPS_INCOMPLETE), 0u);
 }
 
-TEST_P(ReplayTest, CopyEngineCollectivesOnlyThroughV6) {
+TEST_P(AllVersionsReplayTest, CopyEngineCollectivesOnlyFromV6) {
   ReplayProcess process(Plugin(), version());
   const std::uint64_t id = NextCommId();
   ReplayComm comm(process, id, "ce", 1, 8, 0, nullptr);
@@ -363,7 +394,7 @@ TEST_P(ReplayTest, ChannelsThatStartedAndNeverStoppedStayInFlight) {
   }
 }
 
-TEST_P(ReplayTest, PxnProxyOpsFromAnotherProcessAreNeverDereferenced) {
+TEST_P(AllVersionsReplayTest, PxnProxyOpsFromAnotherProcessAreNeverDereferenced) {
   ReplayProcess process(Plugin(), version());
   const std::uint64_t id = NextCommId();
   ReplayComm comm(process, id, "", 2, 4, 3, nullptr);
@@ -594,7 +625,7 @@ TEST_P(ReplayTest, DestroyingACommWithEventsInFlightFlushesThemFast) {
   EXPECT_TRUE(net_flushed);
 }
 
-TEST_P(ReplayTest, ThousandsOfCommunicators) {
+TEST_P(AllVersionsReplayTest, ThousandsOfCommunicators) {
   ReplayProcess process(Plugin(), version());
   const std::uint64_t without_slot = Counter(NCCLSCOPE_CTR_COMMS_WITHOUT_SLOT);
   std::vector<std::unique_ptr<ReplayComm>> comms;
@@ -633,6 +664,190 @@ TEST_P(ReplayTest, ThousandsOfCommunicators) {
   ASSERT_TRUE(late.Init());
   EXPECT_EQ(Counter(NCCLSCOPE_CTR_COMMS_WITHOUT_SLOT), before + 1);
   late.Finalize();
+}
+
+// NCCL 2.23-2.26 call init(context, mask) before the communicator has its hash
+// (src/init.cc:341 vs :1452 at v2.23.4-1) and never give it a name, rank or size: the
+// communicator's identity (commHash, rank) comes with its first Coll/P2p. Only then does the
+// plugin write its COMM_INIT: no name, nranks and nnodes 0 (unknown), never made up. (Its comm
+// table slot says the same, but the agent's reader, RingFile::ReadCommTable, skips slots with
+// nranks 0: not checked here.)
+TEST_P(LegacyReplayTest, IdentityComesWithTheFirstOp) {
+  ProxyThread proxy;
+  ReplayProcess process(Plugin(), version());
+  const std::uint64_t id = NextCommId();
+  ReplayComm comm(process, id, "not passed before 2.27", 2, 4, 3, &proxy);
+  ASSERT_TRUE(comm.Init());
+  const auto context = reinterpret_cast<std::uintptr_t>(comm.context());
+  Records().Poll();
+  for (const auto& init : Records().inits) EXPECT_NE(init.context, context);
+
+  CollSpec spec;
+  spec.channels = 2;
+  ProxyPlan none;
+  none.enabled = false;
+  comm.Collective(spec, 0, {}, none);
+  proxy.Drain();
+  ASSERT_TRUE(WaitForOps(id, 1));
+  std::size_t inits = 0;
+  for (const auto& init : Records().inits) {
+    if (init.context != context) continue;
+    ++inits;
+    EXPECT_EQ(init.comm_id, id);
+    EXPECT_EQ(init.rank, 3);
+    EXPECT_EQ(init.nranks, 0);
+    EXPECT_EQ(init.nnodes, 0);
+    EXPECT_STREQ(init.name, "");
+    EXPECT_EQ(init.nccl_abi, static_cast<std::uint32_t>(version()));
+  }
+  EXPECT_EQ(inits, 1u);
+  const profiler::OpView op = Records().OpsOf(id).at(0);
+  EXPECT_EQ(op.op.rank, 3);
+  EXPECT_EQ(op.op.op_index, 0u);
+  // A second op names no communicator again.
+  comm.Collective(spec, 1, {}, none);
+  proxy.Drain();
+  ASSERT_TRUE(WaitForOps(id, 2));
+  comm.Finalize();
+  ASSERT_TRUE(Records().PollUntil([&] {
+    for (const auto& f : Records().finalizes) {
+      if (f.context == context) return true;
+    }
+    return false;
+  }));
+  inits = 0;
+  for (const auto& init : Records().inits) inits += init.context == context ? 1 : 0;
+  EXPECT_EQ(inits, 1u);
+  for (const auto& f : Records().finalizes) {
+    if (f.context != context) continue;
+    EXPECT_EQ(f.comm_id, id);
+    EXPECT_EQ(f.ops_enqueued, 2u);
+    EXPECT_EQ(f.ops_completed, 2u);
+    EXPECT_EQ(f.ops_flushed, 0u);
+  }
+  EXPECT_EQ(Records().CountedOps(id, 3), 2u);  // the count table
+}
+
+// 2.23-2.26 report a network op's progress in ProxyOp states 0-7 with its cumulative bytes
+// (transSize, src/misc/profiler.cc:483-494 at v2.23.4-1, :594-603 at v2.24.3-1;
+// src/plugin/profiler.cc:478-489 at v2.26.6-1); their ProxyStep states carry no arguments (NULL,
+// :502 at v2.23.4-1). The bytes come from the op states, with or without steps; SendPosted and
+// RecvPosted mark the op in progress. Under v1/v2 the op completed at NCCL's stop, before these
+// started: its network ops still name it.
+TEST_P(LegacyReplayTest, NetworkBytesComeFromProxyOpStates) {
+  ProxyThread proxy;
+  ReplayProcess process(Plugin(), version());
+  const std::uint64_t id = NextCommId();
+  ReplayComm comm(process, id, "", 2, 4, 1, &proxy);
+  ASSERT_TRUE(comm.Init());
+  ProxyPlan net;
+  net.steps = 3;
+  net.step_bytes = 1 << 16;
+  CollSpec spec;
+  spec.channels = 2;
+  comm.Collective(spec, 0, {}, net);
+  proxy.Drain();
+  ASSERT_TRUE(Records().PollUntil([&] { return Records().ProxyOpsOf(id).size() == 4; }));
+  for (const ncclscope_proxy_op_record& p : Records().ProxyOpsOf(id)) {
+    EXPECT_NE(p.flags & NCCLSCOPE_PROXY_PARENT_KNOWN, 0);
+    EXPECT_EQ(p.seq, 0u);
+    EXPECT_EQ(p.func, NCCLSCOPE_FUNC_ALL_REDUCE);
+    EXPECT_EQ(p.n_steps, 3);
+    EXPECT_EQ(p.steps_done, 3);
+    EXPECT_EQ(p.bytes, 3u << 16);
+    EXPECT_NE(p.in_progress_ns, 0u);
+    EXPECT_EQ(p.peer, p.is_send != 0 ? 2 : 0);
+  }
+  // Without ProxyStep events, the op states alone.
+  // (2.26 starts ProxySteps for NetPlugin too, src/plugin/profiler.cc:381 at v2.26.6-1.)
+  ncclscope_controls no_steps = DefaultControls();
+  no_steps.event_mask &= ~(abi::kProxyStep | abi::kNetPlugin);
+  ASSERT_TRUE(SetPluginControls(no_steps, version() >= 3));
+  ASSERT_EQ(ReplayProcess::MaskSnapshot() & abi::kProxyStep, 0);
+  comm.Collective(spec, 1, {}, net);
+  proxy.Drain();
+  ASSERT_TRUE(Records().PollUntil([&] { return Records().ProxyOpsOf(id).size() == 8; }));
+  for (const ncclscope_proxy_op_record& p : Records().ProxyOpsOf(id)) {
+    if (p.seq != 1) continue;
+    EXPECT_NE(p.flags & NCCLSCOPE_PROXY_PARENT_KNOWN, 0);
+    EXPECT_EQ(p.steps_done, 0);
+    EXPECT_EQ(p.bytes, 3u << 16);
+    EXPECT_NE(p.in_progress_ns, 0u);
+  }
+}
+
+// NCCL 2.26's KernelCh carry no GPU time: the proxy thread starts and stops them when it sees the
+// channel's work counters move (src/transport/profiler.cc:20-48 at v2.26.6-1), without saying
+// how many come (nMaxChannels is only a bound). A v3 op completes untimed (KERNEL_UNTIMED) once
+// its channels have been quiet for 0.5 s, as of its last KernelCh; at its communicator's end
+// (NCCL has then joined the proxy thread) at once, unless a channel never stopped: that one is
+// flushed. v1/v2 (no KernelCh) complete every op at NCCL's stop.
+TEST_P(LegacyReplayTest, OpsCompleteAsTheirVersionAllows) {
+  ReplayProcess process(Plugin(), version());
+  const std::uint64_t id = NextCommId();
+  ReplayComm comm(process, id, "", 2, 4, 0, nullptr);
+  ASSERT_TRUE(comm.Init());
+  CollSpec spec;
+  spec.channels = 4;
+  const EnqueuedOp a = comm.StartColl(spec, 0);
+  comm.StopTask(a);
+  if (version() <= 2) {
+    ASSERT_TRUE(WaitForOps(id, 1, milliseconds(1000)));
+    const ncclscope_op_record op = Records().OpsOf(id).at(0).op;
+    EXPECT_EQ(op.flags & (NCCLSCOPE_OP_GPU_TIMING | NCCLSCOPE_OP_KERNEL_UNTIMED |
+                          NCCLSCOPE_OP_KERNEL_NOT_REQUESTED | NCCLSCOPE_OP_GPU_TIMING_PARTIAL),
+              NCCLSCOPE_OP_KERNEL_NOT_REQUESTED);
+    EXPECT_EQ(comm.KernelChannelStart(a, 0, 0), nullptr);  // no KernelCh before 2.26
+    return;
+  }
+  std::vector<void*> channels;
+  channels.reserve(4);
+  for (int c = 0; c < 4; ++c) channels.push_back(comm.KernelChannelStart(a, c, 0));
+  for (void* h : channels) ASSERT_NE(h, nullptr);
+  for (void* h : channels) comm.KernelChannelStop(h, 0);
+  const std::uint64_t ended = RealtimeNs();
+  std::this_thread::sleep_for(milliseconds(300));
+  Records().Poll();
+  EXPECT_EQ(Records().CountOps(id), 0u) << "complete before its channels were quiet";
+  ASSERT_TRUE(WaitForOps(id, 1, milliseconds(3000)));
+  const ncclscope_op_record op = Records().OpsOf(id).at(0).op;
+  EXPECT_EQ(op.flags & (NCCLSCOPE_OP_GPU_TIMING | NCCLSCOPE_OP_KERNEL_UNTIMED |
+                        NCCLSCOPE_OP_GPU_TIMING_PARTIAL | NCCLSCOPE_OP_KERNEL_NEVER_CAME |
+                        NCCLSCOPE_OP_FLUSHED),
+            NCCLSCOPE_OP_KERNEL_UNTIMED);
+  EXPECT_EQ(op.n_timed, 0);
+  EXPECT_EQ(op.n_channels, 4);  // nMaxChannels, as NCCL announced it
+  EXPECT_LT(op.complete_ns > ended ? op.complete_ns - ended : ended - op.complete_ns, 20'000'000u)
+      << "completed as of its last KernelCh";
+
+  // The communicator ends: an op whose channels all stopped is complete, one with a channel still
+  // running is in flight (flushed).
+  const EnqueuedOp b = comm.StartColl(spec, 1);
+  comm.StopTask(b);
+  for (int c = 0; c < 2; ++c) comm.KernelChannelStop(comm.KernelChannelStart(b, c, 0), 0);
+  const EnqueuedOp hung = comm.StartColl(spec, 2);
+  comm.StopTask(hung);
+  comm.KernelChannelStop(comm.KernelChannelStart(hung, 0, 0), 0);
+  ASSERT_NE(comm.KernelChannelStart(hung, 1, 0), nullptr);  // never stops
+  comm.Finalize();
+  ASSERT_TRUE(WaitForOps(id, 3));
+  for (const profiler::OpView& view : Records().OpsOf(id)) {
+    if (view.op.seq == 0) continue;
+    SCOPED_TRACE(view.op.seq);
+    EXPECT_NE(view.op.flags & NCCLSCOPE_OP_KERNEL_UNTIMED, 0);
+    EXPECT_EQ((view.op.flags & NCCLSCOPE_OP_FLUSHED) != 0, view.op.seq == 2);
+  }
+  ASSERT_TRUE(Records().PollUntil([&] {
+    for (const auto& f : Records().finalizes) {
+      if (f.comm_id == id) return true;
+    }
+    return false;
+  }));
+  for (const auto& f : Records().finalizes) {
+    if (f.comm_id != id) continue;
+    EXPECT_EQ(f.ops_completed, 3u);
+    EXPECT_EQ(f.ops_flushed, 1u);
+  }
 }
 
 // The plugin publishes how many comm slots it handed out (the agent reads only those): every
