@@ -1,10 +1,13 @@
 // The node page (GET /) in a real headless Chromium, fed by the real agent: a simulated job with a
-// slow rank and a hostile job id (ncclscope-sim driving the real profiler plugin), a simulated job
+// straggler and a hostile job id (ncclscope-sim driving the real profiler plugin), a simulated job
 // that hangs, a fake NVML with an erroring NVLink and a fake sysfs tree whose InfiniBand port
-// counts link_downed. The page must highlight the slow rank, the hang, the port's and the link's
-// findings, show the hostile job id as text without it becoming an element or running anything,
-// run under its Content-Security-Policy without a violation, and read only documented metrics.
-// Writes node-page.png into <output dir>.
+// counts link_downed. The page must lead with the culprits (the rank the hang waits for, then the
+// straggler, with the agent's verdict as its badge and the time the others wait for it standing
+// out), show the port's and the link's findings, keep the straggler's job listed as ended once it
+// exits, show the hostile job id as text without it becoming an element or running anything, run
+// under its Content-Security-Policy without a violation, and read only documented metrics.
+// Writes node-page.png into <output dir>, and checks in it that the straggler's row is painted
+// in the warning colour.
 // Usage: node node_page_e2e.mjs <repo root> <ncclscope-agent> <ncclscope-sim> <plugin .so>
 //                               <fake libnvidia-ml.so.1> <output dir>
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
@@ -114,9 +117,12 @@ try {
   const sim = (args, env = {}) => startProcess(simBin, ["--plugin", pluginPath, "--duration", "60s", "--quiet", ...args],
     { env: { ...process.env, NCCLSCOPE_RING_DIR: ringDir, ...env } });
   // The job id comes from the job's environment, as a real job sets it.
-  procs.push(sim(["--nodes", "1", "--gpus", "4", "--rate", "20", "--workload", "AllReduce:world:8MiB",
-    "--slow-rank", SLOW_RANK, "--slow-by", "3ms"],
-    { NCCLSCOPE_JOB_ID: HOSTILE }));
+  // The straggler computes 10 ms longer before each of ~20 collectives a second: its peers wait
+  // for it ~20 % of the time, four times detection.straggler_min_cost. It ends after 30 s.
+  const slowJob = sim(["--nodes", "1", "--gpus", "4", "--rate", "20", "--workload", "AllReduce:world:8MiB",
+    "--slow-rank", SLOW_RANK, "--slow-by", "10ms", "--duration", "30s", "--linger", "0s"],
+  { NCCLSCOPE_JOB_ID: HOSTILE });
+  procs.push(slowJob);
   procs.push(sim(["--nodes", "1", "--gpus", "4", "--rate", "20", "--job-id", "e2e-hang", "--seed", "7",
     "--workload", "AllReduce:world:8MiB", "--hang-rank", HUNG_RANK, "--hang-iteration", "20"]));
   // The port goes down and up once: link_downed grows (in place, as sysfs does; the agent keeps
@@ -149,7 +155,8 @@ try {
   // The page refreshes itself every 5 s; wait for its second refresh (rates over the interval)
   // that shows everything, at most 40 s.
   const ready = (s) => s.refreshes >= 2
-    && s.ranks.some((r) => r.cells[0] === HOSTILE && r.cells[3].startsWith(`${SLOW_RANK}/`) && r.className === "slow")
+    && s.ranks.some((r) => r.cells[0] === HOSTILE && r.cells[3].startsWith(`${SLOW_RANK}/`) && r.className === "slow"
+      && /%$/.test(r.cells[5]))
     && s.ranks.some((r) => r.cells[0] === "e2e-hang" && r.className === "hung")
     && s.ports.some((r) => r.cells.at(-1).includes("link_downed"))
     && s.nvlink.some((r) => r.cells.at(-1).includes("link_errors"));
@@ -157,20 +164,50 @@ try {
   for (const deadline = Date.now() + 40000; Date.now() < deadline;) {
     seen = await page.evaluate(readPage);
     if (ready(seen)) break;
-    for (const p of procs) if (p.exited()) throw new Error(`a process exited early:\n${p.log()}`);
+    for (const p of procs) if (p !== slowJob && p.exited()) throw new Error(`a process exited early:\n${p.log()}`);
     await sleep(1000);
   }
-  await page.screenshot({ path: join(outDir, "node-page.png"), fullPage: true });
+  const png = await page.screenshot({ path: join(outDir, "node-page.png"), fullPage: true });
+  const slowBox = await page.locator("#ranks tbody tr.slow").first().boundingBox();
 
-  const slowJob = seen.ranks.filter((r) => r.cells[0] === HOSTILE);
-  check("the slow job's ranks are listed under the hostile job id, as text", slowJob.length === 4, seen.ranks);
-  const slowRow = slowJob.find((r) => r.cells[3].startsWith(`${SLOW_RANK}/`));
-  check("the slow rank is highlighted and says so", slowRow && slowRow.className === "slow"
-    && slowRow.cells.at(-1).includes("slow rank"), slowRow);
+  const slowRows = seen.ranks.filter((r) => r.cells[0] === HOSTILE);
+  check("the slow job's ranks are listed under the hostile job id, as text", slowRows.length === 4, seen.ranks);
+  const slowRow = slowRows.find((r) => r.cells[3].startsWith(`${SLOW_RANK}/`));
+  check("the straggler is highlighted with the agent's verdict", slowRow && slowRow.className === "slow"
+    && slowRow.cells.at(-1).includes("straggler (warning)"), slowRow);
   check("no other rank of the slow job is highlighted",
-    slowJob.filter((r) => r !== slowRow).every((r) => r.className === "" && !r.cells.at(-1).includes("slow")), slowJob);
-  check("the slow rank's bus bandwidth and time inside are shown",
-    slowRow && /B\/s$/.test(slowRow.cells[5]) && /× median/.test(slowRow.cells[6]), slowRow);
+    slowRows.filter((r) => r !== slowRow).every((r) => r.className === "" && !r.cells.at(-1).includes("straggler")), slowRows);
+  const share = (r, i) => Number(r.cells[i].replace("%", ""));
+  const others = slowRows.filter((r) => r !== slowRow);
+  check("the time the others wait for the straggler stands out, and it waits least",
+    slowRow && share(slowRow, 5) >= 10 && others.every((r) => share(r, 5) < share(slowRow, 5) / 3)
+    && others.every((r) => share(r, 6) > share(slowRow, 6)), slowRows);
+  check("the straggler's time inside and bus bandwidth are shown",
+    slowRow && /× median/.test(slowRow.cells[7]) && /B\/s$/.test(slowRow.cells[8]), slowRow);
+  const firstOf = (job) => seen.ranks.findIndex((r) => r.cells[0] === job);
+  const culprit = (r) => r.className !== "";
+  check("culprits lead: the rank the hang waits for first, then the straggler, before any other row",
+    seen.ranks[0]?.cells[0] === "e2e-hang" && seen.ranks[0].cells[3].startsWith(`${HUNG_RANK}/`)
+    && seen.ranks[1] === slowRow && firstOf(HOSTILE) === 1
+    && seen.ranks.slice(0, seen.ranks.findIndex((r) => !culprit(r))).every(culprit), seen.ranks.map((r) => r.cells[3] + " " + r.className));
+
+  // The screenshot itself: the straggler's row is painted in the warning colour (#fff4ce), read
+  // back from the PNG in a page of its own (the node page's policy loads no image).
+  const pixelPage = await browser.newPage();
+  const pixel = await pixelPage.evaluate(async ({ data, x, y }) => {
+    const img = new Image();
+    img.src = `data:image/png;base64,${data}`;
+    await img.decode();
+    const canvas = document.createElement("canvas");
+    canvas.width = img.width;
+    canvas.height = img.height;
+    const ctx = canvas.getContext("2d");
+    ctx.drawImage(img, 0, 0);
+    return [...ctx.getImageData(x, y, 1, 1).data];
+  }, { data: png.toString("base64"), x: Math.round(slowBox.x + 4), y: Math.round(slowBox.y + slowBox.height / 2) });
+  await pixelPage.close();
+  check("the screenshot shows the straggler's row in the warning colour",
+    Math.abs(pixel[0] - 0xff) <= 3 && Math.abs(pixel[1] - 0xf4) <= 3 && Math.abs(pixel[2] - 0xce) <= 3, pixel);
   const hung = seen.ranks.filter((r) => r.cells[0] === "e2e-hang");
   check("the hung job's ranks are highlighted", hung.length === 4 && hung.every((r) => r.className === "hung"), hung);
   const behind = hung.find((r) => r.cells[3].startsWith(`${HUNG_RANK}/`));
@@ -186,6 +223,16 @@ try {
   check("the hostile job id created no element and ran nothing",
     seen.images === 0 && seen.handlers === 0 && !seen.alerted && dialogs === 0,
     { images: seen.images, handlers: seen.handlers, alerted: seen.alerted, dialogs });
+  // The straggler's job exits: its ranks stay listed, marked ended, instead of vanishing.
+  let endedRows = [];
+  for (const deadline = Date.now() + 40000; Date.now() < deadline;) {
+    const now = await page.evaluate(readPage);
+    endedRows = now.ranks.filter((r) => r.cells[0] === HOSTILE);
+    if (endedRows.length === 4 && endedRows.every((r) => r.className === "ended")) break;
+    await sleep(1000);
+  }
+  check("the ended job's ranks stay listed, marked ended, without findings",
+    endedRows.length === 4 && endedRows.every((r) => r.className === "ended" && /^ended /.test(r.cells.at(-1))), endedRows);
   const errors = console_.filter((m) => /error|Refused|violates/i.test(m));
   check("no script error and no policy violation", errors.length === 0, errors.slice(0, 5));
   if (failed) console.error(`page status: ${seen.status}\n${console_.slice(0, 20).join("\n")}`);
