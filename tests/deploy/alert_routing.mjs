@@ -4,7 +4,10 @@
 // The AlertmanagerConfig (rendered by kubectl kustomize) validates against the Prometheus
 // Operator's schema and holds the same routing: its routes, receivers and inhibit rules, turned
 // into Alertmanager's own form field by field, equal alertmanager.yml's, and that form passes
-// amtool and routes every alert alike. (Delivery itself: alerting_e2e.mjs.)
+// amtool and routes every alert alike. The Slack, PagerDuty and e-mail examples
+// (alertmanager-{slack,pagerduty,email}.yml) pass amtool, route every alert to their receiver of its
+// priority, hold alertmanager.yml's routes and inhibit rules (the P0 receiver renamed) and deliver
+// through their integration only. (Delivery itself: alerting_e2e.mjs.)
 // Usage: node alert_routing.mjs <repo root> <amtool> <kubectl>
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
@@ -43,11 +46,11 @@ for (const file of readdirSync(rulesDir).filter((f) => f.endsWith(".yaml")).sort
 
 // Every alert, with its static labels (templated ones are filled at evaluation time), reaches the
 // receiver of its priority.
-function routeEveryAlert(configFile, name) {
+function routeEveryAlert(configFile, name, receiverOf = RECEIVER_OF) {
   for (const rule of alerts) {
     const labels = Object.entries({ alertname: rule.alert, ...rule.labels })
       .filter(([, v]) => !String(v).includes("{{")).map(([k, v]) => `${k}=${v}`);
-    const want = RECEIVER_OF[rule.labels.priority];
+    const want = receiverOf[rule.labels.priority];
     const r = run(amtool, ["config", "routes", "test", `--config.file=${configFile}`, `--verify.receivers=${want}`, ...labels]);
     check(r.ok && r.out.trim() === want, `${name}: ${rule.alert} (${rule.labels.priority})`, `reaches ${r.out.trim()}, expected ${want}`);
   }
@@ -65,6 +68,29 @@ const checked = run(amtool, ["check-config", shippedFile]);
 check(checked.ok && checked.out.includes("SUCCESS"), "amtool check-config alertmanager.yml", checked.out);
 routeEveryAlert(shippedFile, "alertmanager.yml");
 check(shipped.receivers.some((r) => r.wechat_configs?.length), "alertmanager.yml", "P0 is not delivered with Alertmanager's native wechat_configs");
+
+// The examples for other on-call tools: the same routing, other receivers.
+const EXAMPLES = { "alertmanager-slack.yml": "slack_configs", "alertmanager-pagerduty.yml": "pagerduty_configs", "alertmanager-email.yml": "email_configs" };
+const EXAMPLE_RECEIVER_OF = { P0: "ncclscope-page", P1: "ncclscope-ticket", P2: "ncclscope-digest" };
+for (const [file, integration] of Object.entries(EXAMPLES)) {
+  const path = join(amDir, file);
+  const cfg = parse(readFileSync(path, "utf8"));
+  const r = run(amtool, ["check-config", path]);
+  check(r.ok && r.out.includes("SUCCESS"), `amtool check-config ${file}`, r.out);
+  routeEveryAlert(path, file, EXAMPLE_RECEIVER_OF);
+  const renamed = JSON.parse(JSON.stringify(shipped.route).replaceAll('"ncclscope-wecom"', '"ncclscope-page"'));
+  check(isDeepStrictEqual(cfg.route, renamed), `${file} route`, `differs from alertmanager.yml's (P0 receiver renamed):\n${stringify(cfg.route)}`);
+  check(isDeepStrictEqual(cfg.inhibit_rules, shipped.inhibit_rules), `${file} inhibit_rules`, "differ from alertmanager.yml's");
+  check(isDeepStrictEqual(cfg.receivers.map((x) => x.name).sort(), Object.values(EXAMPLE_RECEIVER_OF).sort()), `${file} receivers`,
+    `are ${cfg.receivers.map((x) => x.name)}`);
+  for (const rcv of cfg.receivers) {
+    const kinds = Object.keys(rcv).filter((k) => k.endsWith("_configs"));
+    check(isDeepStrictEqual(kinds, [integration]) && rcv[integration].length > 0, `${file} receiver ${rcv.name}`, `delivers through ${kinds}, expected ${integration}`);
+    // A page or a ticket is closed when the alert resolves; a digest lists what is firing.
+    const resolved = rcv.name !== "ncclscope-digest";
+    check(rcv[integration].every((c) => c.send_resolved === resolved), `${file} receiver ${rcv.name}`, `send_resolved is not ${resolved}`);
+  }
+}
 
 // The AlertmanagerConfig, rendered.
 const rendered = parseAllDocuments(execFileSync(kubectl, ["kustomize", amDir], { encoding: "utf8" })).map((d) => d.toJS());
