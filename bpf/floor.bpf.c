@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only
 /* Empty uprobe and uretprobe programs: the cost floor of a probe pair on a machine, against which
  * bench/ebpf_uprobe_bench.cc compares the agent's real programs (probes.bpf.c). Not used by the
  * agent. */

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only
 /* Uprobes on libnccl and libibverbs, and the process lifecycle the agent needs around them.
  *
  * One entry program and one return program serve every probed function: the agent attaches each

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only
 /* task_vma iterator: for one process (the agent sets the pid when it creates the iterator), writes
  * one struct ncclscope_vma_record per executable file mapping, naming the *real* inode behind it.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR Apache-2.0 */
 /* Structs and constants shared by the BPF programs in bpf/ and the agent (agent/ebpf/).
  *
  * Plain C, included by both sides: the BPF programs include it after vmlinux.h (which provides the
