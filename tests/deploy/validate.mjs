@@ -8,8 +8,11 @@
 // the metrics port, every container runtime state pattern of the config lies in a directory the
 // agent mounts from the host at the same path, the capabilities component's securityContext, the
 // rendered ConfigMap's config passes the real agent's --check-config, and the rendered
-// PrometheusRule holds exactly deploy/prometheus/rules. deploy/grafana renders into its dashboard
-// ConfigMaps, validated likewise. (The dashboards' content: dashboards.mjs.)
+// PrometheusRule holds exactly deploy/prometheus/rules. With components/runbook-url every alert's
+// runbook_url is the given base with its anchor kept; with components/plain-prometheus nothing of
+// the Prometheus Operator's group is rendered and the rules ConfigMap holds every rules file as it
+// is. The root kustomization's `images:` names the base's image. deploy/grafana renders into its
+// dashboard ConfigMaps, validated likewise. (The dashboards' content: dashboards.mjs.)
 // Usage: node validate.mjs <repo root> <ncclscope-agent binary> <kubectl>
 import { readFileSync, readdirSync, writeFileSync, mkdtempSync, rmSync, existsSync } from "node:fs";
 import { execFileSync } from "node:child_process";
@@ -73,13 +76,23 @@ function render(dir) {
 }
 
 // A throw-away overlay of the base with the given components (paths relative to it, as kustomize
-// refuses absolute ones).
+// refuses absolute ones). components/runbook-url reads its URL from a ConfigMap the overlay lists.
+const TEST_RUNBOOK_BASE = "https://runbooks.test.invalid/ncclscope/runbooks.html";
 function overlay(name, components) {
   const dir = join(tmp, name);
   execFileSync("mkdir", ["-p", dir]);
+  const extra = [];
+  if (components.includes("runbook-url")) {
+    writeFileSync(join(dir, "runbook-url.yaml"), stringify({
+      apiVersion: "v1", kind: "ConfigMap",
+      metadata: { name: "ncclscope-runbook-url", annotations: { "config.kubernetes.io/local-config": "true" } },
+      data: { base_url: TEST_RUNBOOK_BASE },
+    }));
+    extra.push("runbook-url.yaml");
+  }
   writeFileSync(join(dir, "kustomization.yaml"), stringify({
     apiVersion: "kustomize.config.k8s.io/v1beta1", kind: "Kustomization",
-    resources: [relative(dir, join(k8sDir, "base"))],
+    resources: [relative(dir, join(k8sDir, "base")), ...extra],
     components: components.map((c) => relative(dir, join(k8sDir, "components", c))),
   }));
   return dir;
@@ -119,7 +132,7 @@ const ruleGroups = readdirSync(join(root, "deploy/prometheus/rules")).filter((f)
 const checkedConfigs = new Set();
 
 // Every check on one rendered set of objects. `components`: which ones went into it.
-async function checkRender(name, objects, components) {
+async function checkRender(name, objects, components, runbookBase = TEST_RUNBOOK_BASE) {
   const where = (o) => `${name}: ${o.kind}/${o.metadata?.name}`;
   check(objects.length > 0, name, "renders nothing");
   for (const o of objects) await validateObject(where(o), o);
@@ -233,7 +246,38 @@ async function checkRender(name, objects, components) {
     }
   }
   for (const pr of of("PrometheusRule")) {
-    check(isDeepStrictEqual(pr.spec.groups, ruleGroups), where(pr), "differs from deploy/prometheus/rules: run scripts/update-docs (make-prometheusrule.sh)");
+    let groups = pr.spec.groups;
+    if (components.includes("runbook-url")) {
+      // Every alert's URL is the configured base plus the shipped anchor; nothing else changed.
+      const shipped = new Map(ruleGroups.flatMap((g) => g.rules).filter((r) => r.alert).map((r) => [r.alert, r.annotations.runbook_url]));
+      const alerts = groups.flatMap((g) => g.rules).filter((r) => r.alert);
+      const wrong = alerts.filter((r) => r.annotations.runbook_url !== `${runbookBase}#${shipped.get(r.alert)?.split("#")[1]}`);
+      check(alerts.length === shipped.size && wrong.length === 0, where(pr),
+        `runbook_url not rewritten to ${runbookBase}#<anchor>: ${wrong.slice(0, 3).map((r) => `${r.alert}: ${r.annotations.runbook_url}`).join(", ")}`);
+      groups = structuredClone(groups);
+      for (const r of groups.flatMap((g) => g.rules).filter((x) => x.alert)) r.annotations.runbook_url = shipped.get(r.alert);
+    } else {
+      check(!JSON.stringify(pr.spec.groups).includes(TEST_RUNBOOK_BASE), where(pr), "runbook_url rewritten without components/runbook-url");
+    }
+    check(isDeepStrictEqual(groups, ruleGroups), where(pr), "differs from deploy/prometheus/rules: run scripts/update-docs (make-prometheusrule.sh)");
+  }
+
+  // Without the Prometheus Operator: none of its kinds (their CRDs are absent, and `kubectl apply`
+  // would fail on them); the rules as files, each exactly as shipped (stale: scripts/update-docs).
+  if (components.includes("plain-prometheus")) {
+    const operatorKinds = objects.filter((o) => o.apiVersion.startsWith("monitoring.coreos.com/"));
+    check(operatorKinds.length === 0, name, `renders Prometheus Operator kinds: ${operatorKinds.map((o) => o.kind).join(", ")}`);
+    const rulesCm = of("ConfigMap").find((c) => c.metadata.name === "ncclscope-prometheus-rules");
+    const files = readdirSync(join(root, "deploy/prometheus/rules")).filter((f) => f.endsWith(".yaml")).sort();
+    if (check(rulesCm !== undefined, name, "no ConfigMap ncclscope-prometheus-rules")) {
+      check(isDeepStrictEqual(Object.keys(rulesCm.data).sort(), files), where(rulesCm), `keys ${Object.keys(rulesCm.data)} are not the rules files ${files}`);
+      for (const f of files) {
+        check(rulesCm.data[f] === readFileSync(join(root, "deploy/prometheus/rules", f), "utf8"), where(rulesCm),
+          `${f} differs from deploy/prometheus/rules/${f}: run scripts/update-docs`);
+      }
+    }
+  } else {
+    check(of("ServiceMonitor").length === 1 && of("PrometheusRule").length === 1, name, "expected one ServiceMonitor and one PrometheusRule");
   }
 
   // RBAC references resolve.
@@ -249,15 +293,27 @@ async function checkRender(name, objects, components) {
 }
 
 const components = readdirSync(join(k8sDir, "components")).sort();
+// plain-prometheus is the alternative to the operator components, not an addition to them.
+const withOperator = components.filter((c) => c !== "plain-prometheus");
+const plain = ["capabilities", "nvidia-runtime", "plain-prometheus", "runbook-url", "tolerate-all-taints"];
 const variants = [
   ["deploy/kubernetes", k8sDir, []],
   ...components.map((c) => [`base + ${c}`, overlay(c, [c]), [c]]),
-  ["base + every component", overlay("all", components), components],
+  ["base + every operator component", overlay("all", withOperator), withOperator],
+  [`base + ${plain.join(", ")}`, overlay("plain", plain), plain],
 ];
 const example = join(k8sDir, "examples/overlay");
 const exampleComponents = parse(readFileSync(join(example, "kustomization.yaml"), "utf8")).components.map((c) => c.split("/").pop());
-variants.push(["examples/overlay", example, exampleComponents]);
-for (const [name, dir, used] of variants) await checkRender(name, render(dir), used);
+const exampleRunbookBase = parse(readFileSync(join(example, "runbook-url.yaml"), "utf8")).data.base_url;
+variants.push(["examples/overlay", example, exampleComponents, exampleRunbookBase]);
+for (const [name, dir, used, base] of variants) await checkRender(name, render(dir), used, base);
+
+// The root kustomization's image knob names the image the base runs, or it changes nothing.
+const baseImages = new Set(render(join(k8sDir, "base")).filter((o) => o.kind === "DaemonSet")
+  .flatMap((ds) => [...ds.spec.template.spec.initContainers, ...ds.spec.template.spec.containers]).map((c) => c.image.replace(/[:@].*$/, "")));
+const rootImages = parse(readFileSync(join(k8sDir, "kustomization.yaml"), "utf8")).images ?? [];
+check(rootImages.length === baseImages.size && rootImages.every((i) => baseImages.has(i.name)), "deploy/kubernetes/kustomization.yaml",
+  `images: ${JSON.stringify(rootImages)} does not name the base's image(s) ${[...baseImages]}`);
 
 // The overlay example really changes what it says it changes.
 const ex = render(example);
@@ -274,6 +330,7 @@ const walk = (dir) => {
 };
 walk(join(k8sDir, "base"));
 for (const c of components) walk(join(k8sDir, "components", c));
+check(listed.has(join(k8sDir, "components/plain-prometheus/rules-configmap.yaml")), "components/plain-prometheus", "rules-configmap.yaml is in no kustomization");
 for (const f of readdirSync(join(k8sDir, "base"))) {
   check(f === "kustomization.yaml" || listed.has(join(k8sDir, "base", f)), `deploy/kubernetes/base/${f}`, "is in no kustomization");
 }
