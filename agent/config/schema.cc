@@ -30,6 +30,29 @@ std::string EscapeCell(std::string_view text) {
   return out;
 }
 
+// A section's description as a Markdown paragraph wrapped at docs/'s 100 columns (a test checks
+// the width of docs/*.md, which embeds this reference); a word longer than a line stays whole.
+std::string WrapParagraph(std::string_view text, std::size_t width = 100) {
+  std::string out;
+  std::size_t line = 0;
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    const std::size_t end = std::min(text.find(' ', pos), text.size());
+    const std::string_view word = text.substr(pos, end - pos);
+    if (line > 0 && line + 1 + word.size() > width) {
+      out += '\n';
+      line = 0;
+    } else if (line > 0) {
+      out += ' ';
+      ++line;
+    }
+    out += word;
+    line += word.size();
+    pos = end + 1;
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string ConfigError::ToString() const {
@@ -150,7 +173,7 @@ void ReferenceWriter::AddRow(std::string key, std::string type, std::string defa
 std::string ReferenceWriter::Markdown() const {
   std::string out;
   for (const SectionDoc& section : sections_) {
-    out += "### `" + section.key + "`\n\n" + section.doc + "\n\n";
+    out += "### `" + section.key + "`\n\n" + WrapParagraph(section.doc) + "\n\n";
     out += "| Key | Type | Default | Allowed | Meaning |\n|---|---|---|---|---|\n";
     const std::string prefix = section.key + ".";
     for (const Row& row : rows_) {

@@ -2,14 +2,21 @@
 // name a machine's absolute path (a checkout's /work/..., a home directory) where a repository path
 // or ../shared/... belongs. Checked in every tracked *.md (git ls-files):
 //  - links [text](target): relative targets (not http(s):, mailto:, #anchors) resolved against the
-//    file's folder, the #fragment dropped; links leaving the repository (../shared) are skipped;
+//    file's folder, the #fragment dropped; a link leaving the repository (../shared/..., an
+//    absolute path) is an error: it is dead in every other checkout and on the web;
 //  - `code` spans starting with a top-level folder of this repository (`agent/...`, `docs/...`),
 //    brace and "/.ext" alternatives expanded (`agent/ebpf/coverage.{h,cc}`, `ring_file.h/.cc`);
 //    a built program (`bench/plugin_bench`) stands for its source (`bench/plugin_bench.cc`);
 //  - in a folder's README, file names in the first cell of a table row: the folder's own files.
 // Each is looked up from the repository root and from the file's folder.
 // Other spans (NCCL's or the kernel's source files, commands, metric names) are not checked.
+// docs/*.md are wrapped at 100 columns (characters), but for table rows, which Markdown cannot
+// wrap, and fenced code, which is copied as it is.
 // Every other tracked text file (sources, scripts, manifests) is checked for /work/ paths too.
+// Licensing: LICENSE is the Apache License 2.0; each BPF program (bpf/*.bpf.c) is GPL-2.0-only by
+// its SPDX line and declares a GPL-compatible "license" section, which the kernel checks before it
+// lets the program call GPL-only helpers; bpf/'s shared header is dual-licensed so that the
+// Apache-2.0 agent can include it; NOTICE says so.
 // Usage: node doc_paths.mjs <repo root>
 import { execFileSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
@@ -38,27 +45,39 @@ const plain = (span) => !/\s|[<>$*?|=]|:\/\/|^-|^~|\{[^,]*\}/.test(span);
 const tracked = execFileSync("git", ["-C", root, "ls-files"], { encoding: "utf8" }).split("\n");
 const exists = (p) => existsSync(join(root, p)) || tracked.some((t) => t.startsWith(`${p}.`));
 
+const WIDTH = 100;
 const problems = [];
 for (const file of files) {
   const dir = dirname(file);
   const text = readFileSync(join(root, file), "utf8");
   const lines = text.split("\n");
   let fenced = false;
+  const wrapped = /^docs\/[^/]+\.md$/.test(file);
   lines.forEach((line, i) => {
     const where = `${file}:${i + 1}`;
     if (/^\s*```/.test(line)) { fenced = !fenced; return; }
     if (MACHINE_PATH.test(line)) problems.push(`${where}: names a machine's absolute path: ${line.trim()}`);
     if (fenced) return;
+    if (wrapped && !line.trim().startsWith("|") && [...line].length > WIDTH) {
+      problems.push(`${where}: ${[...line].length} columns, wrap at ${WIDTH}`);
+    }
     for (const m of line.matchAll(/\]\(([^)\s]+)\)/g)) {
       const target = m[1].split("#")[0];
       if (!target || /^[a-z]+:/.test(target)) continue;
-      if (target.startsWith("../") && normalize(join(dir, target)).startsWith("..")) continue;
+      if (target.startsWith("/") || normalize(join(dir, target)).startsWith("..")) {
+        problems.push(`${where}: links outside the repository: ${m[1]}`);
+        continue;
+      }
       if (!existsSync(join(root, dir, target))) problems.push(`${where}: link to missing ${target}`);
     }
     const readme = file.endsWith("README.md");
     const firstCell = readme && line.startsWith("|") ? line.split("|")[1] : "";
     for (const m of line.matchAll(/`([^`]+)`/g)) {
       const span = m[1].replace(/[.,;:]$/, "").replace(/:\d+(-\d+)?$/, "").replace(/^\.\//, "");
+      if (/^(\.\.\/)+shared\/|^shared\/reference\//.test(span)) {
+        problems.push(`${where}: \`${span}\` is outside the repository`);
+        continue;
+      }
       if (!plain(span) || span.startsWith("/")) continue;
       const top = TOP.includes(span.split("/")[0]) && span.includes("/");
       const own = firstCell.includes(`\`${m[1]}\``) && /\.[a-z]+$|\/$|\}$/.test(span);
@@ -78,6 +97,27 @@ for (const file of tracked.filter((f) => f && !f.endsWith(".md") && !f.includes(
   readFileSync(join(root, file), "utf8").split("\n").forEach((line, i) => {
     if (/(^|[\s(`"'])\/work\//.test(line)) problems.push(`${file}:${i + 1}: names a machine's absolute path: ${line.trim()}`);
   });
+}
+
+// Licensing.
+const spdx = (file) => readFileSync(join(root, file), "utf8").match(/SPDX-License-Identifier:\s*([^*\n]+?)\s*(\*\/)?$/m)?.[1];
+if (!readFileSync(join(root, "LICENSE"), "utf8").includes("Apache License\n                           Version 2.0, January 2004")) {
+  problems.push("LICENSE: not the Apache License, Version 2.0");
+}
+for (const file of tracked.filter((f) => /^bpf\/.*\.bpf\.c$/.test(f))) {
+  const text = readFileSync(join(root, file), "utf8");
+  const section = text.match(/SEC\("license"\)\s*=\s*"([^"]*)"/)?.[1];
+  // The kernel's license_is_gpl_compatible() (include/linux/license.h).
+  const GPL_COMPATIBLE = ["GPL", "GPL v2", "GPL and additional rights", "Dual BSD/GPL", "Dual MIT/GPL", "Dual MPL/GPL"];
+  if (!GPL_COMPATIBLE.includes(section)) problems.push(`${file}: license section "${section}" is not GPL-compatible for the kernel`);
+  if (spdx(file) !== "GPL-2.0-only") problems.push(`${file}: SPDX-License-Identifier ${spdx(file)}, NOTICE says GPL-2.0-only`);
+}
+for (const file of tracked.filter((f) => /^bpf\/include\/.*\.h$/.test(f))) {
+  if (spdx(file) !== "GPL-2.0-only OR Apache-2.0") problems.push(`${file}: SPDX-License-Identifier ${spdx(file)}, NOTICE says GPL-2.0-only OR Apache-2.0`);
+}
+const notice = readFileSync(join(root, "NOTICE"), "utf8");
+for (const phrase of ["Apache License, Version 2.0", "bpf/*.bpf.c", "GPL-2.0-only", "bpf/LICENSE.GPL-2.0"]) {
+  if (!notice.includes(phrase)) problems.push(`NOTICE: does not say ${phrase}`);
 }
 
 if (problems.length) {
