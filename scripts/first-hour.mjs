@@ -77,6 +77,17 @@ async function portNear(preferred) {
   return free ? preferred : freePort();
 }
 
+// Text wrapped at 100 columns under `indent` (a word longer than a line stays whole).
+function wrap(text, indent) {
+  const lines = [];
+  let line = indent;
+  for (const word of text.split(/\s+/)) {
+    if (line.trim() && line.length + 1 + word.length > 100) { lines.push(line); line = indent; }
+    line += line.trim() ? ` ${word}` : word;
+  }
+  return [...lines, line].join("\n");
+}
+
 // --- the local webhook: Alertmanager's standard webhook JSON, one POST per notified group --------
 async function startReceiver() {
   const notifications = [];
@@ -98,8 +109,8 @@ async function startReceiver() {
     say(`NOTIFICATION to ${payload.receiver} (${path.slice(1)}), ${payload.status}, ${n.alerts.length} alert(s):`);
     for (const a of n.alerts.slice(0, 5)) {
       const l = a.labels;
-      console.log(`         ${l.alertname} [${l.priority}] node=${l.node ?? "-"} job=${l.job_id ?? "-"} comm=${l.comm ?? "-"} rank=${l.rank ?? "-"}`);
-      console.log(`           ${a.summary}`);
+      console.log(`         ${l.alertname} [${l.priority}] node=${l.node ?? "-"} rank=${l.rank ?? "-"} comm=${l.comm ?? "-"}`);
+      console.log(wrap(`job ${l.job_id ?? "-"}: ${a.summary}`, "           "));
       console.log(`           runbook: ${a.runbook_url}`);
     }
   });

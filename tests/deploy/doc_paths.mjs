@@ -10,8 +10,8 @@
 //  - in a folder's README, file names in the first cell of a table row: the folder's own files.
 // Each is looked up from the repository root and from the file's folder.
 // Other spans (NCCL's or the kernel's source files, commands, metric names) are not checked.
-// docs/*.md are wrapped at 100 columns (characters), but for table rows, which Markdown cannot
-// wrap, and fenced code, which is copied as it is.
+// docs/*.md are wrapped at 100 columns (characters), fenced code included, but for table rows,
+// which Markdown cannot wrap.
 // Every other tracked text file (sources, scripts, manifests) is checked for /work/ paths too.
 // Licensing: LICENSE is the Apache License 2.0; each BPF program (bpf/*.bpf.c) is GPL-2.0-only by
 // its SPDX line and declares a GPL-compatible "license" section, which the kernel checks before it
@@ -55,12 +55,12 @@ for (const file of files) {
   const wrapped = /^docs\/[^/]+\.md$/.test(file);
   lines.forEach((line, i) => {
     const where = `${file}:${i + 1}`;
-    if (/^\s*```/.test(line)) { fenced = !fenced; return; }
-    if (MACHINE_PATH.test(line)) problems.push(`${where}: names a machine's absolute path: ${line.trim()}`);
-    if (fenced) return;
     if (wrapped && !line.trim().startsWith("|") && [...line].length > WIDTH) {
       problems.push(`${where}: ${[...line].length} columns, wrap at ${WIDTH}`);
     }
+    if (/^\s*```/.test(line)) { fenced = !fenced; return; }
+    if (MACHINE_PATH.test(line)) problems.push(`${where}: names a machine's absolute path: ${line.trim()}`);
+    if (fenced) return;
     for (const m of line.matchAll(/\]\(([^)\s]+)\)/g)) {
       const target = m[1].split("#")[0];
       if (!target || /^[a-z]+:/.test(target)) continue;
