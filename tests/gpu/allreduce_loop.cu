@@ -98,6 +98,15 @@ class NcclBackend : public gpucheck::Backend {
   void AllReduce(Comm c, std::size_t n) override {
     CHECK_NCCL(ncclAllReduce(send_, recv_, n, ncclFloat, ncclSum, comms_[c], stream_));
   }
+#ifdef NCCL_COLLCONFIG_INITIALIZER
+  // NCCL 2.31+: the per-call config that carries the user profiler tag to the plugin (v7).
+  bool CanTag() const override { return true; }
+  void TaggedAllReduce(Comm c, std::size_t n, std::uint64_t tag) override {
+    ncclCollConfig_t config = NCCL_COLLCONFIG_INITIALIZER;
+    config.userProfilerTag = tag;
+    CHECK_NCCL(ncclAllReduceConfig(send_, recv_, n, ncclFloat, ncclSum, comms_[c], stream_, &config));
+  }
+#endif
   void AllGather(Comm c, std::size_t n) override {
     CHECK_NCCL(ncclAllGather(send_, recv_, n, ncclFloat, comms_[c], stream_));
   }

@@ -83,7 +83,10 @@ for abi in 1 2 3 4 5 6 7; do
   fi
   if [ "$abi" -ge 7 ]; then
     lines+=("ok   v7: kernel phases (OP_PHASES) with compute time on every timed channel of a collective"
-      "ok   v7: p2p kernel phases, where present, well formed")
+      "ok   v7: p2p kernel phases, where present, well formed"
+      "ok   v7: the call's user tag (OP_DETAIL), no symmetric kernel")
+    grep -q '^expect comm=gpucheck-split func=AllReduce .* tag=[1-9]' "$work/v$abi/manifest" ||
+      { echo "FAIL: v$abi: the replay job tagged no split AllReduce"; failures=$((failures + 1)); }
   fi
   expect "v$abi" 0 "${lines[@]}" -- --abi "$abi" --network expect --net IB
 done
@@ -120,6 +123,10 @@ drive stuck-channel 5 --break stuck-channel
 expect stuck-channel 1 "FAIL op ended normally" \
   "FAIL GPU timing on every announced channel (all ops but self send/recv)" \
   "FAIL plugin counter zero: ops in flight at finalize" -- --abi 5 --network expect
+# A user tag other than the one the job gave (v7): the plugin must carry the call's own.
+drive wrong-tag 7
+sed -i 's/^\(expect comm=gpucheck-split func=AllReduce .* tag=\)[0-9]*$/\1 12345/; s/tag= 12345/tag=12345/' "$work/wrong-tag/manifest"
+expect wrong-tag 1 "FAIL v7: the call's user tag (OP_DETAIL), no symmetric kernel" -- --abi 7 --network expect --net IB
 # Rings with network ops where one node was expected.
 drive one-node 6
 expect one-node 1 "FAIL no network op records (one node)" -- --abi 6 --network none

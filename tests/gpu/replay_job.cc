@@ -108,6 +108,11 @@ class ReplayBackend : public gpucheck::Backend {
     }
     Coll(c, "AllReduce", n);
   }
+  // The replay plays the tag into v7's CollApi and Coll as NCCL 2.31 does; older ABIs have no tag.
+  bool CanTag() const override { return process_.version() >= 7; }
+  void TaggedAllReduce(Comm c, std::size_t n, std::uint64_t tag) override {
+    Coll(c, "AllReduce", n, 0, tag);
+  }
   void AllGather(Comm c, std::size_t n) override { Coll(c, "AllGather", n); }
   void Broadcast(Comm c, std::size_t n, int root) override { Coll(c, "Broadcast", n, root); }
   void ReduceScatter(Comm c, std::size_t n) override { Coll(c, "ReduceScatter", n); }
@@ -152,8 +157,9 @@ class ReplayBackend : public gpucheck::Backend {
     CapturedGraph graph;
   };
 
-  void Coll(Comm c, const char* func, std::size_t n, int root = 0) {
+  void Coll(Comm c, const char* func, std::size_t n, int root = 0, std::uint64_t tag = 0) {
     GroupTask task;
+    task.coll.user_tag = tag;
     task.coll.func = func;
     task.coll.count = n;
     task.coll.datatype = kFloat;

@@ -67,6 +67,7 @@ struct Expected {
   bool timed = true;
   std::uint64_t ops = 0;  // per rank
   std::string what;
+  std::uint64_t tag = 0;  // the calls' user profiler tag (v7; 0: untagged)
 };
 
 struct Manifest {
@@ -141,6 +142,7 @@ bool ReadManifest(const std::string& path, Manifest* m, std::string* error) {
       e.timed = f["timing"] != "none";
       e.ops += num("ops");
       e.what = f["what"];
+      e.tag = num("tag");
       m->comms.insert(key.comm);
     } else if (line.rfind("comm ", 0) == 0) {
       const std::uint64_t id = std::strtoull(f["id"].c_str(), nullptr, 16);
@@ -557,10 +559,19 @@ int main(int argc, char** argv) {
       checks.Expect("no kernel phases (none before v7, none without a kernel)",
                     v.n_phase_channels == 0 && (f & NCCLSCOPE_OP_HAS_PHASES) == 0, what);
     }
-    checks.Expect("no OP_DETAIL (no user tag, no symmetric kernel in this job)",
-                  (f & (NCCLSCOPE_OP_HAS_DETAIL | NCCLSCOPE_OP_SYMMETRIC)) == 0 &&
-                      v.user_tag == 0 && v.kernel_variant == NCCLSCOPE_KV_NONE,
-                  what);
+    if (o.abi >= 7 && e->second.tag != 0) {
+      // v7: the call's ncclCollConfig_t.userProfilerTag, handed to the plugin on CollApi and Coll
+      // (src/include/plugin/profiler/profiler_v7.h at 2.31.2), recorded in OP_DETAIL.
+      checks.Expect("v7: the call's user tag (OP_DETAIL), no symmetric kernel",
+                    (f & NCCLSCOPE_OP_HAS_DETAIL) != 0 && (f & NCCLSCOPE_OP_SYMMETRIC) == 0 &&
+                        v.user_tag == e->second.tag,
+                    what, " user_tag ", v.user_tag, " want ", e->second.tag);
+    } else {
+      checks.Expect("no OP_DETAIL (no user tag, no symmetric kernel in this job)",
+                    (f & (NCCLSCOPE_OP_HAS_DETAIL | NCCLSCOPE_OP_SYMMETRIC)) == 0 &&
+                        v.user_tag == 0 && v.kernel_variant == NCCLSCOPE_KV_NONE,
+                    what);
+    }
     // AllGather/Broadcast reach the Coll event in bytes and ncclInt8; 2.28+ (v5+) records the
     // API's count and type from the CollApi event, older versions what the Coll event said.
     const bool api = IsAllGatherOrBroadcast(func) && api_count;

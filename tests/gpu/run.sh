@@ -111,8 +111,11 @@ say "building the plugin, the ring checker and the NCCL job"
   -Wl,--version-script="$root/plugin/src/exports.map" -Wl,-z,nodelete -Wl,-z,defs \
   -nodefaultlibs -pthread -lc -lpthread -ldl -lgcc -o "$plugin" >"$work/logs/plugin.log" 2>&1 &
 build_plugin=$!
+# The agent's ring reader as the agent links it (agent/profiler, with the ring attribution's /proc
+# and cgroup readers from agent/ebpf: nlohmann-json's header is their one dependency).
 "$cxx" -std=c++20 -O2 -I"$root" "$root/tests/gpu/ring_check.cc" \
-  "$root"/agent/profiler/{ring_directory,ring_file,record_decoder,guarded_memory}.cc \
+  "$root"/agent/profiler/{ring_directory,ring_file,record_decoder,guarded_memory,ring_attribution,ring_owner}.cc \
+  "$root"/agent/ebpf/cgroup/{kubepods,pod_metadata,cgroup_paths}.cc "$root/agent/ebpf/proc/maps.cc" \
   "$root/agent/core/log.cc" -pthread -o "$work/ring-check" >"$work/logs/ring-check.log" 2>&1 &
 build_check=$!
 "$nvcc" -O2 -std=c++17 -I"$nccl_inc" "$root/tests/gpu/allreduce_loop.cu" -L"$nccl_lib" -lnccl \
@@ -126,7 +129,8 @@ for step in plugin:$build_plugin ring-check:$build_check job:$build_job; do
   fi
 done
 exports="$(nm -D --defined-only "$plugin" | awk '{print $3}' | sort | tr '\n' ' ')"
-[ "$exports" = "ncclProfiler_v4 ncclProfiler_v5 ncclProfiler_v6 " ] || fail "unexpected exports: $exports"
+[ "$exports" = "ncclProfiler_v1 ncclProfiler_v2 ncclProfiler_v3 ncclProfiler_v4 ncclProfiler_v5 ncclProfiler_v6 ncclProfiler_v7 " ] ||
+  fail "unexpected exports: $exports"
 ! readelf -d "$plugin" | grep -q 'NEEDED.*libcud' || fail "the plugin links a CUDA library"
 ! readelf -d "$plugin" | grep -q 'FLAGS.*STATIC_TLS' || fail "the plugin needs static TLS"
 say "built"
@@ -190,6 +194,13 @@ abi="$(abi_of "$runtime_code")"
   say "note: libnccl is $(version_of "$runtime_code"), nccl.h $(version_of "$header_code"): checking what the library does"
 net="$(grep -m1 -o 'Using network [A-Za-z0-9_]*' "$work/job.err" | awk '{print $3}' || true)"
 say "$job_line; NCCL $(version_of "$runtime_code") loads profiler ABI v$abi first; network: ${net:-none}"
+# v7 (NCCL 2.31+): kernel phases are checked on every timed collective by ring-check; user tags
+# where the job could set one (ncclAllReduceConfig: the manifest's tag= on the split AllReduces).
+tagged="$(grep -m1 -o '^expect comm=gpucheck-split func=AllReduce .* tag=[1-9][0-9]*' "$work/job.out" | sed 's/.*tag=//' || true)"
+if [ "$abi" -ge 7 ]; then
+  if [ -n "$tagged" ]; then say "v7: kernel phases and the user tag $tagged on the split AllReduces checked"
+  else say "v7: kernel phases checked; user tags NOT checked (this nccl.h has no ncclAllReduceConfig)"; fi
+fi
 network=(--network none)
 [ "$mode" = multi ] && network=(--network expect --net "${net:-unknown}")
 rc=0
@@ -244,6 +255,17 @@ YAML
   say "agent: ncclscope_nccl_ops_total $ops (want $want_ops), with GPU timing $timed (want $want_timed)"
   [ "$ops" -eq "$want_ops" ] || fail "agent: ops (metrics.txt)"
   [ "$timed" -eq "$want_timed" ] || fail "agent: ops with GPU timing (metrics.txt)"
+  if [ "$abi" -ge 7 ]; then
+    phased="$(sum ncclscope_nccl_kernel_phase_ops_total)"
+    say "agent (v7): ncclscope_nccl_kernel_phase_ops_total $phased"
+    [ "$phased" -gt 0 ] || fail "agent: no operation with kernel phases under profiler ABI v7"
+    if [ -n "$tagged" ]; then
+      tag_ops="$(awk -v t="user_tag=\"$tagged\"" '$1 ~ /^ncclscope_nccl_user_tag_ops_total[{]/ && index($1, t) {s+=$NF} END {printf "%d", s}' <<<"$metrics")"
+      want_tag_ops=$(awk -v r="$ranks" '/^expect comm=gpucheck-split func=AllReduce / && / tag=[1-9]/ {for (i=2;i<=NF;i++) if ($i ~ /^ops=/) {split($i,a,"="); s+=a[2]}} END {print s*r}' "$work/job2.out")
+      say "agent (v7): ncclscope_nccl_user_tag_ops_total{user_tag=\"$tagged\"} $tag_ops (want $want_tag_ops)"
+      [ "$tag_ops" -eq "$want_tag_ops" ] || fail "agent: ops per user tag (metrics.txt)"
+    fi
+  fi
   # What the agent read (the job has exited, so there is no live ncclscope_nccl_comm_info left).
   grep -E '^ncclscope_nccl_(records_total|rings_reclaimed_total)' <<<"$metrics" | sed 's/^/gpu-check: /' || true
 fi

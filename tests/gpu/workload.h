@@ -22,6 +22,9 @@ namespace gpucheck {
 // tells the two communicators apart. NCCL keeps the pointer, so they are literals.
 inline constexpr const char* kWorldName = "gpucheck-world";
 inline constexpr const char* kSplitName = "gpucheck-split";
+// The user profiler tag of the split communicator's AllReduces (NCCL reserves tags with the most
+// significant bit set: src/include/plugin/profiler/profiler_v7.h at 2.31.2).
+inline constexpr std::uint64_t kSplitTag = 0x5C0BE;
 enum Comm { kWorld = 0, kSplit = 1 };
 
 // How much of each pattern one run issues. `count` is rounded down to a multiple of 64 (sizes
@@ -46,6 +49,14 @@ class Backend {
   virtual int nranks() const = 0;
   virtual void Split() = 0;  // kSplit = ncclCommSplit(kWorld, color 0, key rank), named
   virtual void AllReduce(Comm c, std::size_t count) = 0;
+  // NCCL 2.31+ (profiler ABI v7): an AllReduce carrying the application's profiler tag
+  // (ncclCollConfig_t.userProfilerTag through ncclAllReduceConfig; NCCL hands it to the plugin on
+  // CollApi and Coll). A backend whose NCCL has no such call says so with CanTag() and the
+  // workload issues plain AllReduces instead.
+  virtual bool CanTag() const { return false; }
+  virtual void TaggedAllReduce(Comm c, std::size_t count, std::uint64_t /*tag*/) {
+    AllReduce(c, count);
+  }
   virtual void AllGather(Comm c, std::size_t sendcount) = 0;
   virtual void Broadcast(Comm c, std::size_t count, int root) = 0;
   virtual void ReduceScatter(Comm c, std::size_t recvcount) = 0;
@@ -82,16 +93,18 @@ inline std::size_t BufferElements(const Shape& s, int nranks) {
 
 // One rank's issued ops, per key. Printed as lines ring-check reads:
 //   expect comm=NAME func=FUNC count=N bytes=B peer=none|self|other timing=gpu|none ops=K what=W
+//          tag=T
 // `count` is the API's count (AllGather: sendcount, ReduceScatter: recvcount; per peer for p2p),
 // `bytes` what one rank moves (count x 4), `timing` whether the op must have GPU timing: every op
 // except a send/recv to self, which NCCL runs without proxy ops and so without KernelCh
-// (src/enqueue.cc:805 at v2.28.9-1).
+// (src/enqueue.cc:805 at v2.28.9-1); `tag` the user profiler tag the calls carried (0: none).
 class Manifest {
  public:
   void Add(const char* comm, const char* func, std::size_t count, const char* peer,
-           const std::string& what) {
+           const std::string& what, std::uint64_t tag = 0) {
     Entry& e = entries_[{comm, func, count, peer}];
     ++e.ops;
+    e.tag = tag;
     if (e.what.find(what) == std::string::npos) e.what += (e.what.empty() ? "" : "+") + what;
   }
   std::uint64_t total() const {
@@ -104,10 +117,10 @@ class Manifest {
       const auto& [comm, func, count, peer] = key;
       std::fprintf(f,
                    "expect comm=%s func=%s count=%zu bytes=%zu peer=%s timing=%s ops=%llu "
-                   "what=%s\n",
+                   "what=%s tag=%llu\n",
                    comm.c_str(), func.c_str(), count, count * 4, peer.c_str(),
                    peer == "self" ? "none" : "gpu", static_cast<unsigned long long>(e.ops),
-                   e.what.c_str());
+                   e.what.c_str(), static_cast<unsigned long long>(e.tag));
     }
   }
 
@@ -115,6 +128,7 @@ class Manifest {
   struct Entry {
     unsigned long long ops = 0;
     std::string what;
+    std::uint64_t tag = 0;
   };
   std::map<std::tuple<std::string, std::string, std::size_t, std::string>, Entry> entries_;
 };
@@ -197,11 +211,18 @@ inline void RunWorkload(Backend& b, const Shape& shape, Manifest& m, std::FILE* 
       }
     }
   });
+  // The split communicator's AllReduces carry a user profiler tag where NCCL can take one (all
+  // of them: one size, one manifest line, one tag).
   phase("split", [&] {
     b.Split();
+    const std::uint64_t tag = b.CanTag() ? kSplitTag : 0;
     for (int i = 0; i < shape.split_iterations; ++i) {
-      b.AllReduce(kSplit, z.split_allreduce);
-      coll(kSplit, "AllReduce", z.split_allreduce, "split");
+      if (tag != 0) {
+        b.TaggedAllReduce(kSplit, z.split_allreduce, tag);
+      } else {
+        b.AllReduce(kSplit, z.split_allreduce);
+      }
+      m.Add(names[kSplit], "AllReduce", z.split_allreduce, "none", "split", tag);
     }
   });
   // A CUDA graph: its ops' events come at every launch, from CUDA's host-callback thread, with
