@@ -15,7 +15,10 @@
 //
 // Run: build/default/bench/plugin_bench (see docs/benchmarks.md for the exact command and numbers).
 // NCCLSCOPE_BENCH_PLUGIN=<other .so> measures another build of the plugin with the same binary
-// (bench/plugin_ab.sh alternates two builds, run after run, to compare them side by side).
+// (bench/plugin_ab.sh alternates two builds, run after run, to compare them side by side), or
+// another profiler plugin altogether: one that exports only ncclProfiler_v5 (NVIDIA's Inspector,
+// bench/inspector_ab.sh) is called through the same harness, and one without our ring simply has
+// nothing to consume (its chained variants are skipped).
 
 #include <benchmark/benchmark.h>
 #include <dlfcn.h>
@@ -57,12 +60,14 @@ struct Instance {
   std::string dir;
   std::unique_ptr<ProfilerPlugin> plugin;
   const abi::ProfilerV6* v6 = nullptr;
+  int version = kVersion;  // the ABI the table is called as (5: a plugin without ncclProfiler_v6)
   unsigned char* ring = nullptr;
   std::uint32_t lanes = 0;
   int mask = 0;
 
   void MapRing() {
     const std::string path = testing::OnlyRing(dir);
+    if (path.empty() && version != kVersion) return;  // another plugin: no ring of ours
     const int fd = ::open(path.c_str(), O_RDWR);
     ncclscope_ring_header header{};
     if (fd < 0 || ::pread(fd, &header, sizeof(header), 0) != sizeof(header)) {
@@ -96,6 +101,7 @@ struct Instance {
     return dropped;
   }
   std::uint64_t Counter(ncclscope_counter counter) const {
+    if (ring == nullptr) return 0;
     const auto* header = reinterpret_cast<const ncclscope_ring_header*>(ring);
     return __atomic_load_n(&header->counters[counter], __ATOMIC_RELAXED);
   }
@@ -133,6 +139,7 @@ struct World {
     const char* other = std::getenv("NCCLSCOPE_BENCH_PLUGIN");  // NOLINT(concurrency-mt-unsafe)
     const std::string path = other != nullptr && *other != '\0' ? other : NCCLSCOPE_PLUGIN_PATH;
     Load(plain, path);
+    if (plain.version != kVersion) return;  // another plugin: it has no NCCLSCOPE_CHAIN
     chained.dir = TempDirectory();
     const std::string copy = chained.dir + "/libnccl-profiler-ncclscope-chained.so";
     std::filesystem::copy_file(path, copy);
@@ -148,6 +155,17 @@ struct World {
     if (!instance.plugin->ok()) throw std::runtime_error(instance.plugin->error());
     void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
     instance.v6 = static_cast<const abi::ProfilerV6*>(dlsym(lib, "ncclProfiler_v6"));
+    if (instance.v6 == nullptr) {
+      // A v5-only plugin (NCCL Inspector 2.30.7 exports only ncclProfiler_v5): v6 is v5 plus the
+      // copy-engine events at the same descriptor size and offsets (plugin/abi/nccl_profiler_abi.h)
+      // and the same init, so the v5 table takes the harness's v6 calls unchanged; the harness
+      // never sends it a copy-engine event.
+      static_assert(sizeof(abi::EventDescrV5) == sizeof(abi::EventDescrV6));
+      static_assert(sizeof(abi::StateArgsV5) == sizeof(abi::StateArgsV6));
+      instance.v6 = reinterpret_cast<const abi::ProfilerV6*>(dlsym(lib, "ncclProfiler_v5"));
+      instance.version = 5;
+    }
+    if (instance.v6 == nullptr) throw std::runtime_error(path + ": no ncclProfiler_v6 or _v5");
     NewComm(instance, 0, 8);  // the first init: settings, ring, chain
     instance.MapRing();
   }
@@ -156,8 +174,8 @@ struct World {
   void* NewComm(Instance& instance, int rank, int nranks) {
     std::lock_guard<std::mutex> lock(mutex);
     void* context = nullptr;
-    instance.plugin->Init(kVersion, &context, 0xBE7C000000000000ull + next_comm++, &instance.mask,
-                          "bench", 2, nranks, rank);
+    instance.plugin->Init(instance.version, &context, 0xBE7C000000000000ull + next_comm++,
+                          &instance.mask, "bench", 2, nranks, rank);
     if (context == nullptr) throw std::runtime_error("plugin init failed");
     return context;
   }
@@ -369,6 +387,10 @@ void GroupedPlan(const abi::ProfilerV6* p, void* context, std::uint64_t seq) {
 void Run(benchmark::State& state, bool chained, bool api, int proxy_steps) {
   World& world = TheWorld();
   Instance& instance = chained ? world.chained : world.plain;
+  if (instance.plugin == nullptr) {
+    state.SkipWithError("no chained instance: NCCLSCOPE_BENCH_PLUGIN is another plugin");
+    return;
+  }
   thread_local void* contexts[2] = {nullptr, nullptr};
   void*& context = contexts[chained ? 1 : 0];
   if (context == nullptr) context = world.NewComm(instance, state.thread_index(), state.threads());
