@@ -104,7 +104,8 @@ class NcclBackend : public gpucheck::Backend {
   void TaggedAllReduce(Comm c, std::size_t n, std::uint64_t tag) override {
     ncclCollConfig_t config = NCCL_COLLCONFIG_INITIALIZER;
     config.userProfilerTag = tag;
-    CHECK_NCCL(ncclAllReduceConfig(send_, recv_, n, ncclFloat, ncclSum, comms_[c], stream_, &config));
+    CHECK_NCCL(
+        ncclAllReduceConfig(send_, recv_, n, ncclFloat, ncclSum, comms_[c], stream_, &config));
   }
 #endif
   void AllGather(Comm c, std::size_t n) override {
