@@ -805,8 +805,8 @@ void StartKernelCh(void* /*context*/, void** handle, void* parent, std::uint8_t 
   ChannelTime& ch = op->channels[channel];
   Store(ch.start, ptimer);
   Store(ch.stop, 0);
-  Store(ch.phases_present, 0);
-  for (auto& phase : ch.phase_ns) Store(phase, 0);
+  // The channel's phase times are not cleared here but at its first phase stop in this op
+  // (RecordKernelPhaseStop): every timed op pays this path, and only v7's phases need them.
   Store(ch.tag, ChannelTag(generation, kChannelStarted));
   Store(op->channels_started, Load(op->channels_started) + 1);
   *handle = EncodeHandle(HandleKind::kKernelCh, generation, index, channel);
@@ -1331,9 +1331,17 @@ void RecordKernelPhaseStop(void* handle, const abi::StateArgsV4* args) {
   const std::uint64_t start = Load(ch.phase_start);
   const std::uint64_t stop = args->kernelCh.pTimer;
   if (stop < start) return;  // a clock that ran backwards is no duration
+  // The channel's first phase in this op (StartOp cleared the op's phase_mask): its times start
+  // from zero here. WritePhases reads only the channels in phase_mask.
+  const std::uint64_t channel_bit = 1ull << channel;
+  const std::uint64_t phase_mask = Load(op->phase_mask);
+  if ((phase_mask & channel_bit) == 0) {
+    for (auto& ns : ch.phase_ns) Store(ns, 0);
+    Store(ch.phases_present, 0);
+  }
   Store(ch.phase_ns[phase], Load(ch.phase_ns[phase]) + Saturate32(stop - start));
   Store(ch.phases_present, Load(ch.phases_present) | 1u << phase);
-  Store(op->phase_mask, Load(op->phase_mask) | 1ull << channel);
+  Store(op->phase_mask, phase_mask | channel_bit);
 }
 
 }  // namespace
