@@ -1,6 +1,6 @@
 # Build identity for ncclscope_build_info: version from project(), revision from git when available
 # (or given: -DNCCLSCOPE_REVISION=..., as the image build does, whose build context has no .git).
-set(NCCLSCOPE_REVISION "" CACHE STRING "Revision the agent reports (default: git HEAD of the source)")
+set(NCCLSCOPE_REVISION "" CACHE STRING "Revision the agent reports (default: git HEAD)")
 if(NCCLSCOPE_REVISION)
   set(_ncclscope_revision ${NCCLSCOPE_REVISION})
 else()

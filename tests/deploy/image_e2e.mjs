@@ -90,7 +90,9 @@ for (const vol of pod.volumes) {
 }
 // podman run's arguments for a container of the pod: mounts, user, security context, env.
 function podmanArgs(c) {
-  const args = ["--pid=host", "--network=host"].filter(() => pod.hostPID && pod.hostNetwork);
+  const args = [];
+  if (pod.hostPID) args.push("--pid=host");
+  if (pod.hostNetwork) args.push("--network=host");
   for (const m of c.volumeMounts ?? []) args.push("-v", `${volumePath[m.name]}:${m.mountPath}${m.readOnly ? ":ro" : ""}`);
   const sc = c.securityContext ?? {};
   if (sc.privileged) args.push("--privileged");
