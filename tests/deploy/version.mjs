@@ -54,7 +54,7 @@ function files() {
 }
 const patterns = [
   ["image reference", /ghcr\.io\/ncclscope\/ncclscope:([0-9A-Za-z._-]*[0-9A-Za-z])/g, (t) => t === version],
-  ["remote base ?ref=", /ncclscope\/\/deploy\/[^\s"'`)]*\?ref=([0-9A-Za-z._-]*[0-9A-Za-z])/g, (t) => t === `v${version}`],
+  ["?ref= pin", /ncclscope\/ncclscope\/[^\s"'`)]*\?ref=([0-9A-Za-z._-]*[0-9A-Za-z])/g, (t) => t === `v${version}`],
   ["kustomize newTag", /^\s*newTag:\s*"?([^\s"]+)"?/gm, (t) => t === version],
 ];
 const found = Object.fromEntries(patterns.map(([what]) => [what, []]));
@@ -78,7 +78,7 @@ const where = (what, file) => found[what].some((w) => w.startsWith(`${file}:`));
 check(where("image reference", "README.md"), "README.md", `names no image ghcr.io/ncclscope/ncclscope:${version}`);
 check(where("image reference", "deploy/kubernetes/base/daemonset.yaml"), "daemonset.yaml", "names no image");
 check(where("kustomize newTag", "deploy/kubernetes/examples/overlay/kustomization.yaml"), "examples/overlay", "sets no newTag");
-check(found["remote base ?ref="].length > 0, "?ref=", "no remote base pinned anywhere (the example overlay's comment did)");
+check(found["?ref= pin"].length > 0, "?ref=", "no remote base pinned anywhere (the example overlay's comment did)");
 for (const [what, list] of Object.entries(found)) console.log(`${what}: ${list.length} (${list.map((w) => relative(".", w)).join(", ")})`);
 
 console.log(`${checks} checks passed, ${failures} failed`);
