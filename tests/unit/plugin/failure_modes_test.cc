@@ -329,6 +329,44 @@ TEST(FailureModesDevShmTest, RingDirectoryOnATinyDevShmLeavesTheJobWithoutEvents
   });
 }
 
+// The ring full while the job runs (the agent absent, stopped or slow): records are dropped, never
+// waited for, and each one counted; the count table, which needs no room, stays exact.
+TEST(FailureModesRingFullTest, AgentAbsentEveryRecordIsDeliveredOrCountedAndCountsStayExact) {
+  constexpr std::uint64_t kOps = 2000;
+  const TempDir dir;
+  EXPECT_CHILD_OK([&] {
+    SetUpEnvironment(dir.path());
+    setenv("NCCLSCOPE_RING_SIZE", "64KiB", 1);  // NOLINT(concurrency-mt-unsafe): 256 records
+    setenv("NCCLSCOPE_RING_LANES", "1", 1);     // NOLINT(concurrency-mt-unsafe)
+    const ProfilerPlugin plugin(NCCLSCOPE_PLUGIN_PATH);
+    ASSERT_TRUE(plugin.ok()) << plugin.error();
+    ReplayProcess process(plugin, kAbi);
+    ReplayComm comm(process, CommId(1), "job", 1, 2, 0, nullptr);
+    ASSERT_TRUE(comm.Init());
+    CollSpec spec;
+    spec.channels = 2;
+    replay::ProxyPlan no_network;
+    no_network.enabled = false;
+    for (std::uint64_t seq = 0; seq < kOps; ++seq) comm.Collective(spec, seq, {}, no_network);
+    // Read once, after the fact (nothing drained meanwhile): what fitted, and what did not.
+    RingRecords records(dir.path());
+    records.Poll();
+    const std::uint64_t delivered = records.ops.size() + records.inits.size();
+    const std::uint64_t dropped =
+        records.snapshot().dropped_ring_full +
+        records.snapshot().plugin_counters[NCCLSCOPE_CTR_DROPPED_CONTENTION];
+    EXPECT_GT(dropped, 0u) << "the ring never filled";
+    EXPECT_EQ(delivered + dropped, kOps + 1) << "COMM_INIT and one OP per op";
+    EXPECT_EQ(records.CountedOps(CommId(1), 0), kOps);
+    // And once drained, the ring takes records again.
+    comm.Collective(spec, kOps, {}, no_network);
+    comm.Finalize();
+    records.Poll();
+    EXPECT_EQ(records.CountOps(CommId(1)) + records.inits.size() + dropped, kOps + 2);
+    EXPECT_EQ(records.finalizes.size(), 1u);
+  });
+}
+
 // ---- c) fork() after init ----
 
 // Whether `pid` holds `file` open or mapped (/proc/<pid>/fd, /proc/<pid>/maps).
