@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <sys/file.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -256,6 +257,24 @@ TEST(FailureModesRingDirectoryTest, UncreatableLeavesTheJobWithoutEvents) {
   const std::string dir = parent.path() + "/missing/ncclscope";
   EXPECT_CHILD_OK([&] { ExpectInitOptsOut(dir); });
   EXPECT_TRUE(Entries(parent.path()).empty());
+}
+
+// Not writable by the job's user (an agent that made the directory without mode 01777, a job
+// that runs as another user): the same. As root, the child drops to nobody first.
+TEST(FailureModesRingDirectoryTest, NotWritableByTheJobsUserLeavesTheJobWithoutEvents) {
+  const TempDir dir;  // mode 0700, owned by this test's user
+  EXPECT_CHILD_OK([&] {
+    if (::geteuid() == 0) {
+      ASSERT_EQ(::setresgid(65534, 65534, 65534), 0);
+      ASSERT_EQ(::setresuid(65534, 65534, 65534), 0);
+      ::prctl(PR_SET_DUMPABLE, 1);  // LeakSanitizer attaches to this process
+    } else {
+      ASSERT_EQ(::chmod(dir.path().c_str(), 0555), 0);
+    }
+    ExpectInitOptsOut(dir.path());
+  });
+  ::chmod(dir.path().c_str(), 0700);
+  EXPECT_TRUE(Entries(dir.path()).empty());
 }
 
 // A read-only mount (root's write permission does not help there): the same.
