@@ -201,15 +201,15 @@ std::vector<std::string> Rings(const std::string& dir) {
 }
 
 // NCCL's side of a job on a plugin that cannot record: init returns success with no context and
-// the process-global mask at 0, so NCCL raises no event (src/plugin/profiler.cc:218 at v2.30.3-1
-// copies the mask into every task; every event is gated by it); the job's ops still "run". The
-// v4 table too, whose NCCL (2.27) calls finalize even for a NULL context
-// (src/plugin/profiler.cc:182-184 at v2.27.7-1).
+// the process-global mask at 0, so NCCL raises no event (every API call copies the mask into its
+// tasks, src/plugin/profiler.cc:252 at v2.30.3-1, and every event is gated by that copy); the
+// job's ops still "run". Through every table, v1 (NCCL 2.23) to v7: NCCL 2.23-2.27 call finalize
+// even for a NULL context (src/plugin/profiler.cc:182-184 at v2.27.7-1).
 void ExpectInitOptsOut(const std::string& ring_dir) {
   SetUpEnvironment(ring_dir);
   const ProfilerPlugin plugin(NCCLSCOPE_PLUGIN_PATH);
   ASSERT_TRUE(plugin.ok()) << plugin.error();
-  for (int version : {kAbi, 4}) {
+  for (int version = 1; version <= 7; ++version) {
     int* mask = ReplayProcess::mask();
     __atomic_store_n(mask, -1, __ATOMIC_RELAXED);
     void* context = &context;  // must be overwritten
