@@ -205,10 +205,14 @@ std::vector<std::string> Rings(const std::string& dir) {
 // tasks, src/plugin/profiler.cc:252 at v2.30.3-1, and every event is gated by that copy); the
 // job's ops still "run". Through every table, v1 (NCCL 2.23) to v7: NCCL 2.23-2.27 call finalize
 // even for a NULL context (src/plugin/profiler.cc:182-184 at v2.27.7-1).
-void ExpectInitOptsOut(const std::string& ring_dir) {
+// `after_load` runs once the library is loaded, before its first init.
+void ExpectInitOptsOut(const std::string& ring_dir,
+                       const std::function<void()>& after_load = nullptr) {
   SetUpEnvironment(ring_dir);
   const ProfilerPlugin plugin(NCCLSCOPE_PLUGIN_PATH);
   ASSERT_TRUE(plugin.ok()) << plugin.error();
+  if (after_load) after_load();
+  if (::testing::Test::HasFatalFailure()) return;
   for (int version = 1; version <= 7; ++version) {
     int* mask = ReplayProcess::mask();
     __atomic_store_n(mask, -1, __ATOMIC_RELAXED);
@@ -260,18 +264,21 @@ TEST(FailureModesRingDirectoryTest, UncreatableLeavesTheJobWithoutEvents) {
 }
 
 // Not writable by the job's user (an agent that made the directory without mode 01777, a job
-// that runs as another user): the same. As root, the child drops to nobody first.
+// that runs as another user): the same. As root, the child drops to nobody once the library is
+// loaded (so the build tree need not be readable by nobody).
 TEST(FailureModesRingDirectoryTest, NotWritableByTheJobsUserLeavesTheJobWithoutEvents) {
   const TempDir dir;  // mode 0700, owned by this test's user
   EXPECT_CHILD_OK([&] {
-    if (::geteuid() == 0) {
-      ASSERT_EQ(::setresgid(65534, 65534, 65534), 0);
-      ASSERT_EQ(::setresuid(65534, 65534, 65534), 0);
-      ::prctl(PR_SET_DUMPABLE, 1);  // LeakSanitizer attaches to this process
-    } else {
+    if (::geteuid() != 0) {
       ASSERT_EQ(::chmod(dir.path().c_str(), 0555), 0);
+      ExpectInitOptsOut(dir.path());
+      return;
     }
-    ExpectInitOptsOut(dir.path());
+    ExpectInitOptsOut(dir.path(), [] {
+      ASSERT_EQ(::setresgid(65534, 65534, 65534), 0) << "errno " << errno;
+      ASSERT_EQ(::setresuid(65534, 65534, 65534), 0) << "errno " << errno;
+      ::prctl(PR_SET_DUMPABLE, 1);  // LeakSanitizer attaches to this process
+    });
   });
   ::chmod(dir.path().c_str(), 0700);
   EXPECT_TRUE(Entries(dir.path()).empty());
