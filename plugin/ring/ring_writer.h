@@ -63,7 +63,8 @@ class RingWriter {
   const RingGeometry& geometry() const { return geometry_; }
   ncclscope_ring_header* header() const { return header_; }
   ncclscope_comm_slot* comm_slot(std::uint32_t index) const {
-    return index < geometry_.comm_slots ? comm_table_ + index : nullptr;
+    // Null without a mapped ring too (never created, or closed in a forked child).
+    return comm_table_ != nullptr && index < geometry_.comm_slots ? comm_table_ + index : nullptr;
   }
   // Comm slot `index`'s count_keys entries of the count table; null without one.
   ncclscope_op_count* count_table(std::uint32_t index) const {

@@ -141,6 +141,17 @@ void SlotArena::Free(std::uint32_t index) {
                                               std::memory_order_relaxed));
 }
 
+void SlotArena::DisownAfterFork() {
+  const std::uint32_t n = carved();
+  for (std::uint32_t i = 0; i < n; ++i) {
+    PoolSlot* slot = At(i);
+    if (slot->in_use.load(std::memory_order_relaxed) == 0) continue;
+    slot->generation.store((slot->generation.load(std::memory_order_relaxed) + 1) & 0xFFFFF,
+                           std::memory_order_relaxed);
+    slot->in_use.store(0, std::memory_order_relaxed);
+  }
+}
+
 std::uint32_t ThreadToken() { return MyCache(); }
 
 std::uint32_t ThreadLaneHint() {

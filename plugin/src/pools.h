@@ -56,6 +56,12 @@ class SlotArena {
   std::uint32_t Allocate();
   // Returns a slot; its generation is bumped first.
   void Free(std::uint32_t index);
+  // In a forked child, the only thread: every slot in use holds the parent's state (its
+  // communicators, ops in flight). Each gets a new generation, so every handle and context the
+  // child inherited is stale (refused and counted as invalid, as a foreign one), and is marked free
+  // without joining a free list: left to the parent, never completed, flushed or recorded by the
+  // child into a ring of its own (the child leaks them, at most what was in flight at the fork).
+  void DisownAfterFork();
 
  private:
   ArenaId id_ = kOpArena;

@@ -276,6 +276,18 @@ void AtForkChild() {
   r.wake.ResetAfterFork();
   r.maintenance.ForgetAfterFork();
   r.ring.DetachAfterFork();
+  // The parent's communicators and events stay the parent's: a child that called the plugin with
+  // what it inherited (a KernelCh stop of an op in flight at the fork, a finalize from the parent's
+  // exit handlers) crashed on the detached ring's comm table, and once the child had a ring of its
+  // own, wrote the parent's ops and COMM_FINALIZE there (the agent saw them twice, and the
+  // communicator ended while the parent still used it). Found by
+  // tests/unit/plugin/failure_modes_test.cc (FailureModesForkTest).
+  for (std::uint32_t i = 0; i < r.comms.carved(); ++i) {
+    reinterpret_cast<CommState*>(r.comms.At(i))->live.store(0, std::memory_order_relaxed);
+  }
+  r.comms.DisownAfterFork();
+  r.ops.DisownAfterFork();
+  r.proxy_ops.DisownAfterFork();
   r.stop_maintenance = false;
   r.initialized = false;
   r.active = false;
