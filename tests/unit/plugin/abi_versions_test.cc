@@ -343,9 +343,10 @@ TEST(AbiVersionsTest, V7StrayPhasesAreCountedNotRecorded) {
   v7->startEvent(context, &p, &d);
   EXPECT_EQ(p, nullptr);
   abi::StateArgsV7 end{};
-  v7->recordEventState(reinterpret_cast<void*>(0x9ull << 60 | 0xFFFFFull << 8),
-                       abi::kKernelPhaseStop,
-                       &end);  // a phase handle of a slot that was never carved
+  // A phase handle of a slot that was never carved: a value NCCL could never have been given.
+  // NOLINTNEXTLINE(performance-no-int-to-ptr)
+  void* const never_carved = reinterpret_cast<void*>(0x9ull << 60 | 0xFFFFFull << 8);
+  v7->recordEventState(never_carved, abi::kKernelPhaseStop, &end);
   v7->stopEvent(nullptr);
   EXPECT_GT(PluginCounter(NCCLSCOPE_CTR_LATE_EVENT), late_before);
   v7->finalize(context);
