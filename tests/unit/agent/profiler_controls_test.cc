@@ -35,7 +35,7 @@ TEST(ProfilerControlsTest, TheAgentsControlsAreWhatThePluginReads) {
 
   plugin::Settings settings;
   plugin::ApplyControlsFile(ControlsFileText(plugin), settings);
-  EXPECT_TRUE(settings.warnings.empty()) << settings.warnings[0];
+  EXPECT_TRUE(settings.warnings.empty()) << settings.warnings[0].c_str();
   EXPECT_EQ(settings.event_mask, header.event_mask);
   EXPECT_EQ(settings.min_bytes, header.min_bytes);
   EXPECT_EQ(settings.duty_period_ns, header.duty_period_ns);
@@ -63,7 +63,7 @@ TEST(ProfilerControlsTest, EveryDutyAndBudgetValueCrossesTheFileExactly) {
     ASSERT_EQ(header.kernel_duty_pm, pm);
     plugin::Settings settings;
     plugin::ApplyControlsFile(ControlsFileText(plugin), settings);
-    ASSERT_TRUE(settings.warnings.empty()) << pm << ": " << settings.warnings[0];
+    ASSERT_TRUE(settings.warnings.empty()) << pm << ": " << settings.warnings[0].c_str();
     ASSERT_EQ(settings.kernel_duty_pm, header.kernel_duty_pm) << ControlsFileText(plugin);
     ASSERT_EQ(settings.proxy_duty_pm, header.proxy_duty_pm) << ControlsFileText(plugin);
   }
