@@ -60,6 +60,7 @@ struct Instance {
   std::string dir;
   std::unique_ptr<ProfilerPlugin> plugin;
   const abi::ProfilerV6* v6 = nullptr;
+  const abi::ProfilerV7* v7 = nullptr;  // the v7 instance only (NCCL 2.31+'s table)
   int version = kVersion;  // the ABI the table is called as (5: a plugin without ncclProfiler_v6)
   unsigned char* ring = nullptr;
   std::uint32_t lanes = 0;
@@ -118,6 +119,7 @@ std::string TempDirectory() {
 struct World {
   Instance plain;
   Instance chained;
+  Instance v7;  // another copy of the .so whose first init is v7's: NCCL 2.31+, kernel phases
   std::mutex mutex;
   std::uint64_t next_comm = 1;
 
@@ -148,6 +150,14 @@ struct World {
     setenv("NCCLSCOPE_CHAIN", NCCLSCOPE_MINIMAL_CHAINED_PLUGIN, 1);
     Load(chained, copy);
     unsetenv("NCCLSCOPE_CHAIN");  // NOLINT(concurrency-mt-unsafe)
+    // The ABI is decided at a process's first init (plugin/src/runtime.cc: KernelPhase only from
+    // v7), so the v7 instance is a copy of its own, first initialized through ncclProfiler_v7.
+    v7.dir = TempDirectory();
+    const std::string v7_copy = v7.dir + "/libnccl-profiler-ncclscope-v7.so";
+    std::filesystem::copy_file(path, v7_copy);
+    setenv("NCCLSCOPE_RING_DIR", v7.dir.c_str(), 1);  // NOLINT(concurrency-mt-unsafe)
+    v7.version = 7;
+    Load(v7, v7_copy);
   }
 
   void Load(Instance& instance, const std::string& path) {
@@ -155,7 +165,10 @@ struct World {
     if (!instance.plugin->ok()) throw std::runtime_error(instance.plugin->error());
     void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
     instance.v6 = static_cast<const abi::ProfilerV6*>(dlsym(lib, "ncclProfiler_v6"));
-    if (instance.v6 == nullptr) {
+    if (instance.version == 7) {
+      instance.v7 = static_cast<const abi::ProfilerV7*>(dlsym(lib, "ncclProfiler_v7"));
+      if (instance.v7 == nullptr) throw std::runtime_error(path + ": no ncclProfiler_v7");
+    } else if (instance.v6 == nullptr) {
       // A v5-only plugin (NCCL Inspector 2.30.7 exports only ncclProfiler_v5): v6 is v5 plus the
       // copy-engine events at the same descriptor size and offsets (plugin/abi/nccl_profiler_abi.h)
       // and the same init, so the v5 table takes the harness's v6 calls unchanged; the harness
@@ -469,6 +482,101 @@ void BM_Collective8ChannelsWithApiEventsChained(benchmark::State& state) {
 void BM_Collective8ChannelsWithProxyStepsChained(benchmark::State& state) {
   Run(state, true, true, static_cast<int>(state.range(0)));
 }
+
+// One 8-channel collective through the v7 table (NCCL 2.31+): Coll start, KernelCh start per
+// channel, then, with `phases`, each channel's three kernel phases (initial_sync, compute,
+// final_sync: start, KernelPhaseStop record with the GPU stop time, stop) that NCCL raises between
+// a channel's KernelCh start and stop (src/plugin/profiler.cc:898-977 at 2.31.2), the KernelCh
+// stops and the Coll stop. What the phases add to a collective, side by side with phases: 0.
+void CollectiveV7(const abi::ProfilerV7* p, void* context, std::uint64_t seq, bool phases,
+                  const int* mask) {
+  const int m = mask != nullptr ? __atomic_load_n(mask, __ATOMIC_RELAXED) : -1;
+  const bool kernel = (m & abi::kKernelCh) != 0;
+  const bool phased = phases && (m & abi::kKernelPhase) != 0;
+  abi::EventDescrV7 d{};
+  std::memset(&d, 0, sizeof(d));
+  d.type = abi::kColl;
+  d.coll.seqNumber = seq;
+  d.coll.func = "AllReduce";
+  d.coll.count = 1 << 20;
+  d.coll.datatype = "ncclFloat32";
+  d.coll.nChannels = kChannels;
+  d.coll.nWarps = 16;
+  d.coll.algo = "RING";
+  d.coll.proto = "SIMPLE";
+  void* coll = nullptr;
+  p->startEvent(context, &coll, &d);
+  const std::uint64_t t0 = 1'700'000'000'000'000'000ull + seq * 100'000;
+  void* channel[kChannels];
+  for (int c = 0; kernel && c < kChannels; ++c) {
+    std::memset(&d, 0, sizeof(d));
+    d.type = abi::kKernelCh;
+    d.parentObj = coll;
+    d.kernelCh.channelId = static_cast<std::uint8_t>(c);
+    d.kernelCh.pTimer = t0 + static_cast<std::uint64_t>(c);
+    p->startEvent(context, &channel[c], &d);
+  }
+  static const char* const kPhaseNames[] = {"initial_sync", "compute", "final_sync"};
+  abi::StateArgsV7 args;
+  for (int c = 0; phased && c < kChannels; ++c) {
+    for (std::uint8_t phase = 0; phase < 3; ++phase) {
+      std::memset(&d, 0, sizeof(d));
+      d.type = abi::kKernelPhase;
+      d.parentObj = channel[c];
+      d.kernelPhase.channelId = static_cast<std::uint8_t>(c);
+      d.kernelPhase.phaseId = phase;
+      d.kernelPhase.phaseName = kPhaseNames[phase];
+      d.kernelPhase.pTimer = t0 + 10'000 * (phase + 1u);
+      void* span = nullptr;
+      p->startEvent(context, &span, &d);
+      args.kernelCh.pTimer = t0 + 10'000 * (phase + 1u) + 5'000;
+      p->recordEventState(span, abi::kKernelPhaseStop, &args);
+      p->stopEvent(span);
+    }
+  }
+  for (int c = 0; kernel && c < kChannels; ++c) {
+    args.kernelCh.pTimer = t0 + 50'000 + static_cast<std::uint64_t>(c);
+    p->recordEventState(channel[c], abi::kKernelChStop, &args);
+    p->stopEvent(channel[c]);
+  }
+  p->stopEvent(coll);
+}
+
+abi::Result NopStartV7(void*, void** handle, abi::EventDescrV7*) {
+  *handle = nullptr;
+  return 0;
+}
+abi::Result NopStopV7(void*) { return 0; }
+abi::Result NopRecordV7(void*, int, abi::StateArgsV7*) { return 0; }
+const abi::ProfilerV7 kNopV7 = {"nop", nullptr, NopStartV7, NopStopV7, NopRecordV7, nullptr};
+
+// Per collective through v7: phases 0/1, and nop 1: the same calls into a table that does nothing
+// (the harness, to subtract).
+void BM_Collective8ChannelsV7(benchmark::State& state) {
+  World& world = TheWorld();
+  Instance& instance = world.v7;
+  if (instance.plugin == nullptr) {
+    state.SkipWithError("no v7 instance: NCCLSCOPE_BENCH_PLUGIN is another plugin");
+    return;
+  }
+  const bool phases = state.range(0) != 0;
+  const bool nop = state.range(1) != 0;
+  static void* context = world.NewComm(instance, 0, 8);
+  const int all = -1;
+  std::uint64_t seq = 0;
+  for (auto _ : state) {
+    CollectiveV7(nop ? &kNopV7 : instance.v7, nop ? nullptr : context, seq++, phases,
+                 nop ? &all : &instance.mask);
+    if ((seq & 255) == 0) instance.Consume();
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(seq));
+  instance.Consume();
+}
+BENCHMARK(BM_Collective8ChannelsV7)
+    ->Args({0, 0})
+    ->Args({1, 0})
+    ->Args({1, 1})
+    ->ArgNames({"phases", "nop"});
 
 // The minimal chained plugin on its own, as NCCL would call it: its share of a chained run.
 void BM_MinimalChainedPluginAlone(benchmark::State& state) {
