@@ -7,7 +7,7 @@
 // what the rules say now (`scripts/update-docs` rewrites them: node verdict_doc.mjs <root> --write),
 // the rule still has the shape the thresholds are read from, and no doc, README or dashboard
 // description states a slow-rank threshold elsewhere that the rules do not use (a paragraph that
-// names the slow-rank alert or the verdict may only give the verdict's own numbers).
+// names the slow-rank alert or the verdict may compare with the verdict's own numbers only).
 // Usage: node verdict_doc.mjs <repo root> [--write]
 import { readFileSync, readdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -90,8 +90,10 @@ function scan(where, text) {
   const stripped = text.replace(new RegExp(`${BEGIN.replace(/[()]/g, "\\$&")}[\\s\\S]*?${END}`, "g"), "");
   for (const para of stripped.split(/\n\s*\n/)) {
     if (!ABOUT.test(para)) continue;
-    for (const m of para.matchAll(/(\d+(?:\.\d+)?)\s?%/g)) {
-      check(allowedPct.has(Number(m[1])), where, `states ${m[0]} beside the slow-rank verdict, a threshold the rules do not use (theirs: ${[...allowedPct].join(", ")} %): "${para.trim().slice(0, 160)}..."`);
+    // A threshold is a percentage after a comparison ("over 50 %", "at least 5 %"); a measured
+    // value ("reads 30 % of the time") is not one.
+    for (const m of para.matchAll(/\b(?:over|above|under|below|at least|at most|more than|less than|exceeds?|beyond)\s+(\d+(?:\.\d+)?)\s?%|[<>]=?\s*(\d+(?:\.\d+)?)\s?%/gi)) {
+      check(allowedPct.has(Number(m[1] ?? m[2])), where, `states ${m[0]} beside the slow-rank verdict, a threshold the rules do not use (theirs: ${[...allowedPct].join(", ")} %): "${para.trim().slice(0, 160)}..."`);
     }
     for (const m of para.matchAll(/(?:lag|delay|late) (?:over|above|of) (\d+(?:\.\d+)?)\s?(ms|s)\b/g)) {
       check(false, where, `states "${m[0]}" beside the slow-rank verdict: the rules use no such threshold`);
