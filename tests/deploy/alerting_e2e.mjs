@@ -135,7 +135,7 @@ async function until(desc, fn, timeoutMs) {
   record(desc, seen);
   return seen === null;
 }
-const SLOW = new Set(["NcclscopeNcclSlowRank", "NcclscopeNcclSlowRankAcrossNodes", "NcclscopeNcclSlowNetworkChannel", "NcclscopeNcclBusBandwidthDegraded"]);
+const SLOW = new Set(["NcclscopeNcclSlowRank", "NcclscopeNcclSlowNetworkChannel", "NcclscopeNcclBusBandwidthDegraded"]);
 const priorityOf = (rules) => {
   const map = new Map();
   for (const text of Object.values(rules)) {

@@ -4,7 +4,7 @@
 //     removes its working directory;
 //  2. --headless --until-notified: the shipped rules and routing, unchanged, deliver a notification
 //     to the local webhook that names the culprit, global rank 11 on gpu-node-1, and no other rank:
-//     NcclscopeNcclSlowRank / SlowRankAcrossNodes, P1, routed to the ticket receiver, with the job
+//     NcclscopeNcclSlowRank, P1, routed to the ticket receiver, with the job
 //     and its runbook. Its `for:` and Alertmanager's 1-minute group_wait make this ~2 minutes.
 // Usage: node first_hour.mjs <repo root> <build dir> <prometheus> <alertmanager>
 import { spawn } from "node:child_process";
@@ -75,7 +75,7 @@ const urls = (text, label) => [...(text.match(new RegExp(`${label}:\\s+(.+)`))?.
   try { summary = JSON.parse(r.out.trim().split("\n").pop()); } catch (e) { summary = null; }
   if (check(summary !== null, "headless: the last line is its JSON summary", r.out.slice(-500))) {
     const culprits = summary.culprits;
-    const SLOW = ["NcclscopeNcclSlowRank", "NcclscopeNcclSlowRankAcrossNodes"];
+    const SLOW = ["NcclscopeNcclSlowRank"];
     check(culprits.length > 0, "headless: a firing alert with a rank reached a receiver", JSON.stringify(summary.notifications));
     const wrong = culprits.filter((c) => !(SLOW.includes(c.labels.alertname) && c.labels.node === summary.culprit_node
       && Number(c.global_rank) === summary.slow_rank));
