@@ -185,6 +185,10 @@ const TARGET_S = { "straggler/2x": 20, "straggler/15%": 180, "slowlink/4x": 120,
   "jobend/2x": 20, "hang/-": HANG_TIMEOUT_S + 30, "ib-burst/200/s": 60, "flap/4x": 60, "congestion/xmit_wait": 60,
   "congestion/cnp": 60, "operators/3x": 600 };
 const RESOLVE_TARGET_S = 120;
+// CI's gate (the ci matrix) allows one scrape interval over a time-to-alert target: alerts move in
+// 5 s steps (scrape, evaluation), the 2x straggler's measured 15-19 s sit that close to issue 38's
+// 20 s, and CI's machine is shared. The tables print the measured time against the target itself.
+const CI_GATE_SLACK_S = 5;
 // A job's end resolves its alerts within one evaluation plus the scrape interval (5 s each here),
 // plus the alert poll (2 s) and the agent's ring scan.
 const JOBEND_RESOLVE_TARGET_S = 15;
@@ -600,7 +604,9 @@ let ok = !failed && falseAlerts.length === 0;
 for (const r of rows) {
   if (r.type === "operators") continue;
   const k = `${r.type}/${r.magnitude}`;
-  if (!r.detected || r.timeToAlertS > TARGET_S[k] || r.wrongAlerts.length || r.flaps.length || r.ghosts.length) ok = false;
+  const gate = TARGET_S[k] + (CI ? CI_GATE_SLACK_S : 0);
+  if (r.timeToAlertS > TARGET_S[k] && r.timeToAlertS <= gate) log(`${k}: ${Math.round(r.timeToAlertS)} s, over its ${TARGET_S[k]} s target, within CI's ${CI_GATE_SLACK_S} s slack`);
+  if (!r.detected || r.timeToAlertS > gate || r.wrongAlerts.length || r.flaps.length || r.ghosts.length) ok = false;
   if (HELD_BY_DESIGN[r.type]) continue;
   if (r.type === "jobend") {
     if (r.resolveS === null || r.resolveS > JOBEND_RESOLVE_TARGET_S) ok = false;
