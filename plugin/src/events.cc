@@ -274,17 +274,20 @@ __attribute__((noinline)) void RetireOp(CommState* comm, const OpState* op, std:
       !e.version.compare_exchange_strong(version, version + 1, std::memory_order_relaxed)) {
     return;
   }
-  std::atomic_thread_fence(std::memory_order_release);
+  // A sequence lock: each field is stored with release order, so no reader sees it before the odd
+  // version (what a release fence after the CAS would do; ThreadSanitizer does not model fences,
+  // and on x86 a release store is the same move).
+  constexpr auto kRelease = std::memory_order_release;
   const void* handle =
       EncodeHandle(HandleKind::kOp, op->slot.generation.load(std::memory_order_relaxed), index);
-  Store(e.handle, reinterpret_cast<std::uintptr_t>(handle));
-  Store(e.plan, Load(op->plan));
-  Store(e.seq, Load(op->seq));
-  Store(e.op_index, Load(op->op_index));
-  Store(e.weight, Load(op->weight));
-  Store(e.func, Load(op->func));
-  Store(e.algo, Load(op->algo));
-  e.version.store(version + 2, std::memory_order_release);
+  e.handle.store(reinterpret_cast<std::uintptr_t>(handle), kRelease);
+  e.plan.store(Load(op->plan), kRelease);
+  e.seq.store(Load(op->seq), kRelease);
+  e.op_index.store(Load(op->op_index), kRelease);
+  e.weight.store(Load(op->weight), kRelease);
+  e.func.store(Load(op->func), kRelease);
+  e.algo.store(Load(op->algo), kRelease);
+  e.version.store(version + 2, kRelease);
 }
 
 // Communicator progress (the agent's in-flight view): every op completes here, recorded or not.
@@ -955,15 +958,17 @@ __attribute__((noinline)) bool FindRetired(CommState* comm, const void* parent,
     RetiredOp& e = comm->retired[i];
     const std::uint32_t before = e.version.load(std::memory_order_acquire);
     if ((before & 1) != 0 || Load(e.handle) != wanted) continue;
+    // Each field loaded with acquire order, so the version's re-read below cannot move before them
+    // (what an acquire fence before it would do; see RetireOp).
+    constexpr auto kAcquire = std::memory_order_acquire;
     RetiredIdentity got;
-    got.seq = Load(e.seq);
-    got.op_index = Load(e.op_index);
-    got.plan = Load(e.plan);
-    got.weight = Load(e.weight);
-    got.func = Load(e.func);
-    got.algo = Load(e.algo);
-    const std::uint64_t handle = Load(e.handle);
-    std::atomic_thread_fence(std::memory_order_acquire);
+    got.seq = e.seq.load(kAcquire);
+    got.op_index = e.op_index.load(kAcquire);
+    got.plan = e.plan.load(kAcquire);
+    got.weight = e.weight.load(kAcquire);
+    got.func = e.func.load(kAcquire);
+    got.algo = e.algo.load(kAcquire);
+    const std::uint64_t handle = e.handle.load(kAcquire);
     if (e.version.load(std::memory_order_relaxed) != before || handle != wanted) continue;
     *out = got;
     return true;
