@@ -441,13 +441,19 @@ void Run(benchmark::State& state, bool chained, bool api, int proxy_steps) {
 
 // The same calls into a plugin that does nothing: what building NCCL's descriptors and making
 // the indirect calls costs by itself. Subtract it from the other results to get the plugin's cost.
-abi::Result NopStart(void*, void** handle, abi::EventDescrV6*) {
+// One template per call for every table version (v6, v7: their descriptors differ).
+template <typename Descr>
+abi::Result NopStart(void*, void** handle, Descr*) {
   *handle = reinterpret_cast<void*>(0x1);
   return 0;
 }
 abi::Result NopStop(void*) { return 0; }
-abi::Result NopRecord(void*, int, abi::StateArgsV6*) { return 0; }
-const abi::ProfilerV6 kNop = {"nop", nullptr, NopStart, NopStop, NopRecord, nullptr};
+template <typename StateArgs>
+abi::Result NopRecord(void*, int, StateArgs*) {
+  return 0;
+}
+const abi::ProfilerV6 kNop = {
+    "nop", nullptr, NopStart<abi::EventDescrV6>, NopStop, NopRecord<abi::StateArgsV6>, nullptr};
 
 void BM_GroupedPlanOf4Ops(benchmark::State& state) {
   World& world = TheWorld();
@@ -542,13 +548,8 @@ void CollectiveV7(const abi::ProfilerV7* p, void* context, std::uint64_t seq, bo
   p->stopEvent(coll);
 }
 
-abi::Result NopStartV7(void*, void** handle, abi::EventDescrV7*) {
-  *handle = nullptr;
-  return 0;
-}
-abi::Result NopStopV7(void*) { return 0; }
-abi::Result NopRecordV7(void*, int, abi::StateArgsV7*) { return 0; }
-const abi::ProfilerV7 kNopV7 = {"nop", nullptr, NopStartV7, NopStopV7, NopRecordV7, nullptr};
+const abi::ProfilerV7 kNopV7 = {
+    "nop", nullptr, NopStart<abi::EventDescrV7>, NopStop, NopRecord<abi::StateArgsV7>, nullptr};
 
 // Per collective through v7: phases 0/1, and nop 1: the same calls into a table that does nothing
 // (the harness, to subtract).
