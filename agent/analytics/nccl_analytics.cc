@@ -202,6 +202,14 @@ void NcclAnalytics::EndPass(Clock::time_point now) {
   now_ = now;
 }
 
+namespace {
+// One more label of a sample's label list, comma-separated (the comm_info families list many).
+void AppendCommaLabel(std::string& labels, std::string_view name, std::string_view value) {
+  if (!labels.empty()) labels += ',';
+  metrics::AppendLabel(labels, name, value);
+}
+}  // namespace
+
 void NcclAnalytics::RenderInfo(metrics::TextWriter& out) const {
   // The process's global rank: its rank in the largest communicator its GPU is in (the job's
   // world communicator, torch's global rank), per (ring, CUDA device): one process may drive
@@ -227,9 +235,8 @@ void NcclAnalytics::RenderInfo(metrics::TextWriter& out) const {
       const int this_local = local_rank++;
       if (!r.in_table) continue;
       std::string labels;
-      auto add = [&labels](std::string_view name, std::string_view value) {
-        if (!labels.empty()) labels += ',';
-        metrics::AppendLabel(labels, name, value);
+      const auto add = [&labels](std::string_view name, std::string_view value) {
+        AppendCommaLabel(labels, name, value);
       };
       add("comm", registry_.Label(comm.label));
       add("comm_name", comm.name);
@@ -264,9 +271,8 @@ void NcclAnalytics::RenderInfo(metrics::TextWriter& out) const {
     if (comm.label == LabelCap::kOverflow || comm.live || comm.ended_unix_ms == 0) return;
     for (const LocalRank& r : comm.ranks) {
       std::string labels;
-      auto add = [&labels](std::string_view name, std::string_view value) {
-        if (!labels.empty()) labels += ',';
-        metrics::AppendLabel(labels, name, value);
+      const auto add = [&labels](std::string_view name, std::string_view value) {
+        AppendCommaLabel(labels, name, value);
       };
       add("comm", registry_.Label(comm.label));
       add("comm_name", comm.name);
