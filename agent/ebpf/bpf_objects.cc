@@ -10,8 +10,9 @@
 #include <cstring>
 
 #include "agent/core/log.h"
-#include "agent/ebpf/proc/errno_text.h"
 #include "agent/ebpf/proc/unique_fd.h"
+#include "platform/errno_text.h"
+#include "platform/fd_io.h"
 #include "probes.skel.h"
 #include "vma_iter.skel.h"
 
@@ -51,11 +52,11 @@ void InstallLibbpfLogger() {
 
 std::string LoadError(int err) {
   if (err == EPERM || err == EACCES) {
-    return "not permitted to load BPF programs (" + ErrnoText(err) +
+    return std::string("not permitted to load BPF programs (") + platform::ErrnoText(err).c_str() +
            "): run as root, or grant CAP_BPF, CAP_PERFMON and CAP_SYS_ADMIN (see "
            "agent/ebpf/README.md)";
   }
-  return "cannot load BPF programs: " + ErrnoText(err);
+  return std::string("cannot load BPF programs: ") + platform::ErrnoText(err).c_str();
 }
 
 }  // namespace
@@ -97,13 +98,15 @@ std::unique_ptr<BpfObjects> BpfObjects::Load(std::string* error) {
     return nullptr;
   }
   if (!objects->calls().FillFreeSlots()) {
-    *error = "cannot fill the BPF free-slot queue: " + ErrnoText(errno);
+    *error =
+        std::string("cannot fill the BPF free-slot queue: ") + platform::ErrnoText(errno).c_str();
     return nullptr;
   }
   objects->vma_ = ncclscope_vma_iter__open_and_load();
   if (objects->vma_ == nullptr) {
     // Not fatal: without the iterator, files are identified by the inode the process sees.
-    NCCLSCOPE_LOG(kWarn, "ebpf") << "task_vma iterator unavailable (" << ErrnoText(errno)
+    NCCLSCOPE_LOG(kWarn, "ebpf") << "task_vma iterator unavailable ("
+                                 << platform::ErrnoText(errno).c_str()
                                  << "): overlayfs files shared by containers may be counted twice";
   }
   return objects;
@@ -119,7 +122,8 @@ bool BpfObjects::AttachLifecycle(std::string* error) {
   for (bpf_program* program : {probes_->progs.ncclscope_exec, probes_->progs.ncclscope_exit}) {
     bpf_link* link = bpf_program__attach(program);
     if (link == nullptr) {
-      *error = std::string("cannot attach ") + bpf_program__name(program) + ": " + ErrnoText(errno);
+      *error = std::string("cannot attach ") + bpf_program__name(program) + ": " +
+               platform::ErrnoText(errno).c_str();
       lifecycle_.clear();
       return false;
     }
@@ -150,7 +154,7 @@ std::unique_ptr<EventRing> EventRing::Open(const BpfObjects& objects, Handler ha
   ring->ring_ = ring_buffer__new(bpf_map__fd(objects.probes_->maps.events), &EventRing::OnRecord,
                                  ring.get(), nullptr);
   if (ring->ring_ == nullptr) {
-    *error = std::string("cannot open the BPF ring buffer: ") + ErrnoText(errno);
+    *error = std::string("cannot open the BPF ring buffer: ") + platform::ErrnoText(errno).c_str();
     return nullptr;
   }
   return ring;
@@ -187,8 +191,7 @@ std::optional<std::vector<ncclscope_vma_record>> BpfObjects::ExecutableMappings(
   char buffer[8192];
   constexpr std::size_t kMaxBytes = 16 << 20;  // a process with ~400k executable mappings
   for (;;) {
-    const ssize_t n = read(fd.get(), buffer, sizeof(buffer));
-    if (n < 0 && errno == EINTR) continue;
+    const ssize_t n = platform::ReadRetrying(fd.get(), buffer, sizeof(buffer));
     if (n <= 0) break;
     bytes.insert(bytes.end(), buffer, buffer + n);
     if (bytes.size() > kMaxBytes) break;

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "ncclscope/bpf_intf.h"
+#include "platform/errno_text.h"
 
 namespace ncclscope::ebpf {
 
@@ -89,10 +90,7 @@ std::string ResultName(std::uint32_t op, std::int64_t value) {
   if (value == NCCLSCOPE_RESULT_NULL) return "null";
   // Verbs return positive errno values (some providers return them negated).
   const std::int64_t errnum = value < 0 ? -value : value;
-  if (errnum > 0 && errnum < 4096) {
-    if (const char* name = strerrorname_np(static_cast<int>(errnum))) return name;
-  }
-  return "other";
+  return errnum < 4096 ? platform::ErrnoName(static_cast<int>(errnum)) : "other";
 }
 
 std::string_view QpStateName(std::int64_t state) {

@@ -4,8 +4,8 @@
 
 #include "agent/core/log.h"
 #include "agent/ebpf/functions.h"
-#include "agent/ebpf/proc/errno_text.h"
 #include "agent/ebpf/proc/maps.h"
+#include "platform/errno_text.h"
 
 namespace ncclscope::ebpf {
 namespace {
@@ -112,7 +112,8 @@ void Runtime::Work() {
   while (!stop_) {
     const int n = events_->Poll(100);
     if (n < 0 && n != -EINTR) {
-      NCCLSCOPE_LOG(kError, "ebpf") << "ring buffer poll failed: " << ErrnoText(-n);
+      NCCLSCOPE_LOG(kError, "ebpf")
+          << "ring buffer poll failed: " << platform::ErrnoText(-n).c_str();
     }
     if (!exits_.empty()) {
       std::set<ProcessKey> dead(exits_.begin(), exits_.end());

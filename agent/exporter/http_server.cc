@@ -23,6 +23,7 @@
 #include <string_view>
 
 #include "agent/core/log.h"
+#include "platform/errno_text.h"
 
 namespace ncclscope {
 namespace {
@@ -215,8 +216,7 @@ __attribute__((format(printf, 2, 0))) void LogFromMhd(void* /*cls*/, const char*
 }
 
 std::string Errno(const char* what) {
-  char text[128];
-  return std::string(what) + ": " + strerror_r(errno, text, sizeof(text));
+  return std::string(what) + ": " + platform::ErrnoText(errno).c_str();
 }
 
 int BindAndListen(int family, const sockaddr* addr, socklen_t length, bool dual_stack,

@@ -15,6 +15,7 @@
 #include "agent/core/text_exposition.h"
 #include "agent/profiler/profiler_metrics.h"
 #include "agent/profiler/ring_owner.h"
+#include "platform/errno_text.h"
 #include "rdma/netlink/netlink_qp_source.h"
 
 namespace ncclscope::profiler {
@@ -206,9 +207,8 @@ SourceStatus ProfilerSource::PrepareDirectory(const config::PluginConfig& plugin
   if (::mkdir(plugin.ring_dir.c_str(), 01777) == 0) {
     ::chmod(plugin.ring_dir.c_str(), 01777);
   } else if (errno != EEXIST) {
-    char text[128];
     return SourceStatus::Down("cannot create ring directory " + plugin.ring_dir + ": " +
-                              strerror_r(errno, text, sizeof(text)));
+                              platform::ErrnoText(errno).c_str());
   }
   // The controls file is written (and kept as written) by the reader thread's RingDirectory.
   return SourceStatus::Up();

@@ -14,6 +14,7 @@
 #include "agent/ebpf/proc/maps.h"
 #include "agent/profiler/ring_directory.h"
 #include "agent/profiler/ring_owner.h"
+#include "platform/fd_io.h"
 #include "plugin/ring/ncclscope_ring.h"
 #include "plugin/ring/regular_file.h"
 
@@ -37,14 +38,7 @@ std::uint32_t RingHeaderAbi(int fd) {
   // The identity fields up to nccl_abi: written once, before the ring got its name.
   constexpr std::size_t kIdentity = offsetof(ncclscope_ring_header, created_ns);
   ncclscope_ring_header header{};
-  std::size_t done = 0;
-  while (done < kIdentity) {
-    const ssize_t n = ::pread(fd, reinterpret_cast<char*>(&header) + done, kIdentity - done,
-                              static_cast<off_t>(done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return 0;
-    done += static_cast<std::size_t>(n);
-  }
+  if (!platform::PreadExactly(fd, &header, kIdentity, 0)) return 0;
   if (header.magic != NCCLSCOPE_RING_MAGIC || header.version != NCCLSCOPE_RING_VERSION) return 0;
   return header.nccl_abi >= 1 && header.nccl_abi <= kMaxRingAbi ? header.nccl_abi : 0;
 }

@@ -15,6 +15,8 @@
 #include <cstring>
 
 #include "agent/core/log.h"
+#include "platform/errno_text.h"
+#include "platform/fd_io.h"
 #include "plugin/ring/regular_file.h"
 
 namespace ncclscope::profiler {
@@ -63,8 +65,7 @@ std::uint64_t SaturatingAdd(std::uint64_t a, std::uint64_t b) {
 }
 
 std::string Errno(const std::string& what) {
-  char text[128];
-  return what + ": " + strerror_r(errno, text, sizeof(text));  // GNU strerror_r: returns the text
+  return what + ": " + platform::ErrnoText(errno).c_str();
 }
 
 bool SameFile(const struct stat& a, const struct stat& b) {
@@ -501,15 +502,8 @@ bool WriteControlsFile(const std::string& dir, const std::string& content, std::
     ::close(dirfd);
     return false;
   }
-  std::size_t written = 0;
-  while (written < content.size()) {
-    const ssize_t n = ::write(fd, content.data() + written, content.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    written += static_cast<std::size_t>(n);
-  }
-  const bool ok = written == content.size() && ::fchmod(fd, 0644) == 0 &&
-                  (st == nullptr || ::fstat(fd, st) == 0);
+  const bool ok = platform::WriteAll(fd, content.data(), content.size()) &&
+                  ::fchmod(fd, 0644) == 0 && (st == nullptr || ::fstat(fd, st) == 0);
   ::close(fd);
   if (!ok || ::renameat(dirfd, temp, dirfd, kControlsName) != 0) {
     *error = Errno("cannot write " + path);

@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "agent/profiler/guarded_memory.h"
+#include "platform/fd_io.h"
 #include "plugin/ring/regular_file.h"
 #include "plugin/ring/ring_text.h"
 
@@ -42,19 +43,6 @@ struct DrainScratch {
 DrainScratch& Scratch() {
   thread_local DrainScratch scratch;
   return scratch;
-}
-
-// pread of exactly `n` bytes at `offset`; false on a short read (the file shrank) or an error.
-bool ReadExactly(int fd, unsigned char* out, std::uint64_t n, std::uint64_t offset) {
-  while (n > 0) {
-    const ssize_t got = ::pread(fd, out, n, static_cast<off_t>(offset));
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) return false;
-    out += got;
-    n -= static_cast<std::uint64_t>(got);
-    offset += static_cast<std::uint64_t>(got);
-  }
-  return true;
 }
 
 // Folds an op and its follower records (already validated one by one) into an OpView: its
@@ -329,12 +317,13 @@ bool RingFile::DrainLane(std::uint32_t index, RecordSink& sink, std::uint32_t ma
       data_offset_ + std::uint64_t{index} * capacity_ * NCCLSCOPE_RECORD_SIZE;
   const std::uint64_t start_slot = tail & (capacity_ - 1);
   const std::uint64_t first_run = capacity_ - start_slot < copy ? capacity_ - start_slot : copy;
-  if (!ReadExactly(fd_, bytes.data(), first_run * NCCLSCOPE_RECORD_SIZE,
-                   data + start_slot * NCCLSCOPE_RECORD_SIZE)) {
+  if (!platform::PreadExactly(fd_, bytes.data(), first_run * NCCLSCOPE_RECORD_SIZE,
+                              data + start_slot * NCCLSCOPE_RECORD_SIZE)) {
     return false;
   }
-  if (copy > first_run && !ReadExactly(fd_, bytes.data() + first_run * NCCLSCOPE_RECORD_SIZE,
-                                       (copy - first_run) * NCCLSCOPE_RECORD_SIZE, data)) {
+  if (copy > first_run &&
+      !platform::PreadExactly(fd_, bytes.data() + first_run * NCCLSCOPE_RECORD_SIZE,
+                              (copy - first_run) * NCCLSCOPE_RECORD_SIZE, data)) {
     return false;
   }
   // Validate; find where to cut so that groups stay whole.

@@ -10,6 +10,7 @@
 #include "agent/core/text_exposition.h"
 #include "agent/rdma/health_config.h"
 #include "agent/rdma/rdma_metrics.h"
+#include "platform/errno_text.h"
 #include "rdma/counters/counter_state.h"
 #include "rdma/sysfs/attributes.h"
 #include "rdma/topology/pci_topology.h"
@@ -242,9 +243,8 @@ void RdmaSource::PollOnce() {
   SourceStatus status =
       snapshot.class_dir_present
           ? SourceStatus::Up()
-          : SourceStatus::Down(
-                "no RDMA devices: " + sysfs::ClassDir(config_.sysfs_root) + ": " +
-                std::strerror(snapshot.list_error));  // NOLINT(concurrency-mt-unsafe)
+          : SourceStatus::Down("no RDMA devices: " + sysfs::ClassDir(config_.sysfs_root) + ": " +
+                               platform::ErrnoText(snapshot.list_error).c_str());
   Publish(std::move(text), std::move(status));
 }
 

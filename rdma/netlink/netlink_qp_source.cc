@@ -19,6 +19,8 @@
 #include <optional>
 #include <vector>
 
+#include "platform/errno_text.h"
+#include "platform/fd_io.h"
 #include "rdma/netlink/nldev_parser.h"
 
 namespace ncclscope::rdma::netlink {
@@ -38,11 +40,6 @@ using Socket = std::unique_ptr<nl_sock, SocketDeleter>;
 struct MessageDeleter {
   void operator()(nl_msg* msg) const { nlmsg_free(msg); }
 };
-
-std::string ErrnoText(int error) {
-  char text[128];
-  return strerror_r(error, text, sizeof(text));
-}
 
 struct Exchange {
   bool ok = false;
@@ -80,7 +77,7 @@ Exchange RunDump(nl_sock* sock, std::uint32_t command, std::optional<std::uint32
     reader.Feed(owned.get(), static_cast<std::size_t>(received), on_message, stats);
   }
   if (reader.state() == DumpReader::State::kFailed) {
-    return {false, false, ErrnoText(reader.error())};
+    return {false, false, platform::ErrnoText(reader.error()).c_str()};
   }
   return {true, false, ""};
 }
@@ -151,7 +148,7 @@ QpDump FileQpSource::Dump() {
   QpDump dump;
   const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
-    dump.error = "cannot open " + path_ + ": " + ErrnoText(errno);
+    dump.error = "cannot open " + path_ + ": " + platform::ErrnoText(errno).c_str();
     return dump;
   }
   // 4-byte aligned storage, as netlink messages are laid out.
@@ -161,16 +158,16 @@ QpDump FileQpSource::Dump() {
   int read_errno = 0;
   while (size < kMaxFileBytes) {
     words.resize((size + kChunk) / sizeof(std::uint32_t) + 1);
-    const ssize_t n = ::read(fd, reinterpret_cast<unsigned char*>(words.data()) + size,
-                             std::min(kChunk, kMaxFileBytes - size));
-    if (n < 0 && errno == EINTR) continue;
+    const ssize_t n =
+        platform::ReadRetrying(fd, reinterpret_cast<unsigned char*>(words.data()) + size,
+                               std::min(kChunk, kMaxFileBytes - size));
     if (n < 0) read_errno = errno;
     if (n <= 0) break;
     size += static_cast<std::size_t>(n);
   }
   ::close(fd);
   if (read_errno != 0) {
-    dump.error = "cannot read " + path_ + ": " + ErrnoText(read_errno);
+    dump.error = "cannot read " + path_ + ": " + platform::ErrnoText(read_errno).c_str();
     return dump;
   }
   return ParseRecordedQpDump(words.data(), size);

@@ -12,6 +12,8 @@
 #include <cstring>
 #include <memory>
 
+#include "platform/fd_io.h"
+
 namespace ncclscope::rdma::sysfs {
 namespace {
 
@@ -24,11 +26,8 @@ constexpr int kOpenFlags = O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY;
 
 // Reads up to a page from `fd` at offset 0 (pread), or with read() for non-seekable files.
 ssize_t ReadPage(int fd, char* buffer, std::size_t size, bool seekable) {
-  ssize_t n = 0;
-  do {
-    n = seekable ? pread(fd, buffer, size, 0) : read(fd, buffer, size);
-  } while (n < 0 && errno == EINTR);
-  return n;
+  return seekable ? platform::PreadRetrying(fd, buffer, size, 0)
+                  : platform::ReadRetrying(fd, buffer, size);
 }
 
 std::size_t SoftOpenFileLimit() {
@@ -151,37 +150,6 @@ int PosixFileReader::ReadLink(const std::string& path, std::string* target) {
 bool PosixFileReader::Exists(const std::string& path) {
   struct stat st {};
   return stat(path.c_str(), &st) == 0;
-}
-
-std::string ErrnoName(int error) {
-  switch (error) {
-    case 0:
-      return "ok";
-    case ENOENT:
-      return "enoent";
-    case EPERM:
-      return "eperm";
-    case EACCES:
-      return "eacces";
-    case EINVAL:
-      return "einval";
-    case EOPNOTSUPP:
-      return "eopnotsupp";
-    case EISDIR:
-      return "eisdir";
-    case EIO:
-      return "eio";
-    case ENODEV:
-      return "enodev";
-    case EAGAIN:
-      return "eagain";
-    case ENXIO:
-      return "enxio";
-    case EBUSY:
-      return "ebusy";
-    default:
-      return "errno_" + std::to_string(error);
-  }
 }
 
 }  // namespace ncclscope::rdma::sysfs

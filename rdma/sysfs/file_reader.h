@@ -88,7 +88,4 @@ class PosixFileReader : public FileReader {
 // kept-open counter files fit next to everything else; returns the soft limit in force.
 std::size_t RaiseOpenFileLimit();
 
-// Short name of an errno for labels and logs: "einval", "enoent", "eperm", ...
-std::string ErrnoName(int error);
-
 }  // namespace ncclscope::rdma::sysfs

@@ -2,6 +2,8 @@
 
 #include <cerrno>
 
+#include "platform/errno_text.h"
+
 namespace ncclscope::rdma::sysfs {
 namespace {
 
@@ -31,7 +33,7 @@ PortReader::FileResult PortReader::ReadOne(FileReader& reader, const PortLayout&
   *error = 0;
   if (!remembered_.empty()) {
     if (auto it = remembered_.find(key); it != remembered_.end()) {
-      ++out->unreadable[ErrnoName(it->second)];
+      ++out->unreadable[platform::ErrnoName(it->second)];
       return FileResult::kAbsent;
     }
   }
@@ -42,7 +44,7 @@ PortReader::FileResult PortReader::ReadOne(FileReader& reader, const PortLayout&
   if ((result == ENOENT || result == ENODEV) && !reader.Exists(layout.path)) {
     return FileResult::kVanished;
   }
-  ++out->unreadable[ErrnoName(result)];
+  ++out->unreadable[platform::ErrnoName(result)];
   if (IsLastingError(result)) {
     remembered_.emplace(key, result);
   } else {

@@ -31,7 +31,7 @@ struct PortReading {
   std::optional<Rate> rate;
   // One entry per PortLayout::files; nullopt when the file gave no value this poll.
   std::vector<std::optional<std::uint64_t>> values;
-  // Files not read this poll by reason: "einval", "enoent", ..., "no_pma", "restricted".
+  // Files not read this poll by reason: "EINVAL", "ENOENT", ..., "no_pma", "restricted".
   std::map<std::string, std::uint32_t> unreadable;
   bool restricted = false;  // counters/ found restricted (every PMA read fails)
 };

@@ -141,7 +141,7 @@ TEST(FabricAgentTest, FabricMetricsThroughTheAgentBinary) {
   EXPECT_EQ(
       SampleValue(
           body,
-          R"(ncclscope_infiniband_port_unreadable_files{device="mlx5_0",port="1",reason="eisdir"})"),
+          R"(ncclscope_infiniband_port_unreadable_files{device="mlx5_0",port="1",reason="EISDIR"})"),
       1);
   EXPECT_EQ(
       SampleValue(

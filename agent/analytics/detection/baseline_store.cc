@@ -13,7 +13,8 @@
 #include <vector>
 
 #include "agent/analytics/size_bucket.h"
-#include "agent/ebpf/proc/errno_text.h"
+#include "platform/errno_text.h"
+#include "platform/fd_io.h"
 #include "plugin/ring/ncclscope_ring.h"
 
 namespace ncclscope::analytics::detection {
@@ -80,8 +81,7 @@ bool ReadBounded(const std::string& path, std::size_t limit, std::string* text, 
   text->clear();
   char buffer[65536];
   for (;;) {
-    const ssize_t n = ::read(fd, buffer, sizeof(buffer));
-    if (n < 0 && errno == EINTR) continue;
+    const ssize_t n = platform::ReadRetrying(fd, buffer, sizeof(buffer));
     if (n < 0) {
       *error = errno;
       ::close(fd);
@@ -160,7 +160,7 @@ BaselineStore::LoadStatus BaselineStore::Load(const std::string& path, std::int6
   const std::size_t limit = max_keys_ * kMaxLineBytes + 4096;
   if (!ReadBounded(path, limit, &text, &err)) {
     if (err == ENOENT) return LoadStatus::kMissing;
-    *error = path + ": " + ebpf::ErrnoText(err);
+    *error = path + ": " + platform::ErrnoText(err).c_str();
     return LoadStatus::kUnreadable;
   }
   if (text.size() > limit) {
@@ -273,28 +273,22 @@ bool BaselineStore::Save(const std::string& path, std::string* error) const {
   const std::string tmp = path + ".tmp";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (fd < 0) {
-    *error = tmp + ": " + ebpf::ErrnoText(errno);
+    *error = tmp + ": " + platform::ErrnoText(errno).c_str();
     return false;
   }
-  std::size_t written = 0;
-  while (written < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + written, text.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      *error = tmp + ": " + ebpf::ErrnoText(errno);
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return false;
-    }
-    written += static_cast<std::size_t>(n);
+  if (!platform::WriteAll(fd, text.data(), text.size())) {
+    *error = tmp + ": " + platform::ErrnoText(errno).c_str();
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return false;
   }
   if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    *error = tmp + ": " + ebpf::ErrnoText(errno);
+    *error = tmp + ": " + platform::ErrnoText(errno).c_str();
     ::unlink(tmp.c_str());
     return false;
   }
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    *error = path + ": " + ebpf::ErrnoText(errno);
+    *error = path + ": " + platform::ErrnoText(errno).c_str();
     ::unlink(tmp.c_str());
     return false;
   }

@@ -11,7 +11,7 @@
 #include "agent/analytics/op_series.h"
 #include "agent/analytics/size_bucket.h"
 #include "agent/core/log.h"
-#include "agent/ebpf/proc/errno_text.h"
+#include "platform/errno_text.h"
 
 namespace ncclscope::analytics::detection {
 namespace {
@@ -58,8 +58,8 @@ void LatencyBaselines::Configure(const std::string& state_dir, std::size_t max_k
   if (::mkdir(state_dir_.c_str(), 0755) != 0 && errno != EEXIST) {
     ++load_errors_[kUnreadable];
     NCCLSCOPE_LOG(kWarn, "detection")
-        << "cannot create detection.state_dir " << state_dir_ << ": " << ebpf::ErrnoText(errno)
-        << "; latency baselines are kept in memory only";
+        << "cannot create detection.state_dir " << state_dir_ << ": "
+        << platform::ErrnoText(errno).c_str() << "; latency baselines are kept in memory only";
     return;
   }
   std::string error;

@@ -8,7 +8,7 @@
 
 #include "agent/ebpf/attach/attached_probe.h"
 #include "agent/ebpf/elf/elf_symbols.h"
-#include "agent/ebpf/proc/errno_text.h"
+#include "platform/errno_text.h"
 
 namespace ncclscope::ebpf {
 namespace {
@@ -63,14 +63,14 @@ std::unique_ptr<AttachedFile> BpfAttacher::Attach(
     AttachedProbe ret(
         bpf_program__attach_uprobe_opts(return_, -1, path.c_str(), r.symbol->offset, &return_opts));
     if (!ret.valid()) {
-      attach_error = std::string(f->name) + " (return): " + ErrnoText(errno);
+      attach_error = std::string(f->name) + " (return): " + platform::ErrnoText(errno).c_str();
       continue;
     }
     bpf_uprobe_opts entry_opts = UprobeOpts(f->op, /*retprobe=*/false);
     AttachedProbe entry(
         bpf_program__attach_uprobe_opts(entry_, -1, path.c_str(), r.symbol->offset, &entry_opts));
     if (!entry.valid()) {
-      attach_error = std::string(f->name) + ": " + ErrnoText(errno);
+      attach_error = std::string(f->name) + ": " + platform::ErrnoText(errno).c_str();
       continue;
     }
     // Destroyed in this order too: entry before return.

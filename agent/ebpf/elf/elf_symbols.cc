@@ -9,7 +9,8 @@
 #include <cstring>
 #include <set>
 
-#include "agent/ebpf/proc/errno_text.h"
+#include "platform/errno_text.h"
+#include "platform/fd_io.h"
 
 namespace ncclscope::ebpf::elf {
 namespace {
@@ -21,19 +22,6 @@ constexpr std::uint16_t kMachine = EM_AARCH64;
 #else
 #error "unsupported architecture"
 #endif
-
-// Reads exactly `size` bytes at `offset`, or fails.
-bool ReadAt(int fd, std::uint64_t offset, void* out, std::size_t size) {
-  auto* bytes = static_cast<char*>(out);
-  std::size_t done = 0;
-  while (done < size) {
-    const ssize_t n = pread(fd, bytes + done, size - done, static_cast<off_t>(offset + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    done += static_cast<std::size_t>(n);
-  }
-  return true;
-}
 
 // offset + size lies within a file of `file_size` bytes, without overflow.
 bool Within(std::uint64_t offset, std::uint64_t size, std::uint64_t file_size) {
@@ -83,7 +71,7 @@ struct SymbolFile::Impl {
       return false;
     }
     out->resize(s.sh_size);
-    if (!ReadAt(fd, s.sh_offset, out->data(), out->size())) {
+    if (!platform::PreadExactly(fd, out->data(), out->size(), s.sh_offset)) {
       *error = "cannot read string table";
       return false;
     }
@@ -109,10 +97,11 @@ struct SymbolFile::Impl {
     const std::uint64_t end = s.sh_offset + s.sh_size;
     for (std::uint32_t n = 0; n < limits.max_version_definitions; ++n) {
       Elf64_Verdef def{};
-      if (!Within(at, sizeof(def), end) || !ReadAt(fd, at, &def, sizeof(def))) break;
+      if (!Within(at, sizeof(def), end) || !platform::PreadExactly(fd, &def, sizeof(def), at))
+        break;
       Elf64_Verdaux aux{};
       if (def.vd_cnt > 0 && Within(at + def.vd_aux, sizeof(aux), end) &&
-          ReadAt(fd, at + def.vd_aux, &aux, sizeof(aux))) {
+          platform::PreadExactly(fd, &aux, sizeof(aux), at + def.vd_aux)) {
         if (auto name = StringAt(dynstr, aux.vda_name)) {
           names[static_cast<std::uint16_t>(def.vd_ndx & 0x7fff)] = std::string(*name);
         }
@@ -142,8 +131,8 @@ struct SymbolFile::Impl {
     for (std::uint64_t first = 0; first < table.count; first += kChunk) {
       const std::uint64_t n = std::min(kChunk, table.count - first);
       chunk.resize(n);
-      if (!ReadAt(fd, table.offset + first * sizeof(Elf64_Sym), chunk.data(),
-                  n * sizeof(Elf64_Sym))) {
+      if (!platform::PreadExactly(fd, chunk.data(), n * sizeof(Elf64_Sym),
+                                  table.offset + first * sizeof(Elf64_Sym))) {
         *error = "cannot read symbol table";
         return false;
       }
@@ -169,7 +158,7 @@ std::unique_ptr<SymbolFile> SymbolFile::Open(int fd, std::string* error, Limits 
   impl->limits = limits;
   struct stat st {};
   if (fstat(fd, &st) != 0) {
-    *error = std::string("cannot stat: ") + ErrnoText(errno);
+    *error = std::string("cannot stat: ") + platform::ErrnoText(errno).c_str();
     return nullptr;
   }
   if (!S_ISREG(st.st_mode)) {
@@ -182,7 +171,7 @@ std::unique_ptr<SymbolFile> SymbolFile::Open(int fd, std::string* error, Limits 
     return nullptr;
   }
   Elf64_Ehdr eh{};
-  if (impl->file_size < sizeof(eh) || !ReadAt(fd, 0, &eh, sizeof(eh))) {
+  if (impl->file_size < sizeof(eh) || !platform::PreadExactly(fd, &eh, sizeof(eh), 0)) {
     *error = "too short for an ELF header";
     return nullptr;
   }
@@ -209,7 +198,8 @@ std::unique_ptr<SymbolFile> SymbolFile::Open(int fd, std::string* error, Limits 
     return nullptr;
   }
   impl->segments.resize(eh.e_phnum);
-  if (!ReadAt(fd, eh.e_phoff, impl->segments.data(), eh.e_phnum * sizeof(Elf64_Phdr))) {
+  if (!platform::PreadExactly(fd, impl->segments.data(), eh.e_phnum * sizeof(Elf64_Phdr),
+                              eh.e_phoff)) {
     *error = "cannot read program headers";
     return nullptr;
   }
@@ -221,7 +211,8 @@ std::unique_ptr<SymbolFile> SymbolFile::Open(int fd, std::string* error, Limits 
     return nullptr;
   }
   impl->sections.resize(eh.e_shnum);
-  if (!ReadAt(fd, eh.e_shoff, impl->sections.data(), eh.e_shnum * sizeof(Elf64_Shdr))) {
+  if (!platform::PreadExactly(fd, impl->sections.data(), eh.e_shnum * sizeof(Elf64_Shdr),
+                              eh.e_shoff)) {
     *error = "cannot read section headers";
     return nullptr;
   }
@@ -312,7 +303,8 @@ std::map<std::string, Resolution, std::less<>> SymbolFile::Resolve(
         const Elf64_Shdr& s = impl_->sections[*impl_->versym_section];
         if (s.sh_size == impl_->dynsym.count * sizeof(std::uint16_t)) {
           versym.resize(impl_->dynsym.count);
-          if (!ReadAt(impl_->fd, s.sh_offset, versym.data(), s.sh_size)) versym.clear();
+          if (!platform::PreadExactly(impl_->fd, versym.data(), s.sh_size, s.sh_offset))
+            versym.clear();
         }
       }
       const auto version_names = impl_->VersionNames(dynstr);

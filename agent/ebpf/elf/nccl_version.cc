@@ -9,7 +9,8 @@
 #include <cstring>
 #include <vector>
 
-#include "agent/ebpf/proc/errno_text.h"
+#include "platform/errno_text.h"
+#include "platform/fd_io.h"
 
 namespace ncclscope::ebpf::elf {
 namespace {
@@ -20,18 +21,6 @@ constexpr std::size_t kMaxDigits = 4;
 // after the patch that proves it ended. Chunks overlap by this much so no match is cut in two.
 constexpr std::size_t kMatchSpan = kPrefix.size() + 3 * kMaxDigits + 2 + 1;
 constexpr std::size_t kChunk = std::size_t{1} << 20;
-
-bool ReadAt(int fd, std::uint64_t offset, void* out, std::size_t size) {
-  auto* bytes = static_cast<char*>(out);
-  std::size_t done = 0;
-  while (done < size) {
-    const ssize_t n = pread(fd, bytes + done, size - done, static_cast<off_t>(offset + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    done += static_cast<std::size_t>(n);
-  }
-  return true;
-}
 
 bool Within(std::uint64_t offset, std::uint64_t size, std::uint64_t file_size) {
   return offset <= file_size && size <= file_size - offset;
@@ -73,7 +62,7 @@ struct Region {
 std::optional<std::vector<Region>> Regions(int fd, std::uint64_t file_size,
                                            const VersionLimits& limits, std::string* error) {
   Elf64_Ehdr eh{};
-  if (file_size < sizeof(eh) || !ReadAt(fd, 0, &eh, sizeof(eh))) {
+  if (file_size < sizeof(eh) || !platform::PreadExactly(fd, &eh, sizeof(eh), 0)) {
     *error = "too short for an ELF header";
     return std::nullopt;
   }
@@ -94,7 +83,8 @@ std::optional<std::vector<Region>> Regions(int fd, std::uint64_t file_size,
       return std::nullopt;
     }
     std::vector<Elf64_Shdr> sections(eh.e_shnum);
-    if (!ReadAt(fd, eh.e_shoff, sections.data(), sections.size() * sizeof(Elf64_Shdr))) {
+    if (!platform::PreadExactly(fd, sections.data(), sections.size() * sizeof(Elf64_Shdr),
+                                eh.e_shoff)) {
       *error = "cannot read section headers";
       return std::nullopt;
     }
@@ -105,7 +95,7 @@ std::optional<std::vector<Region>> Regions(int fd, std::uint64_t file_size,
       return std::nullopt;
     }
     std::string names(names_section.sh_size, '\0');
-    if (!ReadAt(fd, names_section.sh_offset, names.data(), names.size())) {
+    if (!platform::PreadExactly(fd, names.data(), names.size(), names_section.sh_offset)) {
       *error = "cannot read section names";
       return std::nullopt;
     }
@@ -129,7 +119,8 @@ std::optional<std::vector<Region>> Regions(int fd, std::uint64_t file_size,
     return std::nullopt;
   }
   std::vector<Elf64_Phdr> segments(eh.e_phnum);
-  if (!ReadAt(fd, eh.e_phoff, segments.data(), segments.size() * sizeof(Elf64_Phdr))) {
+  if (!platform::PreadExactly(fd, segments.data(), segments.size() * sizeof(Elf64_Phdr),
+                              eh.e_phoff)) {
     *error = "cannot read program headers";
     return std::nullopt;
   }
@@ -163,7 +154,7 @@ std::optional<NcclVersion> FindNcclVersion(std::string_view bytes) {
 std::optional<NcclVersion> ReadNcclVersion(int fd, std::string* error, VersionLimits limits) {
   struct stat st {};
   if (fstat(fd, &st) != 0) {
-    *error = std::string("cannot stat: ") + ErrnoText(errno);
+    *error = std::string("cannot stat: ") + platform::ErrnoText(errno).c_str();
     return std::nullopt;
   }
   if (!S_ISREG(st.st_mode)) {
@@ -192,7 +183,7 @@ std::optional<NcclVersion> ReadNcclVersion(int fd, std::string* error, VersionLi
       }
       budget -= own;
       buffer.resize(read);
-      if (!ReadAt(fd, region.offset + done, buffer.data(), buffer.size())) {
+      if (!platform::PreadExactly(fd, buffer.data(), buffer.size(), region.offset + done)) {
         *error = "cannot read the file";
         return std::nullopt;
       }

@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <charconv>
 
+#include "platform/fd_io.h"
+
 namespace ncclscope::ebpf::proc {
 namespace {
 
@@ -104,8 +106,7 @@ std::optional<std::string> ReadProcFile(const std::string& path, std::size_t lim
   std::string out;
   char buffer[16384];
   while (out.size() < limit) {
-    const ssize_t n = read(fd, buffer, sizeof(buffer));
-    if (n < 0 && errno == EINTR) continue;
+    const ssize_t n = platform::ReadRetrying(fd, buffer, sizeof(buffer));
     if (n < 0) {
       close(fd);
       return std::nullopt;

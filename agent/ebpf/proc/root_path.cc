@@ -11,7 +11,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "agent/ebpf/proc/errno_text.h"
+#include "platform/errno_text.h"
 
 namespace ncclscope::ebpf::proc {
 namespace {
@@ -19,7 +19,7 @@ namespace {
 OpenedFile CheckRegular(UniqueFd fd, std::string* error) {
   OpenedFile out;
   if (fstat(fd.get(), &out.st) != 0) {
-    *error = std::string("cannot stat: ") + ErrnoText(errno);
+    *error = std::string("cannot stat: ") + platform::ErrnoText(errno).c_str();
     return out;
   }
   if (!S_ISREG(out.st.st_mode)) {
@@ -39,7 +39,7 @@ OpenedFile OpenInRoot(const std::string& root, const std::string& path, std::str
   }
   const UniqueFd root_fd(open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!root_fd.valid()) {
-    *error = "cannot open root " + root + ": " + ErrnoText(errno);
+    *error = "cannot open root " + root + ": " + platform::ErrnoText(errno).c_str();
     return {};
   }
   open_how how{};
@@ -47,7 +47,7 @@ OpenedFile OpenInRoot(const std::string& root, const std::string& path, std::str
   how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
   const long fd = syscall(SYS_openat2, root_fd.get(), path.c_str(), &how, sizeof(how));
   if (fd < 0) {
-    *error = std::string("cannot open in root: ") + ErrnoText(errno);
+    *error = std::string("cannot open in root: ") + platform::ErrnoText(errno).c_str();
     return {};
   }
   return CheckRegular(UniqueFd(static_cast<int>(fd)), error);
@@ -60,7 +60,7 @@ OpenedFile OpenMappedFile(const std::string& proc_root, pid_t pid, std::uint64_t
   const std::string path = proc_root + "/" + std::to_string(pid) + name;
   UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
   if (!fd.valid()) {
-    *error = "cannot open " + path + ": " + ErrnoText(errno);
+    *error = "cannot open " + path + ": " + platform::ErrnoText(errno).c_str();
     return {};
   }
   return CheckRegular(std::move(fd), error);

@@ -313,7 +313,7 @@ TEST(RdmaSourceTest, RestrictedAndExcludedDevicesAndVerbsFallback) {
   EXPECT_EQ(
       Sample(
           text,
-          R"(ncclscope_infiniband_port_unreadable_files{device="mlx5_4",port="1",reason="einval"})"),
+          R"(ncclscope_infiniband_port_unreadable_files{device="mlx5_4",port="1",reason="EINVAL"})"),
       2);
   text = f.Poll();
   EXPECT_EQ(Sample(text, R"(ncclscope_infiniband_port_restricted{device="mlx5_4",port="1"})"), 1);

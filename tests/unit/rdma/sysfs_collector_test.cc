@@ -136,7 +136,7 @@ TEST(SysfsCollectorTest, RestrictedPortCostsTwoReadsThenIsSkipped) {
   const PortReading* lpf_port = Reading(first, "mlx5_4", 1);
   ASSERT_NE(lpf_port, nullptr);
   EXPECT_TRUE(lpf_port->restricted);
-  EXPECT_EQ(lpf_port->unreadable.at("einval"), 2u);
+  EXPECT_EQ(lpf_port->unreadable.at("EINVAL"), 2u);
   EXPECT_EQ(lpf_port->unreadable.at("restricted"), SysfsTree::Mlx5PmaCounters().size() - 2);
   // The port's state still reads; the other device is untouched by the failure.
   ASSERT_TRUE(lpf_port->state);
@@ -162,16 +162,16 @@ TEST(SysfsCollectorTest, OneFailingFileFailsAloneAndIsRemembered) {
   EXPECT_FALSE(port->restricted);
   EXPECT_FALSE(Value(first, "mlx5_0", 1, "counters/symbol_error"));
   EXPECT_EQ(Value(first, "mlx5_0", 1, "counters/link_downed"), 0u);
-  EXPECT_EQ(port->unreadable.at("einval"), 1u);
-  EXPECT_EQ(port->unreadable.at("eopnotsupp"), 1u);
-  EXPECT_EQ(port->unreadable.at("eio"), 1u);
+  EXPECT_EQ(port->unreadable.at("EINVAL"), 1u);
+  EXPECT_EQ(port->unreadable.at("EOPNOTSUPP"), 1u);
+  EXPECT_EQ(port->unreadable.at("EIO"), 1u);
   EXPECT_EQ(first.problems.read_errors, 1u);
 
   const Snapshot second = collector.Poll(kT0 + std::chrono::seconds(10));
   EXPECT_EQ(reader.ReadsOf("counters/symbol_error"), 1u);
   EXPECT_EQ(reader.ReadsOf("counters/VL15_dropped"), 1u);
   EXPECT_EQ(reader.ReadsOf("counters/port_rcv_errors"), 2u);
-  EXPECT_EQ(Reading(second, "mlx5_0", 1)->unreadable.at("einval"), 1u);  // still reported
+  EXPECT_EQ(Reading(second, "mlx5_0", 1)->unreadable.at("EINVAL"), 1u);  // still reported
 
   // A config reload forgets what was remembered: the files are tried again.
   reader.ClearFaults();
@@ -332,7 +332,7 @@ TEST(SysfsCollectorTest, HostileFilesAreBounded) {
   ASSERT_NE(port, nullptr);
   EXPECT_FALSE(Value(snapshot, "mlx5_0", 1, "counters/symbol_error"));
   EXPECT_FALSE(Value(snapshot, "mlx5_0", 1, "counters/link_downed"));
-  EXPECT_EQ(port->unreadable.at("eisdir"), 1u);
+  EXPECT_EQ(port->unreadable.at("EISDIR"), 1u);
   EXPECT_EQ(port->unreadable.at("malformed"), 2u);  // empty FIFO and the oversized number
   EXPECT_EQ(Value(snapshot, "mlx5_0", 1, "counters/port_xmit_data"), 2880761508848u);
 }
