@@ -98,7 +98,7 @@ class ProfilerSource : public Source {
   mutable std::uint64_t render_generation_ = 0;
 
   mutable std::mutex snapshot_mutex_;
-  DirectorySnapshot snapshot_;
+  DirectoryTotals snapshot_;
   PassPacer::Duration published_wait_{};  // the reader's wait after its last pass
   // The analytics' text for scrapes that find a pass running (see kRenderInterval): the newest
   // rendering, whether the reader thread or a scrape made it. Never replaced by an older one, so

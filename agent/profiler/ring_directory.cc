@@ -311,7 +311,7 @@ namespace {
 
 // One live ring's governor state into the node's summary, if it makes sense (the ring is
 // untrusted: a state out of range is ignored).
-void AbsorbGovernor(const ncclscope_governor_state& g, DirectorySnapshot::Governor& out) {
+void AbsorbGovernor(const ncclscope_governor_state& g, DirectoryTotals::Governor& out) {
   if (g.level == NCCLSCOPE_GOVERNOR_NCCL_OVERRIDE && g.sample_every != 0) {
     ++out.nccl_override;  // its mask is NCCL's: the duty cycles and the load say nothing
     return;
@@ -335,43 +335,37 @@ void AbsorbGovernor(const ncclscope_governor_state& g, DirectorySnapshot::Govern
 }  // namespace
 
 bool RingDirectory::Poll(RecordSink& sink) {
-  DirectorySnapshot& s = snapshot_;
   const int dirfd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dirfd >= 0) {
     if (ListingNeeded(dirfd)) Discover(dirfd);
     KeepControlsFile(dirfd);
     ::close(dirfd);
   }
-  bool more = false;
+  BeginPass();
+  // First which rings are alive, and the live rings' communicator tables, before any record is
+  // drained: the sink learns every communicator a live ring lists (its size, its local ranks)
+  // before the pass's records, so a record waits for its communicator (NcclAnalytics' held
+  // records) only when the communicator appeared between the table read and the drain.
+  LiveTables live;
+  const std::vector<Verdict> verdicts = DecideLiveness(&live);
+  ShareSlots(live);
+  sink.OnCommTables(snapshot_.comms);
+  return DrainAndRetire(verdicts, sink);
+}
+
+void RingDirectory::BeginPass() {
+  DirectorySnapshot& s = snapshot_;
   s.rings_live = s.rings_closed = 0;
   s.fullest_lane_permille = 0;
   s.comms.clear();
   s.ring_ids.clear();
   s.mapped_bytes = 0;
   s.governor = {};
-  std::array<std::uint64_t, NCCLSCOPE_COUNTER_MAX> live_counters{};
-  std::uint64_t live_dropped = 0;
+}
 
-  auto absorb = [&](const DrainStats& stats) {
-    for (std::size_t i = 0; i < stats.by_type.size(); ++i) s.records[i] += stats.by_type[i];
-    for (std::size_t i = 0; i < stats.corrupt.size(); ++i) s.corrupt[i] += stats.corrupt[i];
-    s.lane_resyncs += stats.lane_resyncs;
-    s.fullest_lane_permille = std::max(s.fullest_lane_permille, stats.fullest_lane_permille);
-  };
-
-  // First which rings are alive, and the live rings' communicator tables, before any record is
-  // drained: the sink learns every communicator a live ring lists (its size, its local ranks)
-  // before the pass's records, so a record waits for its communicator (NcclAnalytics' held
-  // records) only when the communicator appeared between the table read and the drain.
-  struct Verdict {
-    std::map<std::string, Tracked>::iterator ring;
-    bool alive;
-  };
+std::vector<RingDirectory::Verdict> RingDirectory::DecideLiveness(LiveTables* live) {
   std::vector<Verdict> verdicts;
   verdicts.reserve(rings_.size());
-  std::vector<std::vector<CommSlotSnapshot>> tables;
-  std::vector<const RingFile*> table_rings;
-  std::size_t live_slots = 0;
   for (auto it = rings_.begin(); it != rings_.end(); ++it) {
     RingFile& file = *it->second.file;
     // Decide liveness before draining: records written before the owner died are all in the
@@ -383,27 +377,31 @@ bool RingDirectory::Poll(RecordSink& sink) {
     verdicts.push_back({it, alive});
     if (!alive) continue;
     std::vector<CommSlotSnapshot> table = file.ReadCommTable();
-    s.limited[static_cast<std::size_t>(DirectoryLimit::kSlotsPerRing)] += file.slots_over_limit();
-    table.erase(std::remove_if(
-                    table.begin(), table.end(),
-                    [](const CommSlotSnapshot& slot) { return slot.state != NCCLSCOPE_COMM_LIVE; }),
-                table.end());
+    snapshot_.limited[static_cast<std::size_t>(DirectoryLimit::kSlotsPerRing)] +=
+        file.slots_over_limit();
+    std::erase_if(table,
+                  [](const CommSlotSnapshot& slot) { return slot.state != NCCLSCOPE_COMM_LIVE; });
     if (!table.empty()) {
-      live_slots += table.size();
-      tables.push_back(std::move(table));
-      table_rings.push_back(&file);
+      live->slots += table.size();
+      live->tables.push_back(std::move(table));
+      live->rings.push_back(&file);
     }
   }
+  return verdicts;
+}
+
+void RingDirectory::ShareSlots(LiveTables& live) {
+  DirectorySnapshot& s = snapshot_;
   // Over the total, every ring keeps an equal share: many rings cannot crowd out one.
   std::size_t share = SIZE_MAX;
-  if (live_slots > limits_.max_live_slots && !tables.empty()) {
-    share = std::max<std::size_t>(1, limits_.max_live_slots / tables.size());
+  if (live.slots > limits_.max_live_slots && !live.tables.empty()) {
+    share = std::max<std::size_t>(1, limits_.max_live_slots / live.tables.size());
   }
-  s.comms.reserve(std::min<std::size_t>(live_slots, limits_.max_live_slots));
-  for (std::size_t r = 0; r < tables.size(); ++r) {
-    const RingOrigin& origin = table_rings[r]->origin();
+  s.comms.reserve(std::min<std::size_t>(live.slots, limits_.max_live_slots));
+  for (std::size_t r = 0; r < live.tables.size(); ++r) {
+    const RingOrigin& origin = live.rings[r]->origin();
     std::size_t taken = 0;
-    for (CommSlotSnapshot& slot : tables[r]) {
+    for (CommSlotSnapshot& slot : live.tables[r]) {
       if (taken == share || s.comms.size() >= limits_.max_live_slots) {
         ++s.limited[static_cast<std::size_t>(DirectoryLimit::kSlotsTotal)];
         continue;
@@ -412,26 +410,20 @@ bool RingDirectory::Poll(RecordSink& sink) {
       ++taken;
     }
   }
-  sink.OnCommTables(s.comms);
+}
 
+bool RingDirectory::DrainAndRetire(const std::vector<Verdict>& verdicts, RecordSink& sink) {
+  DirectorySnapshot& s = snapshot_;
+  bool more = false;
+  std::array<std::uint64_t, NCCLSCOPE_COUNTER_MAX> live_counters{};
+  std::uint64_t live_dropped = 0;
   for (const Verdict& verdict : verdicts) {
     Tracked& ring = verdict.ring->second;
     RingFile& file = *ring.file;
     if (controls_ && ring.controls_seq_written != controls_version_ && file.writable()) {
       if (file.WriteControls(*controls_)) ring.controls_seq_written = controls_version_;
     }
-    if (verdict.alive) {
-      const DrainStats stats = file.Drain(sink);
-      absorb(stats);
-      more = more || stats.more;
-      ring.delivered_last_pass = stats.records > 0;
-    } else {
-      for (std::uint32_t round = 0; round < kDrainRoundsForExited; ++round) {
-        const DrainStats stats = file.Drain(sink);
-        absorb(stats);
-        if (!stats.more) break;
-      }
-    }
+    more = Drain(ring, verdict.alive, sink) || more;
     // The exact counts, after the records (which introduce the communicators), and for a ring
     // whose process is gone once more before it is reclaimed: its last totals.
     for (const OpCounts& counts : file.ReadCounts()) sink.OnOpCounts(file.origin(), counts);
@@ -476,6 +468,29 @@ bool RingDirectory::Poll(RecordSink& sink) {
   s.dropped_ring_full = SaturatingAdd(retired_dropped_, live_dropped);
   s.rejected_remembered = static_cast<std::uint32_t>(rejected_.size());
   return more;
+}
+
+bool RingDirectory::Drain(Tracked& ring, bool alive, RecordSink& sink) {
+  DirectorySnapshot& s = snapshot_;
+  const auto absorb = [&s](const DrainStats& stats) {
+    for (std::size_t i = 0; i < stats.by_type.size(); ++i) s.records[i] += stats.by_type[i];
+    for (std::size_t i = 0; i < stats.corrupt.size(); ++i) s.corrupt[i] += stats.corrupt[i];
+    s.lane_resyncs += stats.lane_resyncs;
+    s.fullest_lane_permille = std::max(s.fullest_lane_permille, stats.fullest_lane_permille);
+  };
+  if (alive) {
+    const DrainStats stats = ring.file->Drain(sink);
+    absorb(stats);
+    ring.delivered_last_pass = stats.records > 0;
+    return stats.more;
+  }
+  // Its owner is gone: everything it wrote is in the ring; drain it to the end (bounded).
+  for (std::uint32_t round = 0; round < kDrainRoundsForExited; ++round) {
+    const DrainStats stats = ring.file->Drain(sink);
+    absorb(stats);
+    if (!stats.more) break;
+  }
+  return false;
 }
 
 bool WriteControlsFile(const std::string& dir, const std::string& content, std::string* error,

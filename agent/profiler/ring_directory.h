@@ -55,17 +55,18 @@ enum class DirectoryLimit {
 };
 const char* DirectoryLimitName(DirectoryLimit limit);
 
-struct DirectorySnapshot {
+// What a scrape shows of the directory: gauges of the last pass and counters since the agent
+// started. The scrape side copies it whole (a field-by-field copy once left the governor's
+// families out of every scrape), so every field added here reaches /metrics' renderer.
+struct DirectoryTotals {
   std::uint32_t rings_live = 0;    // owner alive, still recording
   std::uint32_t rings_closed = 0;  // owner alive, every communicator finalized
   std::uint64_t rings_reclaimed = 0;
   std::map<std::string, std::uint64_t> rings_rejected;  // by reason
   std::uint64_t ring_faults = 0;  // rings dropped because their file broke under us
-  std::uint64_t listings = 0;     // passes that listed the directory (not rendered: for tests)
   std::array<std::uint64_t, NCCLSCOPE_REC_TYPE_MAX + 1> records{};
   std::array<std::uint64_t, static_cast<std::size_t>(CorruptReason::kCount)> corrupt{};
   std::uint64_t lane_resyncs = 0;
-  std::uint32_t fullest_lane_permille = 0;  // of the last pass (DrainStats), paces the next
   // Plugin-side counters and ring-full drops: current rings plus every reclaimed one (saturating).
   std::array<std::uint64_t, NCCLSCOPE_COUNTER_MAX> plugin_counters{};
   std::uint64_t dropped_ring_full = 0;
@@ -74,8 +75,6 @@ struct DirectorySnapshot {
   std::uint32_t rejected_remembered = 0;    // names remembered as rejected
   std::uint64_t controls_file_repairs = 0;  // ncclscope.controls rewritten after a change
   std::uint64_t controls_file_errors = 0;   // ncclscope.controls could not be written
-  std::vector<LiveComm> comms;              // LIVE slots of rings whose owner is alive
-  std::vector<std::uint32_t> ring_ids;      // RingOrigin::ring_id of the rings held
   // The plugins' overhead governors (live rings that published a valid state).
   struct Governor {
     std::uint32_t rings = 0;                  // live rings with a governor state
@@ -87,6 +86,14 @@ struct DirectorySnapshot {
     std::uint64_t max_op_ns = 0;          // highest plugin time per timed op, last window
     std::uint32_t max_record_one_in = 1;  // largest 1-in-N recording in force
   } governor;
+};
+
+// A pass's result: the totals, and what the reader thread acts on before the next pass.
+struct DirectorySnapshot : DirectoryTotals {
+  std::uint64_t listings = 0;               // passes that listed the directory (for tests)
+  std::uint32_t fullest_lane_permille = 0;  // of the last pass (DrainStats), paces the next
+  std::vector<LiveComm> comms;              // LIVE slots of rings whose owner is alive
+  std::vector<std::uint32_t> ring_ids;      // RingOrigin::ring_id of the rings held
 };
 
 class RingDirectory {
@@ -119,6 +126,22 @@ class RingDirectory {
     // not checked this pass (a writer that died since is found in the first pass without records).
     bool delivered_last_pass = false;
   };
+
+  // Poll's steps, in order (the comments at their definitions say why in this order).
+  struct Verdict {
+    std::map<std::string, Tracked>::iterator ring;
+    bool alive;
+  };
+  struct LiveTables {  // the LIVE slots of each live ring that has any
+    std::vector<std::vector<CommSlotSnapshot>> tables;
+    std::vector<const RingFile*> rings;
+    std::size_t slots = 0;
+  };
+  void BeginPass();
+  std::vector<Verdict> DecideLiveness(LiveTables* live);
+  void ShareSlots(LiveTables& live);
+  bool DrainAndRetire(const std::vector<Verdict>& verdicts, RecordSink& sink);
+  bool Drain(Tracked& ring, bool alive, RecordSink& sink);  // true: more than one batch left
 
   // Whether the directory may have changed since it was last listed (listing it is 7 system
   // calls, most of a quiet pass's: docs/benchmarks.md, "NCCL analytics").
