@@ -26,7 +26,7 @@ void Family::Add(const Labels& labels, double value) {
 void Family::WriteTo(TextWriter& out) const {
   if (series_ == 0) return;
   out.Header(Def());
-  out.out() += samples_;
+  out.Rendered(samples_);
 }
 
 Family& FamilySet::Get(const MetricDef& def) {

@@ -33,7 +33,7 @@ void PolledSource::Collect(metrics::TextWriter& out) const {
     std::lock_guard<std::mutex> lock(publish_mutex_);
     published = published_;
   }
-  if (published) out.out() += *published;
+  if (published) out.Rendered(*published);
 }
 
 void PolledSource::Publish(std::string text, SourceStatus status) {

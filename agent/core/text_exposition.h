@@ -66,7 +66,9 @@ class TextWriter {
   void Histogram(const MetricDef& family, std::string_view labels, const HistogramBounds& bounds,
                  const std::uint64_t* counts, double sum);
 
-  std::string& out() { return out_; }
+  // Text an earlier TextWriter wrote (a Family's samples, a polled source's last poll, a cached
+  // rendering), appended as it is: rendering once and serving many scrapes stays on this path.
+  void Rendered(std::string_view text) { out_ += text; }
 
  private:
   void Start(std::string_view name, std::string_view suffix, std::string_view labels,

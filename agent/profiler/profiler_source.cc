@@ -442,7 +442,7 @@ void ProfilerSource::CollectAnalytics(metrics::TextWriter& out) const {
     std::shared_ptr<std::string> text = RenderAnalytics(capacity);
     const std::uint64_t generation = ++render_generation_;
     live.unlock();
-    out.out() += *text;
+    out.Rendered(*text);
     // Cached for the scrapes that find the next pass running: what this one showed.
     Publish(std::move(text), generation, records);
     std::lock_guard<std::mutex> lock(snapshot_mutex_);
@@ -455,7 +455,7 @@ void ProfilerSource::CollectAnalytics(metrics::TextWriter& out) const {
     text = rendered_;
     records_served_ = std::max(records_served_, records_rendered_);
   }
-  if (text) out.out() += *text;
+  if (text) out.Rendered(*text);
 }
 
 void ProfilerSource::Collect(metrics::TextWriter& writer) const {
