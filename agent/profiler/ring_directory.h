@@ -130,7 +130,7 @@ class RingDirectory {
   // Poll's steps, in order (the comments at their definitions say why in this order).
   struct Verdict {
     std::map<std::string, Tracked>::iterator ring;
-    bool alive;
+    bool alive = false;
   };
   struct LiveTables {  // the LIVE slots of each live ring that has any
     std::vector<std::vector<CommSlotSnapshot>> tables;
