@@ -31,6 +31,7 @@
 #include "tests/support/nldev_messages.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/wait_for.h"
 
 namespace ncclscope::testing {
 namespace {
@@ -228,15 +229,6 @@ std::string Info(int rank, int channel, const std::string& direction, const std:
   return std::string("ncclscope_nccl_channel_nic_info{") + kCommLabel + ",rank=\"" +
          std::to_string(rank) + "\",channel=\"" + std::to_string(channel) + "\",direction=\"" +
          direction + "\",device=\"" + device + "\",port=\"1\"}";
-}
-
-bool WaitFor(const std::function<bool()>& done, milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (done()) return true;
-    std::this_thread::sleep_for(milliseconds(50));
-  }
-  return done();
 }
 
 TEST(ChannelNicE2eTest, AgentNamesTheHcaPortOfEachChannelOfJobsInPods) {

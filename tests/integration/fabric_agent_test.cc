@@ -15,6 +15,7 @@
 #include "tests/support/fake_nvml.h"
 #include "tests/support/metrics_doc.h"
 #include "tests/support/sysfs_tree.h"
+#include "tests/support/wait_for.h"
 
 namespace ncclscope::testing {
 namespace {
@@ -26,12 +27,12 @@ using std::chrono::seconds;
 std::string ScrapeUntil(const AgentProcess& agent,
                         const std::function<bool(const std::string&)>& pred) {
   std::string body;
-  const auto deadline = std::chrono::steady_clock::now() + seconds(15);
-  while (std::chrono::steady_clock::now() < deadline) {
-    body = agent.Get("/metrics").body;
-    if (pred(body)) return body;
-    std::this_thread::sleep_for(milliseconds(50));
-  }
+  WaitFor(
+      [&] {
+        body = agent.Get("/metrics").body;
+        return pred(body);
+      },
+      seconds(15));
   return body;
 }
 

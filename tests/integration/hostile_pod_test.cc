@@ -19,23 +19,16 @@
 
 #include "plugin/ring/ring_writer.h"
 #include "tests/support/agent_process.h"
+#include "tests/support/op_record.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/wait_for.h"
 
 namespace ncclscope::testing {
 namespace {
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;
-
-bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (done()) return true;
-    std::this_thread::sleep_for(milliseconds(50));
-  }
-  return done();
-}
 
 // The eBPF source is off: not under test, and stopping it detaches the uprobes it attached to every
 // NCCL and verbs process on the machine (other tests' too), which can take longer than the

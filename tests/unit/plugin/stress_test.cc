@@ -24,8 +24,11 @@
 #include "agent/profiler/ring_directory.h"
 #include "agent/profiler/ring_file.h"
 #include "plugin/abi/nccl_profiler_abi.h"
+#include "tests/support/plugin_environment.h"
+#include "tests/support/plugin_harness.h"
 #include "tests/support/ring_records.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/wait_for.h"
 #include "tools/replay/nccl_replay.h"
 
 namespace ncclscope::testing {
@@ -372,19 +375,16 @@ TEST_P(PluginStressTest, WhatTheAgentReadsEqualsWhatWasDriven) {
     controls.kernel_duty_pm = 1000;
     ASSERT_TRUE(file->WriteControls(controls));
     // Taken by the plugin first: the int may have KernelCh under the controller's duty cycle too.
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     profiler::RingHeaderSnapshot header;
-    while (file->ReadHeader(&header) && header.applied_control_seq != header.control_seq &&
-           std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
+    WaitFor(
+        [&] {
+          return !file->ReadHeader(&header) || header.applied_control_seq == header.control_seq;
+        },
+        std::chrono::seconds(10), std::chrono::milliseconds(2));
     ASSERT_EQ(header.applied_control_seq, header.control_seq);
   }
-  const auto applied = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while ((ReplayProcess::MaskSnapshot() & abi::kKernelCh) == 0 &&
-         std::chrono::steady_clock::now() < applied) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  WaitFor([] { return (ReplayProcess::MaskSnapshot() & abi::kKernelCh) != 0; },
+          std::chrono::seconds(5), std::chrono::milliseconds(5));
   std::map<Key, Tally> driven;
   for (const auto& d : drivers) {
     for (const auto& [key, t] : d->driven()) {
@@ -409,12 +409,13 @@ TEST_P(PluginStressTest, WhatTheAgentReadsEqualsWhatWasDriven) {
   for (auto& p : proxies) p->Drain();
   reading.store(false);
   reader.join();
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (sink.seen != driven && std::chrono::steady_clock::now() < deadline) {
-    while (directory.Poll(sink)) {
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  WaitFor(
+      [&] {
+        while (directory.Poll(sink)) {
+        }
+        return sink.seen == driven;
+      },
+      std::chrono::seconds(20), std::chrono::milliseconds(20));
   for (auto& rank : comms) {
     for (auto& comm : rank) comm->Finalize();
   }
