@@ -51,18 +51,11 @@ using std::chrono::milliseconds;
 
 constexpr int kAllEvents = 0x7FFF;
 
-TempDir& RingDir() {
-  static TempDir dir;
-  return dir;
-}
 // Runs before main, with no other thread yet: ncclscope reads these at its first init.
-const bool kEnvironment = [] {                                // NOLINT(cert-err58-cpp)
-  setenv("NCCLSCOPE_RING_DIR", RingDir().path().c_str(), 1);  // NOLINT(concurrency-mt-unsafe)
-  setenv("NCCLSCOPE_PROXY_DUTY", "1", 1);                     // NOLINT(concurrency-mt-unsafe)
-  setenv("NCCLSCOPE_RING_SIZE", "64MiB", 1);                  // NOLINT(concurrency-mt-unsafe)
-  setenv("NCCLSCOPE_CHAIN", NCCLSCOPE_CHAINED_PROFILER, 1);   // NOLINT(concurrency-mt-unsafe)
-  // Flat out: the governor would sample less.
-  setenv("NCCLSCOPE_OVERHEAD_BUDGET", "0", 0);  // NOLINT(concurrency-mt-unsafe)
+const bool kEnvironment = [] {  // NOLINT(cert-err58-cpp)
+  SetPluginEnvironment(
+      PluginRingDir().path(),
+      {{"PROXY_DUTY", "1"}, {"RING_SIZE", "64MiB"}, {"CHAIN", NCCLSCOPE_CHAINED_PROFILER}});
   return true;
 }();
 
@@ -77,14 +70,14 @@ ChainedPlugin& Chained() {
 }
 
 RingRecords& Records() {
-  static RingRecords records(RingDir().path());
+  static RingRecords records(PluginRingDir().path());
   return records;
 }
 
 profiler::RingHeaderSnapshot Header() {
   profiler::RingHeaderSnapshot header;
   std::string reason;
-  const auto file = profiler::RingFile::Open(OnlyRing(RingDir().path()), &reason);
+  const auto file = profiler::RingFile::Open(OnlyRing(PluginRingDir().path()), &reason);
   if (file != nullptr) file->ReadHeader(&header);
   return header;
 }
@@ -404,7 +397,7 @@ TEST_P(ChainTest, NcclscopeHandlesOnlyTheEventsItAskedFor) {
   ReplayComm comm(process, id, "narrow", 2, 4, 1, &proxy);
   ASSERT_TRUE(comm.Init());
   std::string reason;
-  auto ring = profiler::RingFile::Open(OnlyRing(RingDir().path()), &reason);
+  auto ring = profiler::RingFile::Open(OnlyRing(PluginRingDir().path()), &reason);
   ASSERT_NE(ring, nullptr) << reason;
   const std::uint32_t ours = Header().effective_mask;
   ncclscope_controls controls{};
@@ -605,7 +598,7 @@ TEST_P(ChainTest, NeverStoppedProxyOpsNeverExhaustTheChain) {
   ReplayComm comm(process, id, "collnet", 2, 4, 1, nullptr);
   ASSERT_TRUE(comm.Init());
   std::string reason;
-  auto ring = profiler::RingFile::Open(OnlyRing(RingDir().path()), &reason);
+  auto ring = profiler::RingFile::Open(OnlyRing(PluginRingDir().path()), &reason);
   ASSERT_NE(ring, nullptr) << reason;
   const std::uint32_t ours = Header().effective_mask;
   ncclscope_controls controls{};

@@ -44,25 +44,19 @@ using replay::ProxyThread;
 using replay::ReplayComm;
 using replay::ReplayProcess;
 
-TempDir& RingDir() {
-  static TempDir dir;
-  return dir;
-}
 // Runs before main, with no other thread yet.
-const bool kEnvironment = [] {                                // NOLINT(cert-err58-cpp)
-  setenv("NCCLSCOPE_RING_DIR", RingDir().path().c_str(), 1);  // NOLINT(concurrency-mt-unsafe)
+const bool kEnvironment = [] {  // NOLINT(cert-err58-cpp)
   // More lanes than threads that write records (4 ranks x user, proxy and host-callback threads,
   // and the plugin's maintenance thread): with fewer, every lane can be held at once by threads
   // descheduled mid-write (TSan on 2 cores did it), and the plugin then drops the record rather
   // than wait (lane_busy, by design), which this exact count cannot allow. Per-lane room stays
   // as before (8 MiB).
-  setenv("NCCLSCOPE_RING_SIZE", "128MiB", 1);  // NOLINT(concurrency-mt-unsafe)
-  setenv("NCCLSCOPE_RING_LANES", "16", 1);     // NOLINT(concurrency-mt-unsafe)
   // Four ranks drive 100-200 k ops/s here, tens of times a real process: room for the ops that
   // legitimately wait a few maintenance passes (2.27's uncertain mask copies, CollNet).
-  setenv("NCCLSCOPE_MAX_OPS", "1048576", 1);  // NOLINT(concurrency-mt-unsafe)
-  // Flat out the overhead governor would sample less; a run may set a budget to stress it too.
-  setenv("NCCLSCOPE_OVERHEAD_BUDGET", "0", 0);  // NOLINT(concurrency-mt-unsafe)
+  // The overhead governor off (flat out it would sample less), unless a run sets a budget to
+  // stress it too.
+  SetPluginEnvironment(PluginRingDir().path(),
+                       {{"RING_SIZE", "128MiB"}, {"RING_LANES", "16"}, {"MAX_OPS", "1048576"}});
   return true;
 }();
 
@@ -304,13 +298,13 @@ TEST_P(PluginStressTest, WhatTheAgentReadsEqualsWhatWasDriven) {
   // The plugin's counters are per process, and the three ABI versions may share one.
   std::array<std::uint64_t, NCCLSCOPE_COUNTER_MAX> counters_before{};
   {
-    profiler::RingDirectory before(RingDir().path());
+    profiler::RingDirectory before(PluginRingDir().path());
     CountingSink ignored;
     while (before.Poll(ignored)) {
     }
     counters_before = before.snapshot().plugin_counters;
   }
-  profiler::RingDirectory directory(RingDir().path());
+  profiler::RingDirectory directory(PluginRingDir().path());
   CountingSink sink;
   std::atomic<bool> done{false};
   std::atomic<bool> reading{true};
@@ -324,7 +318,7 @@ TEST_P(PluginStressTest, WhatTheAgentReadsEqualsWhatWasDriven) {
   // The agent changing controls while the job runs: duty cycles on and off.
   std::thread controller([&] {
     std::string ring;
-    while (ring.empty() && !done.load()) ring = OnlyRing(RingDir().path());
+    while (ring.empty() && !done.load()) ring = OnlyRing(PluginRingDir().path());
     std::string reason;
     auto file = profiler::RingFile::Open(ring, &reason);
     ASSERT_NE(file, nullptr) << reason;
@@ -364,7 +358,7 @@ TEST_P(PluginStressTest, WhatTheAgentReadsEqualsWhatWasDriven) {
   // One last fully timed op per communicator and rank: what 2.27's uncertain ops wait for.
   ncclscope_controls controls{};
   {
-    const std::string ring = OnlyRing(RingDir().path());
+    const std::string ring = OnlyRing(PluginRingDir().path());
     std::string reason;
     auto file = profiler::RingFile::Open(ring, &reason);
     ASSERT_NE(file, nullptr) << reason;
