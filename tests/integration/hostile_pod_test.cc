@@ -166,16 +166,10 @@ struct Flood {
     Write(&r);
   }
   void Op(std::uint64_t comm, int rank) {
-    ncclscope_op_record op{};
-    op.h.type = NCCLSCOPE_REC_OP;
-    op.comm_id = comm;
+    ncclscope_op_record op = AllReduceRecord(comm, written);
     op.rank = rank;
-    op.peer = -1;
-    op.seq = written;
     op.count = 1 + random() % 100000;
-    op.datatype = NCCLSCOPE_DT_FLOAT32;
     op.bytes = op.count * 4;
-    op.kind = NCCLSCOPE_KIND_COLL;
     op.func = static_cast<std::uint8_t>(1 + random() % 5);
     op.algo = static_cast<std::uint8_t>(random() % NCCLSCOPE_ALGO_COUNT);
     op.proto = static_cast<std::uint8_t>(random() % NCCLSCOPE_PROTO_COUNT);
