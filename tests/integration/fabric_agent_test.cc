@@ -53,29 +53,14 @@ struct Node {
   std::string nvml_state = nvml_dir.path() + "/nvml-state";
 
   Node() {
-    const std::string sw = "pci0000:00/0000:00:01.0/0000:01:00.0";
-    tree.AddGpu(sw + "/0000:02:00.0", "0000:03:00.0", 0);
-    SysfsTree::Hca ib;
-    ib.pci_parent = sw + "/0000:02:01.0";
-    ib.pci_address = "0000:04:00.0";
-    tree.AddMlx5Ib(ib, 2);
-    tree.SetCounter("mlx5_0", 1, "counters", "port_xmit_wait", 4294967295u);  // saturated
-    tree.BreakFile("mlx5_0", 1, "counters/VL15_dropped");                     // read fails
-    SysfsTree::Hca roce;
-    roce.name = "mlx5_2";
-    roce.pci_parent = "pci0000:80/0000:80:01.0";
-    roce.pci_address = "0000:81:00.0";
-    roce.numa_node = 1;
-    tree.AddMlx5Roce(roce, "eth2");
+    tree.AddStandardNode();
+    tree.SetCounter("mlx5_0", 1, "counters", "port_xmit_wait", 4294967295u);   // saturated
+    tree.BreakFile("mlx5_0", 1, "counters/VL15_dropped");                      // read fails
     tree.SetCounter("mlx5_2", 1, "hw_counters", "vport_rx_dropped_thing", 5);  // not catalogued
     SysfsTree::Hca iwarp;  // counters all "N/A (no PMA)"
     iwarp.name = "i40iw0";
     iwarp.pci_address = "0000:06:00.0";
-    tree.AddDevice(iwarp);
-    SysfsTree::Port port;
-    port.rate = "10 Gb/sec (4X)";
-    tree.AddPort("i40iw0", port);
-    tree.SetCounter("i40iw0", 1, "counters", "port_xmit_data", "N/A (no PMA)");
+    tree.AddNoPmaPort(iwarp);
     SysfsTree::Hca excluded;  // its counter files are directories: any read of them would fail
     excluded.name = "mlx5_9";
     excluded.pci_address = "0000:07:00.0";
