@@ -34,10 +34,7 @@ int main(int argc, char** argv) {
   const std::string corpus = argv[1];
   char scratch[] = "/tmp/ncclscope-seeds-XXXXXX";
   if (::mkdtemp(scratch) == nullptr) return 1;
-  ncclscope::ring::RingGeometry g;
-  g.lanes = 2;
-  g.lane_capacity = 16;
-  g.comm_slots = 2;
+  ncclscope::ring::RingGeometry g{.lanes = 2, .lane_capacity = 16, .comm_slots = 2};
   ncclscope::ring::RingError error;
 
   {  // empty

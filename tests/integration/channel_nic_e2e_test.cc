@@ -90,10 +90,7 @@ void WriteProxy(ring::RingWriter& writer, int rank, int channel, bool send, std:
   });
   ring::RingWriter writer;
   ncclscope::ring::RingError error;
-  ring::RingGeometry geometry;
-  geometry.lanes = 2;
-  geometry.lane_capacity = 64;
-  geometry.comm_slots = 4;
+  ring::RingGeometry geometry{.lanes = 2, .lane_capacity = 64, .comm_slots = 4};
   const std::string host = "job-" + std::to_string(script.rank);
   if (!writer.Create(ring_dir.c_str(), geometry, {host.c_str(), "test", "j1"}, &error)) {
     ::_exit(4);

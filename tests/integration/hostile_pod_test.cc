@@ -77,10 +77,7 @@ TEST(HostilePodTest, FifoAndIdleConnectionsDoNotBlindTheAgent) {
     TempDir scratch;
     ring::RingWriter writer;
     ncclscope::ring::RingError error;
-    ring::RingGeometry g;
-    g.lanes = 64;
-    g.lane_capacity = 16;
-    g.comm_slots = 2;
+    ring::RingGeometry g{.lanes = 64, .lane_capacity = 16, .comm_slots = 2};
     ASSERT_TRUE(writer.Create(scratch.path().c_str(), g, {"p", "1", "j"}, &error)) << error;
     writer.header()->lanes_offset = ~0ull - 4095;
     std::string bytes = ReadFile(writer.path());

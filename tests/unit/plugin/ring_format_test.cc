@@ -43,10 +43,7 @@ struct Collect : profiler::RecordSink {
 class RingFormatTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ring::RingGeometry geometry;
-    geometry.lanes = 2;
-    geometry.lane_capacity = 16;
-    geometry.comm_slots = 4;
+    ring::RingGeometry geometry{.lanes = 2, .lane_capacity = 16, .comm_slots = 4};
     ncclscope::ring::RingError error;
     ASSERT_TRUE(writer_.Create(dir_.path().c_str(), geometry, {"host-a", "9.9", "job-7"}, &error))
         << error;

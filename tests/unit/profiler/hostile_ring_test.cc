@@ -48,11 +48,7 @@ struct Discard : profiler::RecordSink {
 };
 
 ring::RingGeometry Small(std::uint32_t lanes = 1, std::uint32_t slots = 2) {
-  ring::RingGeometry g;
-  g.lanes = lanes;
-  g.lane_capacity = 16;
-  g.comm_slots = slots;
-  return g;
+  return ring::RingGeometry{.lanes = lanes, .lane_capacity = 16, .comm_slots = slots};
 }
 
 // The bytes of a real ring of geometry `g` (written by the plugin's writer), for crafting.

@@ -43,10 +43,7 @@ struct OrderSink : profiler::RecordSink {
 class PassOrderTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ring::RingGeometry geometry;
-    geometry.lanes = 1;
-    geometry.lane_capacity = 16;
-    geometry.comm_slots = 2;
+    ring::RingGeometry geometry{.lanes = 1, .lane_capacity = 16, .comm_slots = 2};
     ncclscope::ring::RingError error;
     ASSERT_TRUE(writer_.Create(dir_.path().c_str(), geometry, {"pod-a", "1", "job"}, &error))
         << error;
