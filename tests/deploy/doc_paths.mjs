@@ -12,7 +12,8 @@
 // Other spans (NCCL's or the kernel's source files, commands, metric names) are not checked.
 // docs/*.md are wrapped at 100 columns (characters), fenced code included, but for table rows,
 // which Markdown cannot wrap.
-// Every other tracked text file (sources, scripts, manifests) is checked for /work/ paths too.
+// Every other tracked text file (sources, scripts, manifests) is checked for /work/ paths too, and
+// the repository paths named in code comments must exist (below, "Code comments").
 // Licensing: LICENSE is the Apache License 2.0; each BPF program (bpf/*.bpf.c) is GPL-2.0-only by
 // its SPDX line and declares a GPL-compatible "license" section, which the kernel checks before it
 // lets the program call GPL-only helpers; bpf/'s shared header is dual-licensed so that the
