@@ -21,7 +21,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <functional>
 #include <string_view>
 #include <thread>
 

@@ -9,7 +9,6 @@
 #include <chrono>
 #include <cmath>
 #include <functional>
-#include <thread>
 
 #include "tests/support/agent_process.h"
 #include "tests/support/fake_nvml.h"

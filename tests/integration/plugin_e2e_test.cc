@@ -13,7 +13,6 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
-#include <functional>
 #include <map>
 #include <sstream>
 #include <thread>

@@ -2,8 +2,6 @@
 
 #include <dirent.h>
 
-#include <thread>
-
 #include "tests/support/wait_for.h"
 
 namespace ncclscope::testing {

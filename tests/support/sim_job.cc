@@ -1,7 +1,6 @@
 #include "tests/support/sim_job.h"
 
 #include <sstream>
-#include <thread>
 
 #include "tests/support/wait_for.h"
 
