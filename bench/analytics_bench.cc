@@ -29,6 +29,7 @@
 #include "agent/core/text_exposition.h"
 #include "agent/exporter/scrape_collector.h"
 #include "agent/profiler/ring_directory.h"
+#include "tests/support/plugin_environment.h"
 #include "tools/replay/nccl_replay.h"
 
 namespace ncclscope::bench {
@@ -51,12 +52,11 @@ struct Job {
     dir = templ;
     // Before any thread exists; the plugin reads them at its first init. One big ring: the
     // benchmark writes a batch, then the reader drains it.
-    setenv("NCCLSCOPE_RING_DIR", dir.c_str(), 1);  // NOLINT(concurrency-mt-unsafe)
-    setenv("NCCLSCOPE_RING_SIZE", "256MiB", 1);    // NOLINT(concurrency-mt-unsafe)
-    setenv("NCCLSCOPE_PROXY_DUTY", "1", 1);        // NOLINT(concurrency-mt-unsafe)
-    // The governor off: writing 100 iterations in a burst is far over its budget, and it would
-    // thin out what the reader gets (proxy then kernel records) differently from run to run.
-    setenv("NCCLSCOPE_OVERHEAD_BUDGET", "0", 1);  // NOLINT(concurrency-mt-unsafe)
+    // The governor off, whatever the environment says: writing 100 iterations in a burst is far
+    // over its budget, and it would thin out what the reader gets (proxy then kernel records)
+    // differently from run to run.
+    testing::SetPluginEnvironment(
+        dir, {{"RING_SIZE", "256MiB"}, {"PROXY_DUTY", "1"}, {"OVERHEAD_BUDGET", "0"}});
     plugin = std::make_unique<replay::ProfilerPlugin>(NCCLSCOPE_PLUGIN_PATH);
     if (!plugin->ok()) throw std::runtime_error(plugin->error());
     process = std::make_unique<replay::ReplayProcess>(*plugin, 6);

@@ -15,19 +15,15 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { isDeepStrictEqual } from "node:util";
 import { parse, parseAllDocuments, stringify } from "yaml";
+import { checker } from "./lib/check.mjs";
 
 const [root, amtool, kubectl] = process.argv.slice(2);
 const amDir = join(root, "deploy/alertmanager");
 const shippedFile = join(amDir, "alertmanager.yml");
 const tmp = mkdtempSync(join(tmpdir(), "ncclscope-routing-"));
 export const RECEIVER_OF = { P0: "ncclscope-wecom", P1: "ncclscope-ticket", P2: "ncclscope-digest" };
-let failures = 0;
-let checks = 0;
-const check = (ok, what, why) => {
-  if (ok) checks++;
-  else { failures++; console.error(`FAIL ${what}: ${why}`); }
-  return ok;
-};
+const t = checker();
+const { check } = t;
 const run = (file, args) => {
   try {
     return { ok: true, out: execFileSync(file, args, { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] }) };
@@ -98,7 +94,7 @@ const cr = rendered.find((o) => o.kind === "AlertmanagerConfig");
 const { AlertmanagerConfig } = await import("@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1alpha1");
 try {
   new AlertmanagerConfig(cr).validate();
-  checks++;
+  t.pass();
 } catch (e) {
   check(false, "alertmanagerconfig.yaml", e.message);
 }
@@ -169,5 +165,4 @@ check(fromCr.receivers.length === shipped.receivers.length, "AlertmanagerConfig 
 check(isDeepStrictEqual(clean(fromCr.inhibit_rules.map(normInhibit)), clean(shipped.inhibit_rules.map(normInhibit))), "AlertmanagerConfig inhibitRules", "differ from alertmanager.yml's inhibit_rules");
 
 rmSync(tmp, { recursive: true, force: true });
-console.log(`${alerts.length} alerts routed, ${checks} checks passed, ${failures} failed`);
-process.exit(failures ? 1 : 0);
+t.exit(`${alerts.length} alerts routed, ${t.checks} checks passed, ${t.failures} failed`);

@@ -13,15 +13,12 @@ import { createServer as createTcpServer } from "node:net";
 import { join } from "node:path";
 import { parse, stringify } from "yaml";
 import { freePort, sleep, startAlertmanager } from "./prometheus.mjs";
+import { checker } from "./lib/check.mjs";
 
 const [root, alertmanagerBin] = process.argv.slice(2);
 const started = Date.now();
-let failed = 0;
-const check = (ok, what, why) => {
-  if (ok) console.log(`ok   ${what}`);
-  else { failed++; console.error(`FAIL ${what}: ${why}`); }
-  return ok;
-};
+const t = checker({ logPasses: true });
+const { check } = t;
 
 // Alert names and priorities as the rules label them.
 const priorityOf = new Map();
@@ -183,5 +180,4 @@ for (const [file, delivered] of Object.entries(EXAMPLES)) {
     await smtp.close();
   }
 }
-console.log(`after ${((Date.now() - started) / 1000).toFixed(1)} s: ${failed} failed`);
-process.exit(failed ? 1 : 0);
+t.exit(`after ${((Date.now() - started) / 1000).toFixed(1)} s: ${t.failures} failed`);

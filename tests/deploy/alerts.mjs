@@ -8,16 +8,12 @@
 import { readFileSync, readdirSync, statSync } from "node:fs";
 import { join, relative } from "node:path";
 import { parse } from "yaml";
+import { checker } from "./lib/check.mjs";
 
 const [root] = process.argv.slice(2);
 const RUNBOOKS = "https://github.com/ncclscope/ncclscope/blob/main/docs/runbooks.md#";
-let failures = 0;
-let checks = 0;
-const check = (ok, what, why) => {
-  if (ok) checks++;
-  else { failures++; console.error(`FAIL ${what}: ${why}`); }
-  return ok;
-};
+const t = checker();
+const { check } = t;
 
 const rulesDir = join(root, "deploy/prometheus/rules");
 const alerts = new Map();
@@ -99,5 +95,4 @@ for (const f of files) {
   }
 }
 
-console.log(`${alerts.size} alerts, ${checks} checks passed, ${failures} failed`);
-process.exit(failures ? 1 : 0);
+t.exit(`${alerts.size} alerts, ${t.checks} checks passed, ${t.failures} failed`);

@@ -17,6 +17,7 @@ import { metricCatalog, TARGET_LABELS } from "./metrics_doc.mjs";
 import { analyze } from "./promql.mjs";
 import { startPrometheus } from "./prometheus.mjs";
 import { panelsOf, VAR_REF } from "./grafana_variables.mjs";
+import { checker } from "./lib/check.mjs";
 
 const [root, prometheusBinary] = process.argv.slice(2);
 const DATASOURCE = { type: "prometheus", uid: "${datasource}" };
@@ -30,10 +31,8 @@ const RATE_INTERVAL = "77s";
 const BUILTIN_VALUES = { __rate_interval: RATE_INTERVAL, __interval: "1m", __range: "1h", __range_s: "3600", __range_ms: "3600000" };
 const USER_VALUE = "sample-a|sample-b"; // what a multi-value variable interpolates to in a regex
 
-let failures = 0;
-let checks = 0;
-const fail = (where, why) => { failures++; console.error(`FAIL ${where}: ${why}`); };
-const check = (ok, where, why) => { if (ok) checks++; else fail(where, why); };
+const t = checker();
+const { check, fail } = t;
 
 const referencedVars = (s) => [...s.matchAll(VAR_REF)].map((m) => m[1] ?? m[2] ?? m[3]);
 const substitute = (s) => s.replace(VAR_REF, (_, a, b, c) => BUILTIN_VALUES[a ?? b ?? c] ?? USER_VALUE);
@@ -194,6 +193,5 @@ try {
   await prometheus.stop();
 }
 
-console.log(`${dashboards.length} dashboards, ${queries.length} queries (${catalog.documentedCount} documented metrics, ` +
-  `${catalog.rulesCount} recording rules): ${checks} passed, ${failures} failed`);
-process.exit(failures ? 1 : 0);
+t.exit(`${dashboards.length} dashboards, ${queries.length} queries (${catalog.documentedCount} documented metrics, ` +
+  `${catalog.rulesCount} recording rules): ${t.checks} passed, ${t.failures} failed`);

@@ -15,12 +15,12 @@
 // Usage: node dashboards_e2e.mjs <repo root> <ncclscope-agent> <ncclscope-sim> <plugin .so>
 //                                <fake libnvidia-ml.so.1> <prometheus>
 import { createServer } from "node:http";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parse, stringify } from "yaml";
 import { freePort, sleep, startProcess, startPrometheus } from "./prometheus.mjs";
-import { startAgent } from "./agent.mjs";
+import { startFakeNodeAgent } from "./lib/fake_node.mjs";
 import { resolveVariables } from "./grafana_variables.mjs";
 
 const [root, agentBin, simBin, pluginPath, fakeNvml, prometheusBin] = process.argv.slice(2);
@@ -243,20 +243,13 @@ let nvmlTimer;
 try {
   writeNvmlState();
   nvmlTimer = setInterval(writeNvmlState, 500);
-  const agentPort = await freePort();
-  mkdirSync(ringDir);
-  procs.push(await startAgent(agentBin, {
-    port: agentPort,
-    configPath: join(tmp, "agent.yaml"),
-    config: {
-      plugin: { ring_dir: ringDir, poll_interval: "50ms", kernel_duty_cycle: 1, proxy_duty_cycle: 1, intra_node_channels: true },
-      ebpf: { enabled: false },
-      rdma: existsSync(ibFixture) ? { sysfs_root: ibFixture, interval: "1s" } : { enabled: false },
-      nvlink: { library: fakeNvml, interval: "1s", expected_links: 4, per_link_metrics: true },
-      detection: { hang_timeout: "1s", match_timeout: "1s" },
-    },
-    env: { ...process.env, FAKE_NVML_STATE: nvmlState },
-  }));
+  const { agent, port: agentPort } = await startFakeNodeAgent(agentBin, { tmp, ringDir, nvmlState, config: {
+    plugin: { intra_node_channels: true },
+    rdma: existsSync(ibFixture) ? { sysfs_root: ibFixture, interval: "1s" } : { enabled: false },
+    nvlink: { library: fakeNvml, interval: "1s", expected_links: 4, per_link_metrics: true },
+    detection: { hang_timeout: "1s", match_timeout: "1s" },
+  } });
+  procs.push(agent);
 
   const sim = (args) => startProcess(simBin, ["--plugin", pluginPath, "--duration", "150s", "--quiet", ...args],
     { env: { ...process.env, NCCLSCOPE_RING_DIR: ringDir } });

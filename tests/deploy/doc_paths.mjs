@@ -12,7 +12,8 @@
 // Other spans (NCCL's or the kernel's source files, commands, metric names) are not checked.
 // docs/*.md are wrapped at 100 columns (characters), fenced code included, but for table rows,
 // which Markdown cannot wrap.
-// Every other tracked text file (sources, scripts, manifests) is checked for /work/ paths too.
+// Every other tracked text file (sources, scripts, manifests) is checked for /work/ paths too, and
+// the repository paths named in code comments must exist (below, "Code comments").
 // Licensing: LICENSE is the Apache License 2.0; each BPF program (bpf/*.bpf.c) is GPL-2.0-only by
 // its SPDX line and declares a GPL-compatible "license" section, which the kernel checks before it
 // lets the program call GPL-only helpers; bpf/'s shared header is dual-licensed so that the
@@ -99,6 +100,67 @@ for (const file of tracked.filter((f) => f && !f.endsWith(".md") && !f.includes(
   });
 }
 
+// Code comments: a repository path named in a comment (C/C++ and JavaScript `//` and `/* */`, `#`
+// in CMake, shell, YAML and Python) must exist too. Only what looks like one: a top-level folder
+// of this repository, a directory part and a known extension (`agent/profiler/ring_file.cc`),
+// looked up from the repository root and from the file's folder. Not ours, so not checked: a path
+// inside another (NCCL's `src/plugin/profiler.cc`), a citation of another project's source at a tag
+// (`plugin/profiler.cc:478-489 at v2.26.6-1`), a system header (`<rdma/rdma_netlink.h>`), and the
+// files of other projects listed here.
+const OTHER_PROJECTS = new Map([
+  ["docs/web-configuration.md", "prometheus/exporter-toolkit"],
+  ["rdma/res-qp.c", "iproute2"],
+]);
+const CODE_TOP = ["agent", "plugin", "platform", "tools", "tests", "bench", "bpf", "rdma", "deploy",
+  "docs", "scripts", "config", "cmake"];
+const EXT = "(?:bpf\\.c|cc|h|c|cu|cpp|hpp|md|mjs|js|sh|py|yaml|yml|json|cmake|txt|html|service|conf|in)";
+const COMMENT_PATH = new RegExp(`(?<![\\w./{<-])((?:${CODE_TOP.join("|")})\\/[\\w./+-]*\\.${EXT})(?![\\w/{-])`, "g");
+const C_LIKE = /\.(c|cc|h|cu|cpp|hpp|mjs|js)$/;
+const HASH = /(^|\/)CMakeLists\.txt$|\.(cmake|sh|yaml|yml|py)$|^scripts\/[^/.]+$|^\.ci\//;
+// The comments of one file, as [line number, text] pairs.
+function comments(file, text) {
+  const out = [];
+  let block = false;
+  text.split("\n").forEach((line, i) => {
+    if (HASH.test(file)) {
+      const m = line.match(/(?:^|\s)#(?!!)(.*)$/);
+      if (m) out.push([i + 1, m[1]]);
+      return;
+    }
+    let rest = line;
+    while (rest) {
+      if (block) {
+        const end = rest.indexOf("*/");
+        out.push([i + 1, end < 0 ? rest : rest.slice(0, end)]);
+        if (end < 0) return;
+        block = false;
+        rest = rest.slice(end + 2);
+        continue;
+      }
+      const m = rest.match(/(?:^|[^:"'\w])(\/\/|\/\*)/);
+      if (!m) return;
+      const at = m.index + m[0].length;
+      if (m[1] === "//") { out.push([i + 1, rest.slice(at)]); return; }
+      block = true;
+      rest = rest.slice(at);
+    }
+  });
+  return out;
+}
+let commentFiles = 0;
+for (const file of tracked.filter((f) => f && !f.includes("node_modules/") && (C_LIKE.test(f) || HASH.test(f)))) {
+  if (!existsSync(join(root, file))) continue;
+  commentFiles++;
+  for (const [n, comment] of comments(file, readFileSync(join(root, file), "utf8"))) {
+    for (const m of comment.matchAll(COMMENT_PATH)) {
+      const path = m[1].replace(/\.$/, "");
+      if (OTHER_PROJECTS.has(path) || /^:\d+(-\d+)? at /.test(comment.slice(m.index + m[1].length))) continue;
+      if (exists(path) || exists(join(dirname(file), path))) continue;
+      problems.push(`${file}:${n}: comment names \`${path}\`, which does not exist`);
+    }
+  }
+}
+
 // Licensing.
 const spdx = (file) => readFileSync(join(root, file), "utf8").match(/SPDX-License-Identifier:\s*([^*\n]+?)\s*(\*\/)?$/m)?.[1];
 if (!readFileSync(join(root, "LICENSE"), "utf8").includes("Apache License\n                           Version 2.0, January 2004")) {
@@ -125,4 +187,4 @@ if (problems.length) {
   console.error(`${problems.length} stale path(s) in the docs:\n${problems.join("\n")}`);
   process.exit(1);
 }
-console.log(`doc paths: ${files.length} Markdown files, every repository path they name exists`);
+console.log(`doc paths: ${files.length} Markdown files and the comments of ${commentFiles} code files, every repository path they name exists`);

@@ -10,17 +10,14 @@
 import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
+import { checker } from "./lib/check.mjs";
 
 const [root, buildDir, prometheusBin, alertmanagerBin] = process.argv.slice(2);
 const script = join(root, "scripts/first-hour");
 const env = { ...process.env, BUILD_DIR: buildDir, PROMETHEUS: prometheusBin, ALERTMANAGER: alertmanagerBin };
 const started = Date.now();
-let failed = 0;
-const check = (ok, what, why) => {
-  if (ok) console.log(`ok   ${what}`);
-  else { failed++; console.error(`FAIL ${what}: ${why}`); }
-  return ok;
-};
+const t = checker({ logPasses: true });
+const { check } = t;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 function run(args) {
@@ -91,5 +88,4 @@ const urls = (text, label) => [...(text.match(new RegExp(`${label}:\\s+(.+)`))?.
     console.log(`first notification naming the culprit after ${Math.min(...culprits.map((c) => c.afterS))} s`);
   }
 }
-console.log(`after ${Math.round((Date.now() - started) / 1000)} s: ${failed} failed`);
-process.exit(failed ? 1 : 0);
+t.exit(`after ${Math.round((Date.now() - started) / 1000)} s: ${t.failures} failed`);

@@ -25,14 +25,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseAllDocuments } from "yaml";
 import { freePort, sleep } from "./prometheus.mjs";
+import { checker } from "./lib/check.mjs";
 
 const [root, kubectl, simBin, podman = "podman"] = process.argv.slice(2);
-let failures = 0;
-let checks = 0;
-const check = (ok, what, why) => {
-  if (ok) { checks++; console.log(`ok   ${what}`); } else { failures++; console.error(`FAIL ${what}: ${why}`); }
-  return ok;
-};
+const t = checker({ logPasses: true });
+const { check } = t;
 const run = (cmd, args, opts = {}) => spawnSync(cmd, args, { encoding: "utf8", timeout: 120000, ...opts });
 const out = (r) => `${r.stdout ?? ""}${r.stderr ?? ""}${r.error?.message ?? ""}`;
 if (process.getuid() !== 0) { console.log("SKIPPED: needs root (podman running privileged containers)"); process.exit(77); }
@@ -200,5 +197,4 @@ const inspect = JSON.parse(run(podman, ["inspect", name]).stdout)[0];
 check(inspect.State.Running && inspect.HostConfig.ReadonlyRootfs && inspect.HostConfig.Privileged,
   "the agent still runs, privileged, on a read-only root filesystem", JSON.stringify(inspect.State));
 
-console.log(`${checks} checks passed, ${failures} failed`);
-process.exit(failures ? 1 : 0);
+t.exit(`${t.checks} checks passed, ${t.failures} failed`);

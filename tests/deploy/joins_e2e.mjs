@@ -24,7 +24,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { parse, parseAllDocuments, stringify } from "yaml";
 import { freePort, sleep, startProcess, startPrometheus } from "./prometheus.mjs";
-import { startAgent } from "./agent.mjs";
+import { startFakeNodeAgent } from "./lib/fake_node.mjs";
 
 const [root, agentBin, simBin, pluginPath, fakeNvml, prometheusBin, kubectl] = process.argv.slice(2);
 const tmp = mkdtempSync(join(tmpdir(), "ncclscope-joins-"));
@@ -221,20 +221,12 @@ try {
   buildSysfs();
   writeNvmlState();
   nvmlTimer = setInterval(() => { writeNvmlState(); writeCounters(); }, 500);
-  mkdirSync(ringDir);
-  const agentPort = await freePort();
-  procs.push(await startAgent(agentBin, {
-    port: agentPort,
-    configPath: join(tmp, "agent.yaml"),
-    config: {
-      plugin: { ring_dir: ringDir, poll_interval: "50ms", kernel_duty_cycle: 1, proxy_duty_cycle: 1 },
-      ebpf: { enabled: false },
-      rdma: { sysfs_root: sys, interval: "1s", verbs: false },
-      nvlink: { library: fakeNvml, interval: "1s", expected_links: 4 },
-      detection: { hang_timeout: "5s", match_timeout: "1s" },
-    },
-    env: { ...process.env, FAKE_NVML_STATE: nvmlState },
-  }));
+  const { agent, port: agentPort } = await startFakeNodeAgent(agentBin, { tmp, ringDir, nvmlState, config: {
+    rdma: { sysfs_root: sys, interval: "1s", verbs: false },
+    nvlink: { library: fakeNvml, interval: "1s", expected_links: 4 },
+    detection: { hang_timeout: "5s", match_timeout: "1s" },
+  } });
+  procs.push(agent);
   procs.push(startProcess(simBin, ["--plugin", pluginPath, "--duration", "60s", "--quiet", "--nodes", "1", "--gpus", "2",
     "--rate", "20", "--job-id", "joins-job", "--seed", "21", "--slow-rank", "1", "--slow-by", "3ms"],
   { env: { ...process.env, NCCLSCOPE_RING_DIR: ringDir } }));

@@ -18,18 +18,14 @@ import { isDeepStrictEqual } from "node:util";
 import jmespath from "jmespath";
 import { Pod } from "kubernetes-models/v1";
 import { parse, parseAllDocuments } from "yaml";
+import { checker } from "./lib/check.mjs";
 
 const [root, kubectl] = process.argv.slice(2);
 const policyFile = join(root, "deploy/kubernetes/examples/kyverno-ncclscope-profiler.yaml");
 const policy = parse(readFileSync(policyFile, "utf8"));
 const tmp = mkdtempSync(join(tmpdir(), "ncclscope-kyverno-"));
-let failures = 0;
-let checks = 0;
-const check = (ok, what, why) => {
-  if (ok) checks++;
-  else { failures++; console.error(`FAIL ${what}: ${why}`); }
-  return ok;
-};
+const t = checker();
+const { check } = t;
 
 // --- structure: the kyverno.io/v1 ClusterPolicy fields this policy may use --------------------
 const OPERATORS = ["Equals", "NotEquals", "In", "AnyIn", "AllIn", "NotIn", "AnyNotIn", "AllNotIn",
@@ -82,7 +78,7 @@ for (const rule of policy.spec.rules) {
   collectExpressions(rule.mutate.patchStrategicMerge);
 }
 for (const e of expressions) {
-  try { jmespath.compile(e); checks++; } catch (err) { check(false, "JMESPath", `${e}: ${err.message}`); }
+  try { jmespath.compile(e); t.pass(); } catch (err) { check(false, "JMESPath", `${e}: ${err.message}`); }
 }
 
 // --- the emulated engine ---------------------------------------------------------------------
@@ -211,7 +207,7 @@ for (const [desc, input, ns, wantProfiled, wantRingDir] of samples) {
     check(false, desc, e.message);
     continue;
   }
-  try { new Pod(out).validate(); checks++; } catch (e) { check(false, desc, `mutated pod is invalid: ${e.message}`); }
+  try { new Pod(out).validate(); t.pass(); } catch (e) { check(false, desc, `mutated pod is invalid: ${e.message}`); }
   const got = out.spec.containers.filter(profiled).map((c) => c.name);
   check(isDeepStrictEqual(got, wantProfiled), desc, `profiled containers ${got}, expected ${wantProfiled}`);
   for (const c of out.spec.containers) {
@@ -233,5 +229,4 @@ for (const [desc, input, ns, wantProfiled, wantRingDir] of samples) {
 }
 
 rmSync(tmp, { recursive: true, force: true });
-console.log(`${samples.length} sample pods, ${checks} checks passed, ${failures} failed`);
-process.exit(failures ? 1 : 0);
+t.exit(`${samples.length} sample pods, ${t.checks} checks passed, ${t.failures} failed`);

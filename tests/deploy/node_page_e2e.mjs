@@ -15,8 +15,8 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { chromium } from "playwright-core";
 import { stringify } from "yaml";
-import { freePort, sleep, startProcess } from "./prometheus.mjs";
-import { startAgent } from "./agent.mjs";
+import { sleep, startProcess } from "./prometheus.mjs";
+import { startFakeNodeAgent } from "./lib/fake_node.mjs";
 
 const [root, agentBin, simBin, pluginPath, fakeNvml, outDir] = process.argv.slice(2);
 const CHROMIUM = "/usr/bin/chromium";
@@ -99,20 +99,12 @@ try {
   buildSysfs();
   writeNvmlState();
   nvmlTimer = setInterval(writeNvmlState, 500);
-  const agentPort = await freePort();
-  mkdirSync(ringDir);
-  procs.push(await startAgent(agentBin, {
-    port: agentPort,
-    configPath: join(tmp, "agent.yaml"),
-    config: {
-      plugin: { ring_dir: ringDir, poll_interval: "50ms", kernel_duty_cycle: 1, proxy_duty_cycle: 1 },
-      ebpf: { enabled: false },
-      rdma: { sysfs_root: sys, interval: "1s", verbs: false },
-      nvlink: { library: fakeNvml, interval: "1s", expected_links: 4 },
-      detection: { hang_timeout: "1s", match_timeout: "1s" },
-    },
-    env: { ...process.env, FAKE_NVML_STATE: nvmlState },
-  }));
+  const { agent, port: agentPort } = await startFakeNodeAgent(agentBin, { tmp, ringDir, nvmlState, config: {
+    rdma: { sysfs_root: sys, interval: "1s", verbs: false },
+    nvlink: { library: fakeNvml, interval: "1s", expected_links: 4 },
+    detection: { hang_timeout: "1s", match_timeout: "1s" },
+  } });
+  procs.push(agent);
   const base = `http://127.0.0.1:${agentPort}`;
   const sim = (args, env = {}) => startProcess(simBin, ["--plugin", pluginPath, "--duration", "60s", "--quiet", ...args],
     { env: { ...process.env, NCCLSCOPE_RING_DIR: ringDir, ...env } });

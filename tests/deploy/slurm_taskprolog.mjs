@@ -11,6 +11,7 @@ import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSyn
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { isDeepStrictEqual } from "node:util";
+import { checker } from "./lib/check.mjs";
 
 const [root, pluginSo, simBin] = process.argv.slice(2);
 const script = join(root, "deploy/slurm/taskprolog.sh");
@@ -25,13 +26,8 @@ mkdirSync(ringDir, { recursive: true });
 chmodSync(ringDir, 0o1777);
 for (const d of ["opt", "opt/ncclscope", "opt/ncclscope/lib", "run"]) chmodSync(join(tmp, d), 0o755);
 const isRoot = process.getuid() === 0;
-let failures = 0;
-let checks = 0;
-const check = (ok, what, why) => {
-  if (ok) checks++;
-  else { failures++; console.error(`FAIL ${what}: ${why}`); }
-  return ok;
-};
+const t = checker();
+const { check } = t;
 
 // What slurmstepd takes from a TaskProlog's output: "export NAME=value" (value verbatim to the end
 // of the line); other lines are not environment.
@@ -92,5 +88,4 @@ const rings = readdirSync(ringDir).filter((f) => f !== "ncclscope.controls");
 check(sim.status === 0 && rings.length > 0, "a job with the exported environment", `sim exit ${sim.status}, rings in ${ringDir}: ${rings}; ${sim.stderr}`);
 
 rmSync(tmp, { recursive: true, force: true });
-console.log(`${checks} checks passed, ${failures} failed`);
-process.exit(failures ? 1 : 0);
+t.exit(`${t.checks} checks passed, ${t.failures} failed`);

@@ -20,6 +20,7 @@ import { join, relative } from "node:path";
 import { tmpdir } from "node:os";
 import { isDeepStrictEqual } from "node:util";
 import { parse, parseAllDocuments, stringify } from "yaml";
+import { checker } from "./lib/check.mjs";
 
 const [root, agentBin, kubectl] = process.argv.slice(2);
 const k8sDir = join(root, "deploy/kubernetes");
@@ -28,10 +29,8 @@ if (!existsSync(kubectl)) {
   process.exit(1);
 }
 const tmp = mkdtempSync(join(tmpdir(), "ncclscope-deploy-"));
-let failures = 0;
-let checks = 0;
-const fail = (what, why) => { failures++; console.error(`FAIL ${what}: ${why}`); };
-const check = (ok, what, why) => { if (ok) checks++; else fail(what, why); return ok; };
+const t = checker();
+const { check, fail } = t;
 
 // apiVersion -> module exporting the models of that group/version.
 function modulePath(apiVersion) {
@@ -53,7 +52,7 @@ async function validateObject(where, doc) {
   if (!Model) return fail(where, `unknown kind ${doc.apiVersion}/${doc.kind}`);
   try {
     new Model(doc).validate();
-    checks++;
+    t.pass();
   } catch (e) {
     fail(where, e.message);
   }
@@ -170,7 +169,7 @@ async function checkRender(name, objects, components, runbookBase = TEST_RUNBOOK
         writeFileSync(cfg, text);
         try {
           execFileSync(agentBin, ["--check-config", "--config", cfg], { stdio: "pipe" });
-          checks++;
+          t.pass();
         } catch (e) {
           fail(`${name}: ConfigMap ${cmName}`, `--check-config failed:\n${e.stderr}`);
         }
@@ -352,7 +351,7 @@ for (const cm of grafana) {
   check(cm.kind === "ConfigMap" && cm.metadata.labels?.grafana_dashboard === "1", where, "needs the label grafana_dashboard: \"1\" the sidecar looks for");
   check(!/-[a-z0-9]{10}$/.test(cm.metadata.name), where, "hash-suffixed name: old ConfigMaps would pile up (disableNameSuffixHash)");
   for (const [key, text] of Object.entries(cm.data ?? {})) {
-    try { JSON.parse(text); checks++; } catch (e) { fail(where, `${key}: ${e.message}`); }
+    try { JSON.parse(text); t.pass(); } catch (e) { fail(where, `${key}: ${e.message}`); }
     shipped.add(key);
   }
   // ConfigMaps hold at most 1 MiB; `kubectl apply` (client-side) also copies the object into an
@@ -369,5 +368,4 @@ check(provisioning?.apiVersion === 1 && provider?.type === "file" && provider?.o
   "deploy/grafana/provisioning/ncclscope.yaml", "needs apiVersion: 1 and a file provider with a name and options.path");
 
 rmSync(tmp, { recursive: true, force: true });
-console.log(`${variants.length} renders, ${checks} checks passed, ${failures} failed`);
-process.exit(failures ? 1 : 0);
+t.exit(`${variants.length} renders, ${t.checks} checks passed, ${t.failures} failed`);

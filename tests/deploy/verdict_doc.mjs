@@ -12,18 +12,14 @@
 import { readFileSync, readdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parse } from "yaml";
+import { checker } from "./lib/check.mjs";
 
 const [root, mode] = process.argv.slice(2);
 const BEGIN = "<!-- BEGIN GENERATED VERDICT (scripts/update-docs) -->";
 const END = "<!-- END GENERATED VERDICT -->";
 const DOCS = ["docs/analytics.md", "docs/runbooks.md", "deploy/grafana/README.md"];
-let failures = 0;
-let checks = 0;
-const check = (ok, what, why) => {
-  if (ok) checks++;
-  else { failures++; console.error(`FAIL ${what}: ${why}`); }
-  return ok;
-};
+const t = checker();
+const { check } = t;
 
 // --- the thresholds, from the rules -----------------------------------------------------------
 const rules = parse(readFileSync(join(root, "deploy/prometheus/rules/ncclscope-nccl.yaml"), "utf8")).groups.flatMap((g) => g.rules);
@@ -120,5 +116,4 @@ for (const f of readdirSync(join(root, "deploy/grafana/dashboards")).filter((x) 
 }
 for (const r of rules.filter((x) => x.alert)) scan(`alert ${r.alert}`, `${r.annotations?.summary ?? ""} ${r.annotations?.description ?? ""}`.replace(/\{\{[^}]*\}\}/g, ""));
 
-console.log(`${checks} checks, ${failures} failures`);
-process.exit(failures ? 1 : 0);
+t.exit(`${t.checks} checks, ${t.failures} failures`);

@@ -8,15 +8,11 @@ import { execFileSync } from "node:child_process";
 import { readFileSync, readdirSync, statSync } from "node:fs";
 import { join, relative } from "node:path";
 import { parseAllDocuments } from "yaml";
+import { checker } from "./lib/check.mjs";
 
 const [root, agentBin, kubectl] = process.argv.slice(2);
-let failures = 0;
-let checks = 0;
-const check = (ok, what, why) => {
-  if (ok) checks++;
-  else { failures++; console.error(`FAIL ${what}: ${why}`); }
-  return ok;
-};
+const t = checker();
+const { check } = t;
 
 const project = /^project\(ncclscope VERSION ([0-9]+\.[0-9]+\.[0-9]+)\b/m.exec(readFileSync(join(root, "CMakeLists.txt"), "utf8"));
 if (!check(project, "CMakeLists.txt", "no `project(ncclscope VERSION X.Y.Z`")) process.exit(1);
@@ -81,5 +77,4 @@ check(where("kustomize newTag", "deploy/kubernetes/examples/overlay/kustomizatio
 check(found["?ref= pin"].length > 0, "?ref=", "no remote base pinned anywhere (the example overlay's comment did)");
 for (const [what, list] of Object.entries(found)) console.log(`${what}: ${list.length} (${list.map((w) => relative(".", w)).join(", ")})`);
 
-console.log(`${checks} checks passed, ${failures} failed`);
-process.exit(failures ? 1 : 0);
+t.exit(`${t.checks} checks passed, ${t.failures} failed`);

@@ -9,36 +9,11 @@
 #include <string>
 
 #include "plugin/ring/ring_writer.h"
+#include "tests/support/op_record.h"
 
 namespace {
 
-ncclscope_op_record Op(std::uint64_t seq, std::uint32_t channels) {
-  ncclscope_op_record op{};
-  op.h.type = NCCLSCOPE_REC_OP;
-  op.comm_id = 0xAB;
-  op.seq = seq;
-  op.op_index = seq;
-  op.count = 256;
-  op.datatype = NCCLSCOPE_DT_FLOAT32;
-  op.bytes = 1024;
-  op.kind = NCCLSCOPE_KIND_COLL;
-  op.func = NCCLSCOPE_FUNC_ALL_REDUCE;
-  op.algo = NCCLSCOPE_ALGO_RING;
-  op.proto = NCCLSCOPE_PROTO_LL;
-  op.peer = -1;
-  op.n_channels = static_cast<std::uint8_t>(channels);
-  if (channels != 0) {
-    op.flags = NCCLSCOPE_OP_GPU_TIMING;
-    op.channel_mask = channels >= 64 ? ~0ull : (1ull << channels) - 1;
-    op.n_timed = static_cast<std::uint8_t>(channels);
-    op.n_inline = static_cast<std::uint8_t>(channels < 16 ? channels : 16);
-    op.n_continuations = static_cast<std::uint8_t>(channels > 16 ? (channels - 16 + 25) / 26 : 0);
-    op.gpu_start_ns = 1000;
-    op.gpu_end_ns = 1000 + 100 * channels;
-    for (std::uint32_t c = 0; c < op.n_inline; ++c) op.ch[c] = {c, 100 * (c + 1)};
-  }
-  return op;
-}
+using ncclscope::testing::AllReduceRecord;
 
 bool Save(const ncclscope::ring::RingWriter& writer, const std::string& out) {
   std::ifstream in(writer.path(), std::ios::binary);
@@ -59,10 +34,7 @@ int main(int argc, char** argv) {
   const std::string corpus = argv[1];
   char scratch[] = "/tmp/ncclscope-seeds-XXXXXX";
   if (::mkdtemp(scratch) == nullptr) return 1;
-  ncclscope::ring::RingGeometry g;
-  g.lanes = 2;
-  g.lane_capacity = 16;
-  g.comm_slots = 2;
+  ncclscope::ring::RingGeometry g{.lanes = 2, .lane_capacity = 16, .comm_slots = 2};
   ncclscope::ring::RingError error;
 
   {  // empty
@@ -81,7 +53,7 @@ int main(int argc, char** argv) {
     std::snprintf(init.name, sizeof(init.name), "tp");
     w.Write(&init, 1, 0);
     unsigned char group[3 * NCCLSCOPE_RECORD_SIZE] = {};
-    ncclscope_op_record op = Op(1, 40);
+    ncclscope_op_record op = AllReduceRecord(0xAB, 1, 40);
     std::memcpy(group, &op, sizeof(op));
     for (std::uint8_t part = 1; part <= 2; ++part) {
       ncclscope_op_channels_record cont{};
@@ -122,7 +94,7 @@ int main(int argc, char** argv) {
     ncclscope::ring::RingWriter w;
     if (!w.Create(scratch, g, {"pod", "1", "job"}, &error)) return 1;
     for (std::uint64_t i = 0; i < 16; ++i) {
-      ncclscope_op_record op = Op(i, 2);
+      ncclscope_op_record op = AllReduceRecord(0xAB, i, 2);
       w.Write(&op, 1, 0);
     }
     Save(w, corpus + "/full-lane.ring");

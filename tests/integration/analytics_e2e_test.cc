@@ -11,7 +11,6 @@
 
 #include <chrono>
 #include <cmath>
-#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
@@ -22,6 +21,7 @@
 #include "tests/support/sim_job.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/wait_for.h"
 
 namespace ncclscope::testing {
 namespace {
@@ -59,15 +59,6 @@ double Sum(const std::string& body, const std::string& family,
     if (match) total += std::stod(line.substr(line.rfind(' ') + 1));
   }
   return total;
-}
-
-bool WaitFor(const std::function<bool()>& done, milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (done()) return true;
-    std::this_thread::sleep_for(milliseconds(50));
-  }
-  return done();
 }
 
 // The comm id the simulator gave a communicator kind ("SIM world", "SIM TP group 0", ...), from

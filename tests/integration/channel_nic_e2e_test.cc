@@ -21,7 +21,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <functional>
 #include <string_view>
 #include <thread>
 
@@ -31,6 +30,7 @@
 #include "tests/support/nldev_messages.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/wait_for.h"
 
 namespace ncclscope::testing {
 namespace {
@@ -89,10 +89,7 @@ void WriteProxy(ring::RingWriter& writer, int rank, int channel, bool send, std:
   });
   ring::RingWriter writer;
   ncclscope::ring::RingError error;
-  ring::RingGeometry geometry;
-  geometry.lanes = 2;
-  geometry.lane_capacity = 64;
-  geometry.comm_slots = 4;
+  ring::RingGeometry geometry{.lanes = 2, .lane_capacity = 64, .comm_slots = 4};
   const std::string host = "job-" + std::to_string(script.rank);
   if (!writer.Create(ring_dir.c_str(), geometry, {host.c_str(), "test", "j1"}, &error)) {
     ::_exit(4);
@@ -228,15 +225,6 @@ std::string Info(int rank, int channel, const std::string& direction, const std:
   return std::string("ncclscope_nccl_channel_nic_info{") + kCommLabel + ",rank=\"" +
          std::to_string(rank) + "\",channel=\"" + std::to_string(channel) + "\",direction=\"" +
          direction + "\",device=\"" + device + "\",port=\"1\"}";
-}
-
-bool WaitFor(const std::function<bool()>& done, milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (done()) return true;
-    std::this_thread::sleep_for(milliseconds(50));
-  }
-  return done();
 }
 
 TEST(ChannelNicE2eTest, AgentNamesTheHcaPortOfEachChannelOfJobsInPods) {

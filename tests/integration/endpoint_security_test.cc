@@ -101,13 +101,11 @@ TEST(EndpointSecurityTest, TlsClientCertificatesAndBasicAuthAsExportersDoThem) {
   const std::string target = agent.base_url().substr(std::string("https://").size());
   PrometheusServer prometheus(
       NCCLSCOPE_PROMETHEUS, dir,
-      "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-      "scrape_configs:\n  - job_name: ncclscope\n    scheme: https\n    tls_config:\n"
-      "      ca_file: " +
-          pki.ca + "\n      cert_file: " + pki.client_cert + "\n      key_file: " + pki.client_key +
-          "\n    basic_auth:\n      username: prometheus\n      password: scrape-secret\n"
-          "    static_configs:\n      - targets: ['" +
-          target + "']\n");
+      PrometheusServer::OneJobConfig(
+          target,
+          "    scheme: https\n    tls_config:\n      ca_file: " + pki.ca +
+              "\n      cert_file: " + pki.client_cert + "\n      key_file: " + pki.client_key +
+              "\n    basic_auth:\n      username: prometheus\n      password: scrape-secret\n"));
   std::string last;
   ASSERT_TRUE(prometheus.WaitForResult("up{job=\"ncclscope\"} == 1", seconds(60), &last))
       << "last answer: " << last << "\nprometheus log:\n"

@@ -9,12 +9,12 @@
 #include <chrono>
 #include <cmath>
 #include <functional>
-#include <thread>
 
 #include "tests/support/agent_process.h"
 #include "tests/support/fake_nvml.h"
 #include "tests/support/metrics_doc.h"
 #include "tests/support/sysfs_tree.h"
+#include "tests/support/wait_for.h"
 
 namespace ncclscope::testing {
 namespace {
@@ -26,12 +26,12 @@ using std::chrono::seconds;
 std::string ScrapeUntil(const AgentProcess& agent,
                         const std::function<bool(const std::string&)>& pred) {
   std::string body;
-  const auto deadline = std::chrono::steady_clock::now() + seconds(15);
-  while (std::chrono::steady_clock::now() < deadline) {
-    body = agent.Get("/metrics").body;
-    if (pred(body)) return body;
-    std::this_thread::sleep_for(milliseconds(50));
-  }
+  WaitFor(
+      [&] {
+        body = agent.Get("/metrics").body;
+        return pred(body);
+      },
+      seconds(15));
   return body;
 }
 
@@ -52,29 +52,14 @@ struct Node {
   std::string nvml_state = nvml_dir.path() + "/nvml-state";
 
   Node() {
-    const std::string sw = "pci0000:00/0000:00:01.0/0000:01:00.0";
-    tree.AddGpu(sw + "/0000:02:00.0", "0000:03:00.0", 0);
-    SysfsTree::Hca ib;
-    ib.pci_parent = sw + "/0000:02:01.0";
-    ib.pci_address = "0000:04:00.0";
-    tree.AddMlx5Ib(ib, 2);
-    tree.SetCounter("mlx5_0", 1, "counters", "port_xmit_wait", 4294967295u);  // saturated
-    tree.BreakFile("mlx5_0", 1, "counters/VL15_dropped");                     // read fails
-    SysfsTree::Hca roce;
-    roce.name = "mlx5_2";
-    roce.pci_parent = "pci0000:80/0000:80:01.0";
-    roce.pci_address = "0000:81:00.0";
-    roce.numa_node = 1;
-    tree.AddMlx5Roce(roce, "eth2");
+    tree.AddStandardNode();
+    tree.SetCounter("mlx5_0", 1, "counters", "port_xmit_wait", 4294967295u);   // saturated
+    tree.BreakFile("mlx5_0", 1, "counters/VL15_dropped");                      // read fails
     tree.SetCounter("mlx5_2", 1, "hw_counters", "vport_rx_dropped_thing", 5);  // not catalogued
     SysfsTree::Hca iwarp;  // counters all "N/A (no PMA)"
     iwarp.name = "i40iw0";
     iwarp.pci_address = "0000:06:00.0";
-    tree.AddDevice(iwarp);
-    SysfsTree::Port port;
-    port.rate = "10 Gb/sec (4X)";
-    tree.AddPort("i40iw0", port);
-    tree.SetCounter("i40iw0", 1, "counters", "port_xmit_data", "N/A (no PMA)");
+    tree.AddNoPmaPort(iwarp);
     SysfsTree::Hca excluded;  // its counter files are directories: any read of them would fail
     excluded.name = "mlx5_9";
     excluded.pci_address = "0000:07:00.0";

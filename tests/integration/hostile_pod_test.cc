@@ -19,23 +19,16 @@
 
 #include "plugin/ring/ring_writer.h"
 #include "tests/support/agent_process.h"
+#include "tests/support/op_record.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/wait_for.h"
 
 namespace ncclscope::testing {
 namespace {
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;
-
-bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (done()) return true;
-    std::this_thread::sleep_for(milliseconds(50));
-  }
-  return done();
-}
 
 // The eBPF source is off: not under test, and stopping it detaches the uprobes it attached to every
 // NCCL and verbs process on the machine (other tests' too), which can take longer than the
@@ -84,10 +77,7 @@ TEST(HostilePodTest, FifoAndIdleConnectionsDoNotBlindTheAgent) {
     TempDir scratch;
     ring::RingWriter writer;
     ncclscope::ring::RingError error;
-    ring::RingGeometry g;
-    g.lanes = 64;
-    g.lane_capacity = 16;
-    g.comm_slots = 2;
+    ring::RingGeometry g{.lanes = 64, .lane_capacity = 16, .comm_slots = 2};
     ASSERT_TRUE(writer.Create(scratch.path().c_str(), g, {"p", "1", "j"}, &error)) << error;
     writer.header()->lanes_offset = ~0ull - 4095;
     std::string bytes = ReadFile(writer.path());
@@ -173,16 +163,10 @@ struct Flood {
     Write(&r);
   }
   void Op(std::uint64_t comm, int rank) {
-    ncclscope_op_record op{};
-    op.h.type = NCCLSCOPE_REC_OP;
-    op.comm_id = comm;
+    ncclscope_op_record op = AllReduceRecord(comm, written);
     op.rank = rank;
-    op.peer = -1;
-    op.seq = written;
     op.count = 1 + random() % 100000;
-    op.datatype = NCCLSCOPE_DT_FLOAT32;
     op.bytes = op.count * 4;
-    op.kind = NCCLSCOPE_KIND_COLL;
     op.func = static_cast<std::uint8_t>(1 + random() % 5);
     op.algo = static_cast<std::uint8_t>(random() % NCCLSCOPE_ALGO_COUNT);
     op.proto = static_cast<std::uint8_t>(random() % NCCLSCOPE_PROTO_COUNT);

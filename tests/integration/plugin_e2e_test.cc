@@ -13,7 +13,6 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
-#include <functional>
 #include <map>
 #include <sstream>
 #include <thread>
@@ -22,6 +21,7 @@
 #include "tests/support/metrics_doc.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/wait_for.h"
 
 namespace ncclscope::testing {
 namespace {
@@ -114,15 +114,6 @@ bool Matches(const std::string& body,
   return true;
 }
 
-bool WaitFor(const std::function<bool()>& done, milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (done()) return true;
-    std::this_thread::sleep_for(milliseconds(20));
-  }
-  return done();
-}
-
 void Touch(const std::string& path) { std::ofstream(path) << "go\n"; }
 
 bool Exists(const std::string& path) {
@@ -166,7 +157,7 @@ TEST(PluginEndToEndTest, CountsAndBytesEqualWhatEachAbiVersionDrove) {
         body = agent.Get("/metrics").body;
         return Matches(body, sums, &why);
       },
-      seconds(20)))
+      seconds(20), milliseconds(20)))
       << why;
   // Every op had GPU timing (KernelCh always on here) but the AlltoAlls' send and receive to the
   // rank itself, which NCCL gives no KernelCh (src/enqueue.cc:805 at v2.28.9-1):
@@ -183,7 +174,7 @@ TEST(PluginEndToEndTest, CountsAndBytesEqualWhatEachAbiVersionDrove) {
         return agent.Sample("ncclscope_nccl_rings_reclaimed_total") == 3 &&
                agent.Sample("ncclscope_nccl_rings{state=\"live\"}") == 0;
       },
-      seconds(10)));
+      seconds(10), milliseconds(20)));
   body = agent.Get("/metrics").body;
   EXPECT_TRUE(Matches(body, sums, &why)) << why;  // reclaiming lost nothing, counted nothing twice
   const RunResult lint = RunCommand({NCCLSCOPE_PROMTOOL, "check", "metrics"}, body);
@@ -193,7 +184,7 @@ TEST(PluginEndToEndTest, CountsAndBytesEqualWhatEachAbiVersionDrove) {
   // Nothing left to read: the reader's wait grows from poll_interval (20 ms) to the default
   // poll_interval_max (agent/profiler/pass_pacer.h).
   EXPECT_TRUE(WaitFor([&] { return agent.Sample("ncclscope_nccl_ring_poll_wait_seconds") == 0.5; },
-                      seconds(10)))
+                      seconds(10), milliseconds(20)))
       << agent.Sample("ncclscope_nccl_ring_poll_wait_seconds");
 }
 
@@ -215,8 +206,8 @@ TEST(PluginEndToEndTest, RecordOneInWeighsRecordsAndCountsEveryOp) {
                       {"NCCLSCOPE_RING_SIZE=64MiB"});  // its burst fits: no drop to blur the sums
   ASSERT_TRUE(job->WaitForStderr("phase 1 done", seconds(60))) << job->Stderr();
   // The live process says what it records by: 1 in 4, as configured (no rate limit here).
-  EXPECT_TRUE(
-      WaitFor([&] { return agent.Sample("ncclscope_nccl_plugin_record_one_in") == 4; }, seconds(5)))
+  EXPECT_TRUE(WaitFor([&] { return agent.Sample("ncclscope_nccl_plugin_record_one_in") == 4; },
+                      seconds(5), milliseconds(20)))
       << agent.Sample("ncclscope_nccl_plugin_record_one_in");
   // And the overhead governor's view of it: GPU timing always on, as configured.
   EXPECT_EQ(agent.Sample("ncclscope_nccl_plugin_duty_cycle_ratio{events=\"kernel_ch\"}"), 1);
@@ -239,7 +230,7 @@ TEST(PluginEndToEndTest, RecordOneInWeighsRecordsAndCountsEveryOp) {
                Value(body, "ncclscope_nccl_records_total{type=\"op\"}") + unrecorded ==
                    static_cast<double>(driven);
       },
-      seconds(20)))
+      seconds(20), milliseconds(20)))
       << "counted " << counted << ", unrecorded " << unrecorded << ", driven " << driven;
   EXPECT_GT(unrecorded, static_cast<double>(driven) / 2);
   // The estimate itself (timed ops, every op timed here): ~3,000 ops, but the ranks of a
@@ -262,7 +253,7 @@ TEST(PluginEndToEndTest, DropsEqualWhatOverflowedWhileNoAgentRan) {
   AgentProcess agent(AgentConfig(ring_dir.path()));
   ASSERT_TRUE(agent.ok()) << agent.startup_log();
   EXPECT_TRUE(WaitFor([&] { return agent.Sample("ncclscope_nccl_rings_reclaimed_total") == 1; },
-                      seconds(10)));
+                      seconds(10), milliseconds(20)));
   const std::string body = agent.Get("/metrics").body;
   EXPECT_EQ(Value(body, "ncclscope_nccl_records_total{type=\"comm_init\"}"), 1);
   EXPECT_EQ(Value(body, "ncclscope_nccl_records_total{type=\"op\"}"), 255);
@@ -291,7 +282,7 @@ TEST(PluginEndToEndTest, KilledJobWithAFullRingLosesNoCount) {
   AgentProcess agent(AgentConfig(ring_dir.path()));
   ASSERT_TRUE(agent.ok()) << agent.startup_log();
   EXPECT_TRUE(WaitFor([&] { return agent.Sample("ncclscope_nccl_rings_reclaimed_total") == 1; },
-                      seconds(10)));
+                      seconds(10), milliseconds(20)));
   const std::string body = agent.Get("/metrics").body;
   EXPECT_GT(Value(body, "ncclscope_nccl_records_dropped_total{reason=\"ring_full\"}"), 0);
   std::string why;
@@ -316,7 +307,7 @@ TEST(PluginEndToEndTest, DroppedRecordsNeverHideProgressFromTheCommTable) {
         body = agent.Get("/metrics").body;
         return Value(body, "ncclscope_nccl_records_total{type=\"op\"}") == 127;
       },
-      seconds(10)))
+      seconds(10), milliseconds(20)))
       << Value(body, "ncclscope_nccl_records_total{type=\"op\"}");
   EXPECT_EQ(Value(body, "ncclscope_nccl_records_total{type=\"op_channels\"}"), 127);
   EXPECT_EQ(Total(body, "ncclscope_nccl_ops_total"), 400);  // counted, recorded or not
@@ -343,8 +334,8 @@ TEST(PluginEndToEndTest, AgentKilledAndRestartedMidRunLosesNothingThatFit) {
   auto phase1 = Sum(ParseExpectations(job->Stdout()), {1});
   ASSERT_FALSE(phase1.empty());
   std::string why;
-  ASSERT_TRUE(
-      WaitFor([&] { return Matches(first->Get("/metrics").body, phase1, &why); }, seconds(20)))
+  ASSERT_TRUE(WaitFor([&] { return Matches(first->Get("/metrics").body, phase1, &why); },
+                      seconds(20), milliseconds(20)))
       << why;
 
   // The agent dies without warning; the job runs phase 2 meanwhile; a new agent comes up.
@@ -361,8 +352,8 @@ TEST(PluginEndToEndTest, AgentKilledAndRestartedMidRunLosesNothingThatFit) {
   // The counts are the communicators' totals (the count table): the counters go on from where
   // the first agent left them (no reset for Prometheus to see). The records are exactly phase
   // 2's: the first agent's are not read again, none of the new ones is lost.
-  EXPECT_TRUE(
-      WaitFor([&] { return Matches(second.Get("/metrics").body, both, &why); }, seconds(20)))
+  EXPECT_TRUE(WaitFor([&] { return Matches(second.Get("/metrics").body, both, &why); }, seconds(20),
+                      milliseconds(20)))
       << why;
   std::this_thread::sleep_for(milliseconds(200));
   EXPECT_TRUE(Matches(second.Get("/metrics").body, both, &why)) << why;
@@ -380,7 +371,7 @@ TEST(PluginEndToEndTest, AgentKilledAndRestartedMidRunLosesNothingThatFit) {
   Touch(hold);
   EXPECT_EQ(job->Wait(seconds(30)), 0) << job->Stderr();
   EXPECT_TRUE(WaitFor([&] { return second.Sample("ncclscope_nccl_rings_reclaimed_total") == 1; },
-                      seconds(10)));
+                      seconds(10), milliseconds(20)));
 }
 
 TEST(PluginEndToEndTest, ControlsFromTheConfigReachJobsAtStartAndWhileRunning) {
@@ -406,7 +397,7 @@ TEST(PluginEndToEndTest, ControlsFromTheConfigReachJobsAtStartAndWhileRunning) {
         body = agent.Get("/metrics").body;
         return Value(body, "ncclscope_nccl_records_total{type=\"op\"}") == static_cast<double>(big);
       },
-      seconds(20)))
+      seconds(20), milliseconds(20)))
       << Value(body, "ncclscope_nccl_records_total{type=\"op\"}") << " != " << big;
   // Filtered ops are not recorded, but counted.
   EXPECT_TRUE(WaitFor(
@@ -414,7 +405,7 @@ TEST(PluginEndToEndTest, ControlsFromTheConfigReachJobsAtStartAndWhileRunning) {
         body = agent.Get("/metrics").body;
         return Total(body, "ncclscope_nccl_ops_total") == static_cast<double>(big + small);
       },
-      seconds(5)));
+      seconds(5), milliseconds(20)));
   EXPECT_EQ(Value(body, "ncclscope_nccl_plugin_events_total{event=\"filtered\"}"),
             static_cast<double>(small));
   EXPECT_EQ(Total(body, "ncclscope_nccl_ops_timed_total"), 0);
@@ -438,7 +429,7 @@ TEST(PluginEndToEndTest, ControlsFromTheConfigReachJobsAtStartAndWhileRunning) {
         return Total(body, "ncclscope_nccl_ops_timed_total") ==
                static_cast<double>(phase2_ops - self_p2p);
       },
-      seconds(20)))
+      seconds(20), milliseconds(20)))
       << Total(body, "ncclscope_nccl_ops_timed_total") << " != " << phase2_ops - self_p2p;
   EXPECT_EQ(Total(body, "ncclscope_nccl_ops_total"), static_cast<double>(big + small + phase2_ops));
   EXPECT_EQ(job->Wait(seconds(30)), 0);
@@ -455,10 +446,10 @@ TEST(PluginEndToEndTest, HostileRingFilesAndTruncationDoNotHurtTheAgent) {
         return agent.Sample("ncclscope_nccl_rings_rejected_total{reason=\"magic\"}") == 1 &&
                agent.Sample("ncclscope_nccl_rings_rejected_total{reason=\"size\"}") == 1;
       },
-      seconds(10)));
+      seconds(10), milliseconds(20)));
   // Nobody owns them: they are removed, and not counted again.
-  EXPECT_TRUE(
-      WaitFor([&] { return !Exists(ring_dir.path() + "/ncclscope-1-1.ring"); }, seconds(10)));
+  EXPECT_TRUE(WaitFor([&] { return !Exists(ring_dir.path() + "/ncclscope-1-1.ring"); }, seconds(10),
+                      milliseconds(20)));
 
   // A live job whose ring is truncated under the agent's mapping.
   const std::string hold = agent.dir().path() + "/hold";
@@ -467,13 +458,13 @@ TEST(PluginEndToEndTest, HostileRingFilesAndTruncationDoNotHurtTheAgent) {
                        "0", "--hold", hold});
   ASSERT_TRUE(job->WaitForStderr("phase 1 done", seconds(60)));
   ASSERT_TRUE(WaitFor([&] { return agent.Sample("ncclscope_nccl_rings{state=\"live\"}") == 1; },
-                      seconds(10)));
+                      seconds(10), milliseconds(20)));
   const RunResult found = RunCommand({"/bin/sh", "-c", "ls " + ring_dir.path() + "/*.ring"});
   const std::string ring = found.output.substr(0, found.output.find('\n'));
   ASSERT_EQ(::truncate(ring.c_str(), 4096), 0) << ring;
   EXPECT_TRUE(WaitFor(
       [&] { return agent.Sample("ncclscope_nccl_rings_rejected_total{reason=\"fault\"}") == 1; },
-      seconds(10)));
+      seconds(10), milliseconds(20)));
   EXPECT_TRUE(agent.process().Running());
   EXPECT_EQ(agent.Get("/healthz").status, 200);
   job->Signal(SIGKILL);  // its own mapping is broken too: end it without touching it

@@ -16,11 +16,7 @@ TEST(PrometheusScrapeTest, RealPrometheusScrapesTheAgent) {
   const std::string target = agent.base_url().substr(std::string("http://").size());
 
   TempDir dir;
-  PrometheusServer prometheus(NCCLSCOPE_PROMETHEUS, dir,
-                              "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-                              "scrape_configs:\n  - job_name: ncclscope\n    static_configs:\n"
-                              "      - targets: ['" +
-                                  target + "']\n");
+  PrometheusServer prometheus(NCCLSCOPE_PROMETHEUS, dir, PrometheusServer::OneJobConfig(target));
   std::string last;
   ASSERT_TRUE(prometheus.WaitForResult("up{job=\"ncclscope\"} == 1", seconds(60), &last))
       << "last answer: " << last << "\nprometheus log:\n"

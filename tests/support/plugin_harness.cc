@@ -7,18 +7,16 @@
 
 #include "agent/profiler/ring_file.h"
 #include "plugin/abi/nccl_profiler_abi.h"
+#include "tests/support/plugin_environment.h"
+#include "tests/support/wait_for.h"
 
 namespace ncclscope::testing {
 
 void SetUpPluginEnvironment() {
   static const bool done = [] {
-    // NOLINTNEXTLINE(concurrency-mt-unsafe)
-    setenv("NCCLSCOPE_RING_DIR", PluginRingDir().path().c_str(), 1);
-    setenv("NCCLSCOPE_PROXY_DUTY", "1", 1);     // NOLINT(concurrency-mt-unsafe)
-    setenv("NCCLSCOPE_RING_SIZE", "32MiB", 1);  // NOLINT(concurrency-mt-unsafe)
-    // Tests drive the plugin flat out: its overhead governor would sample less (its own tests,
-    // governor_test.cc, turn it on). Not overwritten, so a run can set a budget.
-    setenv("NCCLSCOPE_OVERHEAD_BUDGET", "0", 0);  // NOLINT(concurrency-mt-unsafe)
+    // The overhead governor off unless a run sets a budget (its own tests, governor_test.cc, turn
+    // it on).
+    SetPluginEnvironment(PluginRingDir().path(), {{"PROXY_DUTY", "1"}, {"RING_SIZE", "32MiB"}});
     return true;
   }();
   (void)done;
@@ -65,13 +63,11 @@ ncclscope_controls DefaultControls() {
 }
 
 bool WaitForControlsApplied(profiler::RingFile& file, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
   profiler::RingHeaderSnapshot header;
-  while (file.ReadHeader(&header) && header.applied_control_seq != header.control_seq) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  return file.healthy();
+  const bool settled = WaitFor(
+      [&] { return !file.ReadHeader(&header) || header.applied_control_seq == header.control_seq; },
+      timeout, std::chrono::milliseconds(2));
+  return settled && file.healthy();
 }
 
 bool SetPluginControls(const ncclscope_controls& controls, bool expect_kernel_ch,

@@ -34,4 +34,11 @@ bool PrometheusServer::WaitForResult(const std::string& promql, std::chrono::sec
   return false;
 }
 
+std::string PrometheusServer::OneJobConfig(const std::string& target,
+                                           const std::string& job_settings) {
+  return "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+         "scrape_configs:\n  - job_name: ncclscope\n" +
+         job_settings + "    static_configs:\n      - targets: ['" + target + "']\n";
+}
+
 }  // namespace ncclscope::testing

@@ -14,6 +14,11 @@ namespace ncclscope::testing {
 // prometheus.yml `config_yaml`, its TSDB and config in `dir`, serving its API on a free port.
 class PrometheusServer {
  public:
+  // A prometheus.yml with one job, "ncclscope", scraping `target` (host:port) every second;
+  // `job_settings` are more lines of that job, each indented four spaces (scheme, tls_config,
+  // basic_auth).
+  static std::string OneJobConfig(const std::string& target, const std::string& job_settings = "");
+
   PrometheusServer(const std::string& binary, const TempDir& dir, const std::string& config_yaml);
 
   // An instant query's answer (the API's JSON).

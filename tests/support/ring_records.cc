@@ -2,7 +2,7 @@
 
 #include <dirent.h>
 
-#include <thread>
+#include "tests/support/wait_for.h"
 
 namespace ncclscope::testing {
 
@@ -12,13 +12,12 @@ void RingRecords::Poll() {
 }
 
 bool RingRecords::PollUntil(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (true) {
-    Poll();
-    if (done()) return true;
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  return WaitFor(
+      [&] {
+        Poll();
+        return done();
+      },
+      timeout, std::chrono::milliseconds(10));
 }
 
 std::vector<profiler::OpView> RingRecords::OpsOf(std::uint64_t comm_id) const {

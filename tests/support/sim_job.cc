@@ -1,7 +1,8 @@
 #include "tests/support/sim_job.h"
 
 #include <sstream>
-#include <thread>
+
+#include "tests/support/wait_for.h"
 
 namespace ncclscope::testing {
 
@@ -22,18 +23,17 @@ SimJob::SimJob(const std::string& ring_dir, std::vector<std::string> args) {
 }
 
 bool SimJob::WaitDone(int ranks, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    const std::string out = process_->Stdout();
-    int done = 0;
-    for (std::size_t at = out.find("done rank="); at != std::string::npos;
-         at = out.find("done rank=", at + 1)) {
-      ++done;
-    }
-    if (done >= ranks) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return false;
+  return WaitFor(
+      [&] {
+        const std::string out = process_->Stdout();
+        int done = 0;
+        for (std::size_t at = out.find("done rank="); at != std::string::npos;
+             at = out.find("done rank=", at + 1)) {
+          ++done;
+        }
+        return done >= ranks;
+      },
+      timeout, std::chrono::milliseconds(20));
 }
 
 std::vector<SimExpectation> SimJob::Expectations() const {

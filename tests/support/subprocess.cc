@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "tests/support/temp_dir.h"
+#include "tests/support/wait_for.h"
 
 extern char** environ;  // NOLINT(readability-redundant-declaration)
 
@@ -101,10 +102,8 @@ bool Subprocess::Running() {
 }
 
 std::optional<int> Subprocess::Wait(std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (Running()) {
-    if (std::chrono::steady_clock::now() > deadline) return std::nullopt;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  if (!WaitFor([&] { return !Running(); }, timeout, std::chrono::milliseconds(10))) {
+    return std::nullopt;
   }
   return exit_code_;
 }

@@ -196,4 +196,31 @@ void SysfsTree::AddMlx5Roce(const Hca& hca, const std::string& ifname) {
   AddNetdev(hca.name, 1, ifname);
 }
 
+void SysfsTree::AddNoPmaPort(const Hca& hca) {
+  AddDevice(hca);
+  Port port;
+  port.rate = "10 Gb/sec (4X)";
+  AddPort(hca.name, port);
+  SetCounter(hca.name, 1, "counters", "port_xmit_data", "N/A (no PMA)");
+}
+
+void SysfsTree::AddStandardNode() {
+  const std::string sw = kSwitch;
+  AddGpu(sw + "/0000:02:00.0", "0000:03:00.0", 0);
+  Hca ib;
+  ib.pci_parent = sw + "/0000:02:01.0";
+  ib.pci_address = "0000:04:00.0";
+  AddMlx5Ib(ib, 2);
+  AddMlx5Roce(StandardRoce(), "eth2");
+}
+
+SysfsTree::Hca SysfsTree::StandardRoce() {
+  Hca roce;
+  roce.name = "mlx5_2";
+  roce.pci_parent = "pci0000:80/0000:80:01.0";
+  roce.pci_address = "0000:81:00.0";
+  roce.numa_node = 1;
+  return roce;
+}
+
 }  // namespace ncclscope::testing

@@ -85,6 +85,17 @@ class SysfsTree {
   void AddMlx5Ib(const Hca& hca, std::uint32_t ports = 1);
   // Convenience: an mlx5 RoCE (Ethernet link layer) port with hw_counters and netdev `ifname`.
   void AddMlx5Roce(const Hca& hca, const std::string& ifname);
+  // A device without PMA (an iWARP NIC, say) with one 10 Gb/sec port: its port_xmit_data reads
+  // "N/A (no PMA)".
+  void AddNoPmaPort(const Hca& hca);
+
+  // The node the fabric tests start from. Socket 0: a PCIe switch (kSwitch) holding GPU
+  // 0000:03:00.0 and mlx5_0 at 0000:04:00.0 with two NDR InfiniBand ports; socket 1: mlx5_2
+  // (StandardRoce()), a RoCE port with hw_counters and netdev eth2.
+  static constexpr const char* kSwitch = "pci0000:00/0000:00:01.0/0000:01:00.0";
+  void AddStandardNode();
+  // mlx5_2 of the standard node: at 0000:81:00.0 under root complex pci0000:80, NUMA node 1.
+  static Hca StandardRoce();
 
  private:
   std::string Write(const std::string& relative, const std::string& content) const;

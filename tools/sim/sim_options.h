@@ -1,7 +1,7 @@
 #pragma once
 
 // ncclscope-sim's command line: the simulated job (nodes x GPUs, communicators, the collectives of
-// one training iteration, links), its pace, and the faults to inject. See tools/sim/README.md.
+// one training iteration, links), its pace, and the faults to inject. See tools/README.md.
 
 #include <cstdint>
 #include <optional>

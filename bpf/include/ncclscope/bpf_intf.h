@@ -4,7 +4,7 @@
  * Plain C, included by both sides: the BPF programs include it after vmlinux.h (which provides the
  * __u32/__u64 types), the agent after <linux/types.h>. Every struct here is a map key, map value or
  * ring-buffer record, so its layout is ABI between the two halves: fixed-width fields only, padding
- * spelled out, sizes checked by static asserts in the agent (agent/ebpf/bpf/probes.cc).
+ * spelled out, sizes checked by static asserts in the agent (agent/ebpf/bpf_objects.cc).
  */
 #ifndef NCCLSCOPE_BPF_INTF_H_
 #define NCCLSCOPE_BPF_INTF_H_

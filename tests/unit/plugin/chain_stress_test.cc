@@ -21,6 +21,8 @@
 #include "agent/profiler/ring_file.h"
 #include "plugin/abi/nccl_profiler_abi.h"
 #include "tests/support/chained_profiler.h"
+#include "tests/support/plugin_environment.h"
+#include "tests/support/plugin_harness.h"
 #include "tests/support/ring_records.h"
 #include "tests/support/temp_dir.h"
 #include "tests/unit/plugin/chain_support.h"
@@ -37,18 +39,11 @@ using replay::ProxyThread;
 using replay::ReplayComm;
 using replay::ReplayProcess;
 
-TempDir& RingDir() {
-  static TempDir dir;
-  return dir;
-}
 // Runs before main, with no other thread yet.
-const bool kEnvironment = [] {                                // NOLINT(cert-err58-cpp)
-  setenv("NCCLSCOPE_RING_DIR", RingDir().path().c_str(), 1);  // NOLINT(concurrency-mt-unsafe)
-  setenv("NCCLSCOPE_RING_SIZE", "64MiB", 1);                  // NOLINT(concurrency-mt-unsafe)
-  setenv("NCCLSCOPE_RING_LANES", "8", 1);                     // NOLINT(concurrency-mt-unsafe)
-  setenv("NCCLSCOPE_CHAIN", NCCLSCOPE_CHAINED_PROFILER, 1);   // NOLINT(concurrency-mt-unsafe)
-  // Flat out: the governor would sample less.
-  setenv("NCCLSCOPE_OVERHEAD_BUDGET", "0", 0);  // NOLINT(concurrency-mt-unsafe)
+const bool kEnvironment = [] {  // NOLINT(cert-err58-cpp)
+  SetPluginEnvironment(
+      PluginRingDir().path(),
+      {{"RING_SIZE", "64MiB"}, {"RING_LANES", "8"}, {"CHAIN", NCCLSCOPE_CHAINED_PROFILER}});
   return true;
 }();
 
@@ -91,7 +86,7 @@ TEST(PluginChainStressTest, BothPluginsStayExactUnderRandomConcurrency) {
     }
   }
 
-  RingRecords records(RingDir().path());
+  RingRecords records(PluginRingDir().path());
   std::atomic<bool> done{false};
   std::thread reader([&] {
     while (!done.load()) {
@@ -102,7 +97,7 @@ TEST(PluginChainStressTest, BothPluginsStayExactUnderRandomConcurrency) {
   // The agent flipping ncclscope's duty cycles; the chained plugin changing its mask.
   std::thread controller([&] {
     std::string ring;
-    while (ring.empty() && !done.load()) ring = OnlyRing(RingDir().path());
+    while (ring.empty() && !done.load()) ring = OnlyRing(PluginRingDir().path());
     std::string reason;
     auto file = profiler::RingFile::Open(ring, &reason);
     ASSERT_NE(file, nullptr) << reason;

@@ -27,9 +27,12 @@
 #include "plugin/abi/nccl_profiler_abi.h"
 #include "plugin/ring/ncclscope_ring.h"
 #include "tests/support/chained_profiler.h"
+#include "tests/support/plugin_environment.h"
+#include "tests/support/plugin_harness.h"
 #include "tests/support/ring_records.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/wait_for.h"
 #include "tests/unit/plugin/chain_support.h"
 #include "tools/replay/nccl_replay.h"
 
@@ -48,18 +51,11 @@ using std::chrono::milliseconds;
 
 constexpr int kAllEvents = 0x7FFF;
 
-TempDir& RingDir() {
-  static TempDir dir;
-  return dir;
-}
 // Runs before main, with no other thread yet: ncclscope reads these at its first init.
-const bool kEnvironment = [] {                                // NOLINT(cert-err58-cpp)
-  setenv("NCCLSCOPE_RING_DIR", RingDir().path().c_str(), 1);  // NOLINT(concurrency-mt-unsafe)
-  setenv("NCCLSCOPE_PROXY_DUTY", "1", 1);                     // NOLINT(concurrency-mt-unsafe)
-  setenv("NCCLSCOPE_RING_SIZE", "64MiB", 1);                  // NOLINT(concurrency-mt-unsafe)
-  setenv("NCCLSCOPE_CHAIN", NCCLSCOPE_CHAINED_PROFILER, 1);   // NOLINT(concurrency-mt-unsafe)
-  // Flat out: the governor would sample less.
-  setenv("NCCLSCOPE_OVERHEAD_BUDGET", "0", 0);  // NOLINT(concurrency-mt-unsafe)
+const bool kEnvironment = [] {  // NOLINT(cert-err58-cpp)
+  SetPluginEnvironment(
+      PluginRingDir().path(),
+      {{"PROXY_DUTY", "1"}, {"RING_SIZE", "64MiB"}, {"CHAIN", NCCLSCOPE_CHAINED_PROFILER}});
   return true;
 }();
 
@@ -74,14 +70,14 @@ ChainedPlugin& Chained() {
 }
 
 RingRecords& Records() {
-  static RingRecords records(RingDir().path());
+  static RingRecords records(PluginRingDir().path());
   return records;
 }
 
 profiler::RingHeaderSnapshot Header() {
   profiler::RingHeaderSnapshot header;
   std::string reason;
-  const auto file = profiler::RingFile::Open(OnlyRing(RingDir().path()), &reason);
+  const auto file = profiler::RingFile::Open(OnlyRing(PluginRingDir().path()), &reason);
   if (file != nullptr) file->ReadHeader(&header);
   return header;
 }
@@ -98,21 +94,13 @@ bool WaitForOps(std::uint64_t comm_id, std::size_t n, milliseconds timeout = mil
   return Records().PollUntil([&] { return Records().CountOps(comm_id) >= n; }, timeout);
 }
 
-template <typename Predicate>
-bool WaitFor(Predicate done, milliseconds timeout = milliseconds(5000)) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(milliseconds(10));
-  }
-  return true;
-}
-
 // Waits until ncclscope's own mask is `mask` (its maintenance thread writes it while this thread is
 // idle), then stays idle past the plugin's idle-write race window so that the next API call is
 // known to have read it (tests/support/plugin_harness.h, SetPluginControls).
 bool WaitForOwnMask(std::uint32_t mask) {
-  if (!WaitFor([&] { return Header().effective_mask == mask; })) return false;
+  if (!WaitFor([&] { return Header().effective_mask == mask; }, milliseconds(5000),
+               milliseconds(10)))
+    return false;
   std::this_thread::sleep_for(milliseconds(600));
   return true;
 }
@@ -292,7 +280,8 @@ TEST_P(ChainTest, ChainedFailuresAreCountedAndChangeNothingElse) {
   EXPECT_GT(counts.stop_errors, 0u);
   EXPECT_GT(counts.record_errors, 0u);
   EXPECT_EQ(counts.finalize_errors, 1u);
-  EXPECT_TRUE(WaitFor([&] { return ChainErrors() - errors_before == injected; }))
+  EXPECT_TRUE(WaitFor([&] { return ChainErrors() - errors_before == injected; }, milliseconds(5000),
+                      milliseconds(10)))
       << ChainErrors() - errors_before << " counted, " << injected << " injected";
   ASSERT_TRUE(WaitForOps(id, ops.Total()));
   EXPECT_EQ(Records().CountOps(id), ops.Total());
@@ -364,14 +353,14 @@ TEST_P(ChainTest, NcclsMaskIsTheUnionOfBothPlugins) {
   EXPECT_EQ(NcclMask(), static_cast<int>(ours | abi::kProxyCtrl | abi::kCollApi));
 
   Chained().SetMask(abi::kGroupApi | abi::kKernelLaunch);  // changed at run time
-  EXPECT_TRUE(WaitFor([&] {
-    return NcclMask() == static_cast<int>(ours | abi::kGroupApi | abi::kKernelLaunch);
-  })) << std::hex
-      << NcclMask();
+  EXPECT_TRUE(WaitFor(
+      [&] { return NcclMask() == static_cast<int>(ours | abi::kGroupApi | abi::kKernelLaunch); },
+      milliseconds(5000), milliseconds(10)))
+      << std::hex << NcclMask();
 
   // ncclscope's own mask changing at run time (the agent's controls) is followed the same way.
   std::string reason;
-  auto ring = profiler::RingFile::Open(OnlyRing(RingDir().path()), &reason);
+  auto ring = profiler::RingFile::Open(OnlyRing(PluginRingDir().path()), &reason);
   ASSERT_NE(ring, nullptr) << reason;
   ncclscope_controls controls{};
   controls.event_mask = abi::kColl | abi::kP2p;
@@ -379,15 +368,18 @@ TEST_P(ChainTest, NcclsMaskIsTheUnionOfBothPlugins) {
   controls.kernel_duty_pm = 1000;
   controls.proxy_duty_pm = 1000;
   ASSERT_TRUE(ring->WriteControls(controls));
-  EXPECT_TRUE(WaitFor([&] {
-    return NcclMask() ==
-           static_cast<int>(abi::kColl | abi::kP2p | abi::kGroupApi | abi::kKernelLaunch);
-  })) << std::hex
-      << NcclMask();
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        return NcclMask() ==
+               static_cast<int>(abi::kColl | abi::kP2p | abi::kGroupApi | abi::kKernelLaunch);
+      },
+      milliseconds(5000), milliseconds(10)))
+      << std::hex << NcclMask();
   controls.event_mask = static_cast<std::uint32_t>(ours);
   ASSERT_TRUE(ring->WriteControls(controls));
   EXPECT_TRUE(WaitFor(
-      [&] { return NcclMask() == static_cast<int>(ours | abi::kGroupApi | abi::kKernelLaunch); }));
+      [&] { return NcclMask() == static_cast<int>(ours | abi::kGroupApi | abi::kKernelLaunch); },
+      milliseconds(5000), milliseconds(10)));
 
   comm.Finalize();
   EXPECT_EQ(NcclMask(), ours);
@@ -405,7 +397,7 @@ TEST_P(ChainTest, NcclscopeHandlesOnlyTheEventsItAskedFor) {
   ReplayComm comm(process, id, "narrow", 2, 4, 1, &proxy);
   ASSERT_TRUE(comm.Init());
   std::string reason;
-  auto ring = profiler::RingFile::Open(OnlyRing(RingDir().path()), &reason);
+  auto ring = profiler::RingFile::Open(OnlyRing(PluginRingDir().path()), &reason);
   ASSERT_NE(ring, nullptr) << reason;
   const std::uint32_t ours = Header().effective_mask;
   ncclscope_controls controls{};
@@ -585,7 +577,8 @@ TEST_P(ChainTest, StoppedParentsStayResolvableForTheirChildren) {
     EXPECT_EQ(FindStart(log, abi::kColl,
                         [](const chained::Event& e) { return e.descr.coll.seqNumber == 888; }),
               nullptr);
-    EXPECT_TRUE(WaitFor([&] { return ChainErrors() == errors_before + 1; }));
+    EXPECT_TRUE(WaitFor([&] { return ChainErrors() == errors_before + 1; }, milliseconds(5000),
+                        milliseconds(10)));
     ASSERT_TRUE(WaitForOps(id, 5001 + 23000));
   }
   EXPECT_EQ(Chained().Violations(), "");
@@ -605,7 +598,7 @@ TEST_P(ChainTest, NeverStoppedProxyOpsNeverExhaustTheChain) {
   ReplayComm comm(process, id, "collnet", 2, 4, 1, nullptr);
   ASSERT_TRUE(comm.Init());
   std::string reason;
-  auto ring = profiler::RingFile::Open(OnlyRing(RingDir().path()), &reason);
+  auto ring = profiler::RingFile::Open(OnlyRing(PluginRingDir().path()), &reason);
   ASSERT_NE(ring, nullptr) << reason;
   const std::uint32_t ours = Header().effective_mask;
   ncclscope_controls controls{};
@@ -680,7 +673,8 @@ TEST_P(ChainTest, AFullChainTableCostsTheChainedPluginEventsNotNcclscope) {
     held.push_back(h);
   }
   ASSERT_LT(held.size(), 1u << 19);
-  EXPECT_TRUE(WaitFor([&] { return ChainErrors() == errors_before + 1; }));
+  EXPECT_TRUE(WaitFor([&] { return ChainErrors() == errors_before + 1; }, milliseconds(5000),
+                      milliseconds(10)));
 
   Chained().Reset();
   CollSpec spec;
@@ -690,7 +684,8 @@ TEST_P(ChainTest, AFullChainTableCostsTheChainedPluginEventsNotNcclscope) {
   EXPECT_EQ(Chained().Counts().starts, 0u);
   const std::uint64_t emitted =
       (version() >= 5 ? 4 : 2) + spec.channels;  // API, Group, Coll, KernelCh
-  EXPECT_TRUE(WaitFor([&] { return ChainErrors() == errors_before + 1 + emitted; }))
+  EXPECT_TRUE(WaitFor([&] { return ChainErrors() == errors_before + 1 + emitted; },
+                      milliseconds(5000), milliseconds(10)))
       << ChainErrors() - errors_before;
   ASSERT_TRUE(WaitForOps(id, 1));
   const profiler::OpView op = Records().OpsOf(id).front();

@@ -44,6 +44,7 @@
 #include "agent/profiler/ring_file.h"
 #include "plugin/abi/nccl_profiler_abi.h"
 #include "plugin/ring/ncclscope_ring.h"
+#include "tests/support/plugin_environment.h"
 #include "tests/support/ring_records.h"
 #include "tests/support/temp_dir.h"
 #include "tools/replay/nccl_replay.h"
@@ -170,8 +171,7 @@ std::uint32_t CommSlotsUsed(const std::string& ring) {
 
 // The settings every scenario starts from (in the child, before the plugin's first init).
 void SetUpEnvironment(const std::string& ring_dir) {
-  setenv("NCCLSCOPE_RING_DIR", ring_dir.c_str(), 1);  // NOLINT(concurrency-mt-unsafe)
-  setenv("NCCLSCOPE_OVERHEAD_BUDGET", "0", 1);        // NOLINT(concurrency-mt-unsafe)
+  SetPluginEnvironment(ring_dir, {{"OVERHEAD_BUDGET", "0"}});
 }
 
 std::uint64_t CommId(std::uint64_t n) { return 0xFA11000000000000ull + n; }

@@ -26,6 +26,7 @@
 #include "tests/support/plugin_harness.h"
 #include "tests/support/ring_records.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/wait_for.h"
 #include "tools/replay/nccl_replay.h"
 
 namespace ncclscope::testing {
@@ -93,12 +94,7 @@ void Show(const char* phase) {
 // Waits until the governor's state satisfies `done` (reading the header every 20 ms).
 bool WaitForGovernor(const std::function<bool(const ncclscope_governor_state&)>& done,
                      std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (done(Header().governor)) return true;
-    std::this_thread::sleep_for(milliseconds(20));
-  }
-  return false;
+  return WaitFor([&] { return done(Header().governor); }, timeout, milliseconds(20));
 }
 
 // A job: one rank of a 2-node communicator issuing 2-channel AllReduces at ~250 per second, each

@@ -23,6 +23,7 @@
 #include "tests/support/plugin_harness.h"
 #include "tests/support/ring_records.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/wait_for.h"
 #include "tools/replay/nccl_replay.h"
 
 namespace ncclscope::testing {
@@ -907,11 +908,8 @@ TEST(ControlsTest, AgentControlsChangeTheNcclMaskAndFilter) {
   controls.kernel_duty_pm = 1000;
   controls.proxy_duty_pm = 1000;
   ASSERT_TRUE(file->WriteControls(controls));
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
-  while ((ReplayProcess::MaskSnapshot() & abi::kKernelCh) != 0 &&
-         std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(milliseconds(10));
-  }
+  WaitFor([] { return (ReplayProcess::MaskSnapshot() & abi::kKernelCh) == 0; },
+          std::chrono::seconds(3), milliseconds(10));
   EXPECT_EQ(ReplayProcess::MaskSnapshot() & (abi::kKernelCh | abi::kProxyOp), 0);
   profiler::RingHeaderSnapshot header;
   ASSERT_TRUE(file->ReadHeader(&header));

@@ -12,6 +12,7 @@
 
 #include "agent/profiler/ring_file.h"
 #include "plugin/ring/ring_writer.h"
+#include "tests/support/op_record.h"
 #include "tests/support/ring_records.h"
 #include "tests/support/temp_dir.h"
 
@@ -39,38 +40,10 @@ struct Collect : profiler::RecordSink {
   }
 };
 
-ncclscope_op_record MakeOp(std::uint64_t seq, std::uint32_t channels = 0) {
-  ncclscope_op_record op{};
-  op.h.type = NCCLSCOPE_REC_OP;
-  op.comm_id = 0xAB;
-  op.seq = seq;
-  op.count = 256;
-  op.datatype = NCCLSCOPE_DT_FLOAT32;
-  op.bytes = 1024;
-  op.kind = NCCLSCOPE_KIND_COLL;
-  op.func = NCCLSCOPE_FUNC_ALL_REDUCE;
-  op.algo = NCCLSCOPE_ALGO_RING;
-  op.proto = NCCLSCOPE_PROTO_LL;
-  op.n_channels = static_cast<std::uint8_t>(channels);
-  if (channels != 0) {
-    op.flags = NCCLSCOPE_OP_GPU_TIMING;
-    op.channel_mask = channels >= 64 ? ~0ull : (1ull << channels) - 1;
-    op.n_timed = static_cast<std::uint8_t>(channels);
-    op.n_inline = static_cast<std::uint8_t>(channels < 16 ? channels : 16);
-    op.gpu_start_ns = 1000;
-    op.gpu_end_ns = 1000 + 100 * channels;
-    for (std::uint32_t c = 0; c < op.n_inline; ++c) op.ch[c] = {c, 100 * (c + 1)};
-  }
-  return op;
-}
-
 class RingFormatTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ring::RingGeometry geometry;
-    geometry.lanes = 2;
-    geometry.lane_capacity = 16;
-    geometry.comm_slots = 4;
+    ring::RingGeometry geometry{.lanes = 2, .lane_capacity = 16, .comm_slots = 4};
     ncclscope::ring::RingError error;
     ASSERT_TRUE(writer_.Create(dir_.path().c_str(), geometry, {"host-a", "9.9", "job-7"}, &error))
         << error;
@@ -124,7 +97,7 @@ TEST(RingChecksumTest, KeepsTheFormatsValue) {
 }
 
 TEST_F(RingFormatTest, RecordsRoundTripWithTheirOrigin) {
-  Write(MakeOp(1, 3));
+  Write(AllReduceRecord(0xAB, 1, 3));
   ncclscope_proxy_op_record net{};
   net.h.type = NCCLSCOPE_REC_PROXY_OP;
   net.comm_id = 0xAB;
@@ -163,7 +136,7 @@ TEST_F(RingFormatTest, RecordsRoundTripWithTheirOrigin) {
 TEST_F(RingFormatTest, FullLanesDropAndCountInsteadOfOverwriting) {
   // 2 lanes x 16: the writer spills into the second lane, then drops.
   for (int i = 0; i < 40; ++i) {
-    auto op = MakeOp(static_cast<std::uint64_t>(i));
+    auto op = AllReduceRecord(0xAB, static_cast<std::uint64_t>(i));
     writer_.Write(&op, 1, 0);
   }
   auto file = Open();
@@ -179,14 +152,14 @@ TEST_F(RingFormatTest, FullLanesDropAndCountInsteadOfOverwriting) {
   EXPECT_EQ(seqs.front(), 0u);
   EXPECT_EQ(seqs.back(), 31u);
   // Space is reusable once consumed.
-  auto op = MakeOp(99);
+  auto op = AllReduceRecord(0xAB, 99);
   EXPECT_TRUE(writer_.Write(&op, 1, 0));
 }
 
 TEST_F(RingFormatTest, BusyLanesCountAsContention) {
   Lane(0)->busy = 1;
   Lane(1)->busy = 1;
-  auto op = MakeOp(1);
+  auto op = AllReduceRecord(0xAB, 1);
   EXPECT_FALSE(writer_.Write(&op, 1, 0));
   EXPECT_EQ(writer_.header()->counters[NCCLSCOPE_CTR_DROPPED_CONTENTION], 1u);
   Lane(1)->busy = 0;
@@ -194,7 +167,7 @@ TEST_F(RingFormatTest, BusyLanesCountAsContention) {
 }
 
 TEST_F(RingFormatTest, CorruptRecordsAreSkippedAndCountedByReason) {
-  for (int i = 0; i < 8; ++i) Write(MakeOp(static_cast<std::uint64_t>(i), 2));
+  for (int i = 0; i < 8; ++i) Write(AllReduceRecord(0xAB, static_cast<std::uint64_t>(i), 2));
   // 0: flipped bit -> checksum. 1: stale position -> position. 2: unknown type, 3: bad func,
   // 4: bytes that do not match count x size, 5: a weight beyond any record_one_in (it would
   // multiply the record's sums), all with a correct checksum. 6 (the largest weight), 7 valid.
@@ -228,13 +201,14 @@ TEST_F(RingFormatTest, CorruptRecordsAreSkippedAndCountedByReason) {
 TEST_F(RingFormatTest, ContinuationsMustMatchTheirOp) {
   // An op announcing 20 timed channels needs one continuation record right behind it.
   unsigned char buffer[2 * NCCLSCOPE_RECORD_SIZE] = {};
-  ncclscope_op_record op = MakeOp(3, 20);
+  ncclscope_op_record op = AllReduceRecord(0xAB, 3, 20);
   op.n_continuations = 1;
   std::memcpy(buffer, &op, sizeof(op));
   ncclscope_op_channels_record cont{};
   cont.h.type = NCCLSCOPE_REC_OP_CHANNELS;
   cont.comm_id = op.comm_id;
   cont.seq = op.seq;
+  cont.op_index = op.op_index;
   cont.part = 1;
   cont.first = 16;
   cont.n = 4;
@@ -259,7 +233,7 @@ TEST_F(RingFormatTest, ContinuationsMustMatchTheirOp) {
 }
 
 TEST_F(RingFormatTest, NonsensicalLaneCursorsAreResynced) {
-  Write(MakeOp(1));
+  Write(AllReduceRecord(0xAB, 1));
   Lane(0)->head = 1'000'000;  // a writer gone wild
   auto file = Open();
   Collect sink;
@@ -267,7 +241,7 @@ TEST_F(RingFormatTest, NonsensicalLaneCursorsAreResynced) {
   EXPECT_EQ(Lane(0)->tail, 1'000'000u);
   // And a consumer gone wild: the writer does not trust a tail beyond head and uses another lane.
   Lane(1)->tail = 5;
-  auto op = MakeOp(2);
+  auto op = AllReduceRecord(0xAB, 2);
   EXPECT_TRUE(writer_.Write(&op, 1, 1));
   EXPECT_EQ(Lane(1)->head, 0u);
   EXPECT_EQ(Lane(0)->head, 1'000'001u);
@@ -311,7 +285,7 @@ TEST_F(RingFormatTest, BadHeadersAreRejectedWithAReason) {
 }
 
 TEST_F(RingFormatTest, TruncationUnderTheReaderBreaksTheRingNotTheAgent) {
-  Write(MakeOp(1));
+  Write(AllReduceRecord(0xAB, 1));
   auto file = Open();
   ASSERT_NE(file, nullptr);
   ASSERT_EQ(::truncate(writer_.path(), 4096), 0);  // the owner shrinks its file

@@ -24,8 +24,11 @@
 #include "agent/profiler/ring_directory.h"
 #include "agent/profiler/ring_file.h"
 #include "plugin/abi/nccl_profiler_abi.h"
+#include "tests/support/plugin_environment.h"
+#include "tests/support/plugin_harness.h"
 #include "tests/support/ring_records.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/wait_for.h"
 #include "tools/replay/nccl_replay.h"
 
 namespace ncclscope::testing {
@@ -41,25 +44,19 @@ using replay::ProxyThread;
 using replay::ReplayComm;
 using replay::ReplayProcess;
 
-TempDir& RingDir() {
-  static TempDir dir;
-  return dir;
-}
 // Runs before main, with no other thread yet.
-const bool kEnvironment = [] {                                // NOLINT(cert-err58-cpp)
-  setenv("NCCLSCOPE_RING_DIR", RingDir().path().c_str(), 1);  // NOLINT(concurrency-mt-unsafe)
+const bool kEnvironment = [] {  // NOLINT(cert-err58-cpp)
   // More lanes than threads that write records (4 ranks x user, proxy and host-callback threads,
   // and the plugin's maintenance thread): with fewer, every lane can be held at once by threads
   // descheduled mid-write (TSan on 2 cores did it), and the plugin then drops the record rather
   // than wait (lane_busy, by design), which this exact count cannot allow. Per-lane room stays
   // as before (8 MiB).
-  setenv("NCCLSCOPE_RING_SIZE", "128MiB", 1);  // NOLINT(concurrency-mt-unsafe)
-  setenv("NCCLSCOPE_RING_LANES", "16", 1);     // NOLINT(concurrency-mt-unsafe)
   // Four ranks drive 100-200 k ops/s here, tens of times a real process: room for the ops that
   // legitimately wait a few maintenance passes (2.27's uncertain mask copies, CollNet).
-  setenv("NCCLSCOPE_MAX_OPS", "1048576", 1);  // NOLINT(concurrency-mt-unsafe)
-  // Flat out the overhead governor would sample less; a run may set a budget to stress it too.
-  setenv("NCCLSCOPE_OVERHEAD_BUDGET", "0", 0);  // NOLINT(concurrency-mt-unsafe)
+  // The overhead governor off (flat out it would sample less), unless a run sets a budget to
+  // stress it too.
+  SetPluginEnvironment(PluginRingDir().path(),
+                       {{"RING_SIZE", "128MiB"}, {"RING_LANES", "16"}, {"MAX_OPS", "1048576"}});
   return true;
 }();
 
@@ -301,13 +298,13 @@ TEST_P(PluginStressTest, WhatTheAgentReadsEqualsWhatWasDriven) {
   // The plugin's counters are per process, and the three ABI versions may share one.
   std::array<std::uint64_t, NCCLSCOPE_COUNTER_MAX> counters_before{};
   {
-    profiler::RingDirectory before(RingDir().path());
+    profiler::RingDirectory before(PluginRingDir().path());
     CountingSink ignored;
     while (before.Poll(ignored)) {
     }
     counters_before = before.snapshot().plugin_counters;
   }
-  profiler::RingDirectory directory(RingDir().path());
+  profiler::RingDirectory directory(PluginRingDir().path());
   CountingSink sink;
   std::atomic<bool> done{false};
   std::atomic<bool> reading{true};
@@ -321,7 +318,7 @@ TEST_P(PluginStressTest, WhatTheAgentReadsEqualsWhatWasDriven) {
   // The agent changing controls while the job runs: duty cycles on and off.
   std::thread controller([&] {
     std::string ring;
-    while (ring.empty() && !done.load()) ring = OnlyRing(RingDir().path());
+    while (ring.empty() && !done.load()) ring = OnlyRing(PluginRingDir().path());
     std::string reason;
     auto file = profiler::RingFile::Open(ring, &reason);
     ASSERT_NE(file, nullptr) << reason;
@@ -361,7 +358,7 @@ TEST_P(PluginStressTest, WhatTheAgentReadsEqualsWhatWasDriven) {
   // One last fully timed op per communicator and rank: what 2.27's uncertain ops wait for.
   ncclscope_controls controls{};
   {
-    const std::string ring = OnlyRing(RingDir().path());
+    const std::string ring = OnlyRing(PluginRingDir().path());
     std::string reason;
     auto file = profiler::RingFile::Open(ring, &reason);
     ASSERT_NE(file, nullptr) << reason;
@@ -372,19 +369,16 @@ TEST_P(PluginStressTest, WhatTheAgentReadsEqualsWhatWasDriven) {
     controls.kernel_duty_pm = 1000;
     ASSERT_TRUE(file->WriteControls(controls));
     // Taken by the plugin first: the int may have KernelCh under the controller's duty cycle too.
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     profiler::RingHeaderSnapshot header;
-    while (file->ReadHeader(&header) && header.applied_control_seq != header.control_seq &&
-           std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
+    WaitFor(
+        [&] {
+          return !file->ReadHeader(&header) || header.applied_control_seq == header.control_seq;
+        },
+        std::chrono::seconds(10), std::chrono::milliseconds(2));
     ASSERT_EQ(header.applied_control_seq, header.control_seq);
   }
-  const auto applied = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while ((ReplayProcess::MaskSnapshot() & abi::kKernelCh) == 0 &&
-         std::chrono::steady_clock::now() < applied) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  WaitFor([] { return (ReplayProcess::MaskSnapshot() & abi::kKernelCh) != 0; },
+          std::chrono::seconds(5), std::chrono::milliseconds(5));
   std::map<Key, Tally> driven;
   for (const auto& d : drivers) {
     for (const auto& [key, t] : d->driven()) {
@@ -409,12 +403,13 @@ TEST_P(PluginStressTest, WhatTheAgentReadsEqualsWhatWasDriven) {
   for (auto& p : proxies) p->Drain();
   reading.store(false);
   reader.join();
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (sink.seen != driven && std::chrono::steady_clock::now() < deadline) {
-    while (directory.Poll(sink)) {
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  WaitFor(
+      [&] {
+        while (directory.Poll(sink)) {
+        }
+        return sink.seen == driven;
+      },
+      std::chrono::seconds(20), std::chrono::milliseconds(20));
   for (auto& rank : comms) {
     for (auto& comm : rank) comm->Finalize();
   }

@@ -22,7 +22,6 @@
 #include <map>
 #include <memory>
 #include <set>
-#include <thread>
 #include <vector>
 
 #include "agent/profiler/ring_attribution.h"
@@ -30,6 +29,7 @@
 #include "agent/profiler/ring_file.h"
 #include "plugin/ring/ring_writer.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/wait_for.h"
 
 namespace ncclscope::testing {
 namespace {
@@ -48,11 +48,7 @@ struct Discard : profiler::RecordSink {
 };
 
 ring::RingGeometry Small(std::uint32_t lanes = 1, std::uint32_t slots = 2) {
-  ring::RingGeometry g;
-  g.lanes = lanes;
-  g.lane_capacity = 16;
-  g.comm_slots = slots;
-  return g;
+  return ring::RingGeometry{.lanes = lanes, .lane_capacity = 16, .comm_slots = slots};
 }
 
 // The bytes of a real ring of geometry `g` (written by the plugin's writer), for crafting.
@@ -89,12 +85,10 @@ bool FinishesWithin(const std::function<void()>& body, std::chrono::milliseconds
     body();
     ::_exit(0);
   }
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
   int status = 0;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (::waitpid(child, &status, WNOHANG) == child)
-      return WIFEXITED(status) && WEXITSTATUS(status) == 0;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  if (WaitFor([&] { return ::waitpid(child, &status, WNOHANG) == child; }, timeout,
+              std::chrono::milliseconds(10))) {
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
   }
   ::kill(child, SIGKILL);
   ::waitpid(child, &status, 0);

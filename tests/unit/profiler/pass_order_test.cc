@@ -14,6 +14,7 @@
 #include "agent/profiler/ring_directory.h"
 #include "plugin/ring/ring_writer.h"
 #include "tests/support/exposition.h"
+#include "tests/support/op_record.h"
 #include "tests/support/temp_dir.h"
 
 namespace ncclscope::testing {
@@ -42,10 +43,7 @@ struct OrderSink : profiler::RecordSink {
 class PassOrderTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ring::RingGeometry geometry;
-    geometry.lanes = 1;
-    geometry.lane_capacity = 16;
-    geometry.comm_slots = 2;
+    ring::RingGeometry geometry{.lanes = 1, .lane_capacity = 16, .comm_slots = 2};
     ncclscope::ring::RingError error;
     ASSERT_TRUE(writer_.Create(dir_.path().c_str(), geometry, {"pod-a", "1", "job"}, &error))
         << error;
@@ -60,18 +58,10 @@ class PassOrderTest : public ::testing::Test {
   }
 
   void WriteAllReduce(std::uint64_t comm) {
-    ncclscope_op_record op{};
-    op.h.type = NCCLSCOPE_REC_OP;
-    op.comm_id = comm;
-    op.rank = 0;
-    op.kind = NCCLSCOPE_KIND_COLL;
-    op.func = NCCLSCOPE_FUNC_ALL_REDUCE;
-    op.algo = NCCLSCOPE_ALGO_RING;
+    ncclscope_op_record op = AllReduceRecord(comm, 1);
     op.proto = NCCLSCOPE_PROTO_SIMPLE;
     op.datatype = NCCLSCOPE_DT_INT8;
     op.count = op.bytes = 1 << 20;
-    op.seq = 1;
-    op.peer = -1;
     ASSERT_TRUE(writer_.Write(&op, 1, 0));
   }
 

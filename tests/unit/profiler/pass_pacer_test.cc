@@ -72,10 +72,7 @@ TEST(PassPacerTest, AMaximumAtOrBelowTheMinimumKeepsEveryWaitAtTheMinimum) {
 TEST(PassPacerTest, APassReportsItsFullestLane) {
   TempDir dir;
   ring::RingWriter writer;
-  ring::RingGeometry geometry;
-  geometry.lanes = 2;
-  geometry.lane_capacity = 64;
-  geometry.comm_slots = 1;
+  ring::RingGeometry geometry{.lanes = 2, .lane_capacity = 64, .comm_slots = 1};
   ncclscope::ring::RingError error;
   ASSERT_TRUE(writer.Create(dir.path().c_str(), geometry, {"pod", "1", "job"}, &error)) << error;
   ncclscope_op_record op =

@@ -33,11 +33,7 @@ struct CountingSink : profiler::RecordSink {
 };
 
 ring::RingGeometry Tiny() {
-  ring::RingGeometry geometry;
-  geometry.lanes = 1;
-  geometry.lane_capacity = 16;
-  geometry.comm_slots = 1;
-  return geometry;
+  return ring::RingGeometry{.lanes = 1, .lane_capacity = 16, .comm_slots = 1};
 }
 
 void WriteOp(ring::RingWriter& writer, std::uint64_t seq) {

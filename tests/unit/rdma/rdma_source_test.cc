@@ -44,20 +44,9 @@ struct Fixture {
   RdmaSource source{{reader, verbs, clock}};
 
   Fixture() {
-    // mlx5_0: two NDR IB ports behind the same PCIe switch as GPU 0000:03:00.0.
-    const std::string sw = "pci0000:00/0000:00:01.0/0000:01:00.0";
-    tree.AddGpu(sw + "/0000:02:00.0", "0000:03:00.0", 0);
-    SysfsTree::Hca ib;
-    ib.pci_parent = sw + "/0000:02:01.0";
-    ib.pci_address = "0000:04:00.0";
-    tree.AddMlx5Ib(ib, 2);
-    // mlx5_2: a RoCE port with hw_counters on socket 1.
-    SysfsTree::Hca roce;
-    roce.name = "mlx5_2";
-    roce.pci_parent = "pci0000:80/0000:80:01.0";
-    roce.pci_address = "0000:81:00.0";
-    roce.numa_node = 1;
-    tree.AddMlx5Roce(roce, "eth2");
+    // mlx5_0: two NDR IB ports behind the same PCIe switch as GPU 0000:03:00.0; mlx5_2: a RoCE
+    // port with hw_counters on socket 1.
+    tree.AddStandardNode();
     config.sysfs_root = tree.root();
   }
   std::string Poll(std::chrono::seconds step = seconds(10)) {
@@ -356,11 +345,7 @@ TEST(RdmaSourceTest, DeviceVanishingKeepsTheAgentAndItsFindings) {
           R"(ncclscope_infiniband_finding{device="mlx5_2",port="1",finding="link_down",severity="critical"})"),
       1);
   // Back (driver reload): counters start over and it is monitored again.
-  SysfsTree::Hca roce;
-  roce.name = "mlx5_2";
-  roce.pci_parent = "pci0000:80/0000:80:01.0";
-  roce.pci_address = "0000:81:00.0";
-  f.tree.AddMlx5Roce(roce, "eth2");
+  f.tree.AddMlx5Roce(SysfsTree::StandardRoce(), "eth2");
   text = f.Poll();
   EXPECT_EQ(Sample(text, R"(ncclscope_rdma_devices{state="monitored"})"), 2);
   EXPECT_EQ(Sample(text, R"(ncclscope_infiniband_state_id{device="mlx5_2",port="1"})"), 4);

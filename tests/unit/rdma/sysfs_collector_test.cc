@@ -185,11 +185,7 @@ TEST(SysfsCollectorTest, NoPmaValuesAreAbsentNotZero) {
   SysfsTree tree;
   SysfsTree::Hca iwarp;
   iwarp.name = "i40iw0";
-  tree.AddDevice(iwarp);
-  SysfsTree::Port port;
-  port.rate = "10 Gb/sec (4X)";
-  tree.AddPort("i40iw0", port);
-  tree.SetCounter("i40iw0", 1, "counters", "port_xmit_data", "N/A (no PMA)");
+  tree.AddNoPmaPort(iwarp);
   tree.SetCounter("i40iw0", 1, "counters", "symbol_error", "N/A (no PMA)");
   tree.SetCounter("i40iw0", 1, "counters", "link_downed", "garbage");
   PosixFileReader reader;

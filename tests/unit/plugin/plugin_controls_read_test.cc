@@ -8,10 +8,10 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <thread>
 
 #include "plugin/src/settings.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/wait_for.h"
 
 namespace ncclscope::testing {
 namespace {
@@ -60,14 +60,11 @@ TEST(PluginControlsReadTest, AFifoNeverBlocksInit) {
     ::_exit(HasWarning(s, "not a regular file") ? 0 : 3);
   }
   int status = 0;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (::waitpid(child, &status, WNOHANG) != child) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      ::kill(child, SIGKILL);
-      ::waitpid(child, &status, 0);
-      FAIL() << "LoadSettings blocked on a FIFO";
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  if (!WaitFor([&] { return ::waitpid(child, &status, WNOHANG) == child; }, std::chrono::seconds(5),
+               std::chrono::milliseconds(10))) {
+    ::kill(child, SIGKILL);
+    ::waitpid(child, &status, 0);
+    FAIL() << "LoadSettings blocked on a FIFO";
   }
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
