@@ -3,9 +3,9 @@
 // 2.25), _v1 (2.23). Each NCCL takes the newest one it knows (src/plugin/profiler.cc:123-141 at
 // 2.31.2; :70-81 at v2.28.9-1; :52-58 at v2.26.6-1; src/misc/profiler.cc:220-234 at v2.24.3-1,
 // :119 at v2.23.4-1). Each adapter translates its version's descriptor into the version-neutral
-// calls of events.cc and runtime.cc. These are the only symbols the library exports
-// (-fvisibility=hidden plus a version script), and nothing can be thrown out of them: the plugin
-// is built without exceptions (platform/README.md). With NCCLSCOPE_CHAIN set, each
+// calls of the event path and of runtime.cc, declared in runtime.h. These are the only symbols the
+// library exports (-fvisibility=hidden plus a version script), and nothing can be thrown out of
+// them: the plugin is built without exceptions (platform/README.md). With NCCLSCOPE_CHAIN set, each
 // entry point hands the event to chain.h, which calls the same functions ("...Own") for ncclscope
 // and forwards the event to the chained plugin; unset, that costs one predictable branch.
 //
