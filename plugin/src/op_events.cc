@@ -72,6 +72,197 @@ bool CountOp(CommState* comm, std::uint8_t func, std::uint8_t algo, std::uint8_t
   return false;
 }
 
+// What an op is, in the plugin's codes, from NCCL's descriptor and the API call's mask copy.
+struct OpDescription {
+  std::uint64_t comm_id = 0;
+  std::uint64_t seq = 0;
+  std::uint64_t count = 0;
+  std::uint64_t bytes = 0;
+  std::int32_t rank = 0;
+  std::int32_t peer = -1;
+  std::uint16_t flags = 0;
+  std::uint8_t func = 0;
+  std::uint8_t datatype = NCCLSCOPE_DT_UNKNOWN;
+  std::uint8_t algo = NCCLSCOPE_ALGO_NONE;
+  std::uint8_t proto = NCCLSCOPE_PROTO_NONE;
+};
+
+// Step 1, describe: identity, sizes, function, algorithm; and the op is counted here, exactly,
+// since the minimum size, a full pool or record_one_in may leave it out after this
+// (ncclscope_ring.h, the count table). Its identity follows once the op is kept
+// (IdentifyOp).
+OpDescription DescribeOp(CommState* comm, const OpArgs& args, const TaskMask& task_mask) {
+  OpDescription d;
+  d.func = names::Func(args.func);
+  d.datatype = names::Datatype(args.datatype);
+  std::uint64_t size = ncclscope_datatype_size(d.datatype);
+  if (size == 0) {
+    // NCCL 2.28-2.30 name ncclUint8 "Unknown" (no case in ncclDatatypeToString).
+    size = 1;
+    d.flags |= NCCLSCOPE_OP_DATATYPE_ASSUMED;
+  }
+  // Saturating: an absurd count must not wrap into a plausible size.
+  d.bytes = args.count > UINT64_MAX / size ? UINT64_MAX : args.count * size;
+  if (args.kind == NCCLSCOPE_KIND_COLL && args.symmetric) {
+    // v7 symmetric kernels: algo is the variant's suffix and proto "" (src/plugin/profiler.cc
+    // :610-614 at 2.31.2); the variant itself names the kernel.
+    d.algo = NCCLSCOPE_ALGO_SYMMETRIC;
+    d.flags |= NCCLSCOPE_OP_SYMMETRIC;
+  } else if (args.kind == NCCLSCOPE_KIND_COLL) {
+    d.algo = names::Algo(args.algo);
+    d.proto = names::Proto(args.proto);
+  }
+  // Every op is counted, exactly, before anything below may leave it out (the minimum size, a
+  // full pool, record_one_in): ncclscope_ring.h, the count table.
+  if (CountOp(comm, d.func, d.algo, d.proto, d.bytes)) d.flags |= NCCLSCOPE_OP_COUNTED;
+  d.count = args.count;
+  // AllGather and Broadcast tasks carry count in bytes and datatype ncclInt8
+  // (src/enqueue.cc:2476-2480 at v2.28.9-1); the API's own count and type came with the CollApi.
+  const std::uint32_t api_size = ncclscope_datatype_size(task_mask.api_datatype);
+  if ((d.func == NCCLSCOPE_FUNC_ALL_GATHER || d.func == NCCLSCOPE_FUNC_BROADCAST) &&
+      d.datatype == NCCLSCOPE_DT_INT8 && api_size != 0 && task_mask.api_datatype != d.datatype) {
+    d.count = args.count / api_size;
+    d.datatype = task_mask.api_datatype;
+    d.flags |= NCCLSCOPE_OP_API_COUNT;
+  }
+  return d;
+}
+
+// Step 1 continued, identify: the op's communicator, rank, peer and sequence number, the cross-rank
+// join key. Only for an op that is kept (not filtered, a slot found): NCCL has no p2p sequence
+// number, so one is counted per (comm, direction, peer) — the k-th send to a peer matches that
+// peer's k-th receive — and an op left out must not take one.
+void IdentifyOp(CommState* comm, const OpArgs& args, OpDescription* d) {
+  d->seq = args.seq;
+  d->peer = args.root;
+  d->rank = args.identity_from_op ? args.rank : Load(comm->rank);
+  d->comm_id = args.identity_from_op ? args.comm_hash : Load(comm->comm_id);
+  if (args.kind != NCCLSCOPE_KIND_P2P) return;
+  const std::uint32_t peers = Load(comm->p2p_peers);
+  if (comm->p2p_seq != nullptr && args.root >= 0 && static_cast<std::uint32_t>(args.root) < peers) {
+    std::atomic<std::uint64_t>& counter =
+        comm->p2p_seq[(d->func == NCCLSCOPE_FUNC_RECV ? peers : 0) +
+                      static_cast<std::uint32_t>(args.root)];
+    d->seq = Load(counter);
+    Store(counter, d->seq + 1);
+    d->flags |= NCCLSCOPE_OP_P2P_SEQ_PER_PEER;
+  }
+}
+
+// What the op waits for and whether it is recorded.
+struct OpExpectation {
+  OpExpect expect = kExpectNone;
+  std::uint8_t expected = 0;  // KernelCh announced (kExpectKnown)
+  std::uint16_t flags = 0;    // added to the description's
+  std::uint32_t plan = 0;     // the Group's plan number, 0 = unknown
+  bool uncertain = false;     // KernelCh of NCCL's copy unknown (TaskMask::uncertain)
+};
+
+// Step 2, expect: which KernelCh complete the op (from NCCL's mask copy for the call, not the mask
+// now), whether its network steps are recorded, and its plan. (Whether record_one_in records it,
+// RecordWeight, is decided as it is published: it needs every flag.)
+OpExpectation ExpectOp(CommState* comm, const OpArgs& args, const TaskMask& task_mask,
+                       const OpDescription& d) {
+  OpExpectation e;
+  // What completes the op. KernelCh come only from profiler proxy ops, which exist only when the
+  // task's own mask copy had KernelCh (ncclProfilerNeedsProxy, src/plugin/profiler.cc:677).
+  // Copy-engine collectives are issued by the host (v6); they have no kernel channels. Self
+  // send/recv get no proxy ops at all, so no KernelCh (nProxyOps = selfSend ? 0 : 2,
+  // src/enqueue.cc:805 at v2.28.9-1) although NCCL reports nChannels >= 1.
+  // v7 symmetric collectives: KernelCh only for the plan's head task, which announces the plan's
+  // channels (the others 0), and none at all when captured into a CUDA graph, whose kernel is
+  // the uninstrumented one although the head still announces them (src/plugin/profiler.cc
+  // :600-604, :1271, :1286 at 2.31.2).
+  const bool symmetric_untimed =
+      args.symmetric && (args.n_channels == 0 || task_mask.graph_captured);
+  const bool no_kernel_ever = args.kind == NCCLSCOPE_KIND_CE || args.no_kernel_events ||
+                              (args.kind == NCCLSCOPE_KIND_P2P && d.peer == d.rank) ||
+                              symmetric_untimed;
+  if (!no_kernel_ever && task_mask.kernel_candidate) {
+    // A number of KernelCh NCCL announces, or an unknown one: ABI v3 announces only an upper bound
+    // (nMaxChannels), and CollNet tasks keep nChannels 0 (task->nChannels is set only on the
+    // ring/tree/NVLS path, src/enqueue.cc:638 at v2.28.9-1) yet get one KernelCh per channel of
+    // channelLo..channelHi (:579-597).
+    const bool announced = !args.kernel_untimed && args.n_channels != 0;
+    e.expect = announced ? kExpectKnown : kExpectUnknown;
+    e.expected = announced ? args.n_channels : 0;
+  }
+  if (((task_mask.mask & kEventKernelCh) == 0 || args.no_kernel_events) &&
+      e.expect == kExpectNone && args.kind != NCCLSCOPE_KIND_CE) {
+    e.flags |= NCCLSCOPE_OP_KERNEL_NOT_REQUESTED;
+  }
+  // Tells the agent whether the op's network steps were recorded (proxy duty cycle), so that it
+  // can split the op's traffic into network and intra-node bytes (agent/analytics).
+  if ((task_mask.mask & kProxyEvents) != 0) e.flags |= NCCLSCOPE_OP_PROXY_REQUESTED;
+  const Handle group = DecodeHandle(args.parent_group);
+  e.plan = group.kind == HandleKind::kGroup ? group.index : 0;
+  if (e.plan != 0) {
+    const std::uint32_t latest = Load(comm->latest_plan);
+    if (latest == 0 || PlanBefore(latest, e.plan)) Store(comm->latest_plan, e.plan);
+  }
+  e.uncertain = e.expect != kExpectNone && task_mask.uncertain;
+  if (e.uncertain) Count(NCCLSCOPE_CTR_OPS_MASK_UNCERTAIN);
+  return e;
+}
+
+// Step 3, publish: the op's slot, then its state word (release: a KernelCh or stop that finds the
+// generation sees every field), then the ring's comm slot (the agent's in-flight view).
+void PublishOp(Runtime& r, CommState* comm, std::uint32_t comm_index, OpState* op,
+               std::uint32_t generation, std::uint64_t now, std::uint64_t op_index,
+               const OpArgs& args, const OpDescription& d, const OpExpectation& e) {
+  const std::uint32_t comm_slot = Load(comm->comm_slot);
+  Store(op->comm_index, comm_index);
+  Store(op->comm_generation, comm->slot.generation.load(std::memory_order_relaxed));
+  Store(op->comm_id, d.comm_id);
+  Store(op->seq, d.seq);
+  Store(op->count, d.count);
+  Store(op->bytes, d.bytes);
+  Store(op->enqueue_ns, now);
+  Store(op->enqueue_stop_ns, 0);
+  Store(op->op_index, op_index);
+  Store(op->rank, d.rank);
+  Store(op->peer, d.peer);
+  Store(op->comm_slot, comm_slot);
+  Store(op->plan, e.plan);
+  const auto flags = static_cast<std::uint16_t>(d.flags | e.flags);
+  Store(op->flags, flags);
+  Store(op->weight, RecordWeight(r, args.kind, d.func, flags, d.comm_id, d.seq, d.rank, d.peer));
+  Store(op->kind, args.kind);
+  Store(op->func, d.func);
+  Store(op->datatype, d.datatype);
+  Store(op->algo, d.algo);
+  Store(op->proto, d.proto);
+  Store(op->n_channels, args.n_channels);
+  Store(op->n_warps, args.n_warps);
+  Store(op->expected_channels, e.expected);
+  Store(op->expect, e.expect);
+  Store(op->mask_uncertain, e.uncertain ? 1 : 0);
+  Store(op->kernel_untimed, args.kernel_untimed && e.expect != kExpectNone ? 1 : 0);
+  Store(op->kernel_variant, args.symmetric ? names::KernelVariant(args.kernel_variant)
+                                           : std::uint8_t{NCCLSCOPE_KV_NONE});
+  Store(op->user_tag, args.user_tag);
+  Store(op->channels_started, 0);
+  Store(op->channels_stopped, 0);
+  Store(op->last_kernel_ns, 0);
+  Store(op->timed_mask, 0);
+  Store(op->phase_mask, 0);
+  op->state.store(
+      generation << kStateGenShift | (e.expect == kExpectNone ? std::uint32_t{kOpKernelDone} : 0u),
+      std::memory_order_release);
+
+  if (ncclscope_comm_slot* slot = r.ring.comm_slot(comm_slot)) {
+    StoreShared64(slot->ops_enqueued, op_index + 1);
+    StoreShared64(slot->last_enqueue_ns, now);
+    StoreShared64(slot->last_enqueue_seq, d.seq);
+    StoreShared32(slot->last_enqueue_func, d.func);
+    ncclscope_recent_op& recent = slot->recent[op_index % NCCLSCOPE_RECENT_OPS];
+    StoreShared64(recent.enqueue_ns, now);
+    StoreShared32(recent.seq_low, static_cast<std::uint32_t>(d.seq));
+    std::atomic_ref<std::uint8_t>(recent.func).store(d.func, std::memory_order_relaxed);
+    std::atomic_ref<std::uint8_t>(recent.kind).store(args.kind, std::memory_order_relaxed);
+  }
+}
+
 }  // namespace
 
 void StartOp(void* context, void** handle, const OpArgs& args) {
@@ -96,42 +287,8 @@ void StartOp(void* context, void** handle, const OpArgs& args) {
   const std::uint64_t timed_from = timed ? governor::Begin(r.gov, governor::kOpCalls) : 0;
   const std::uint64_t now = clock::Now();
   const TaskMask task_mask = MaskOfTask(r, args.parent, now);
-  const std::uint8_t func = names::Func(args.func);
-  std::uint16_t flags = 0;
-  std::uint8_t datatype = names::Datatype(args.datatype);
-  std::uint64_t size = ncclscope_datatype_size(datatype);
-  if (size == 0) {
-    // NCCL 2.28-2.30 name ncclUint8 "Unknown" (no case in ncclDatatypeToString).
-    size = 1;
-    flags |= NCCLSCOPE_OP_DATATYPE_ASSUMED;
-  }
-  // Saturating: an absurd count must not wrap into a plausible size.
-  const std::uint64_t bytes = args.count > UINT64_MAX / size ? UINT64_MAX : args.count * size;
-  std::uint8_t algo = NCCLSCOPE_ALGO_NONE;
-  std::uint8_t proto = NCCLSCOPE_PROTO_NONE;
-  if (args.kind == NCCLSCOPE_KIND_COLL && args.symmetric) {
-    // v7 symmetric kernels: algo is the variant's suffix and proto "" (src/plugin/profiler.cc
-    // :610-614 at 2.31.2); the variant itself names the kernel.
-    algo = NCCLSCOPE_ALGO_SYMMETRIC;
-    flags |= NCCLSCOPE_OP_SYMMETRIC;
-  } else if (args.kind == NCCLSCOPE_KIND_COLL) {
-    algo = names::Algo(args.algo);
-    proto = names::Proto(args.proto);
-  }
-  // Every op is counted, exactly, before anything below may leave it out (the minimum size, a
-  // full pool, record_one_in): ncclscope_ring.h, the count table.
-  if (CountOp(comm, func, algo, proto, bytes)) flags |= NCCLSCOPE_OP_COUNTED;
-  std::uint64_t count = args.count;
-  // AllGather and Broadcast tasks carry count in bytes and datatype ncclInt8
-  // (src/enqueue.cc:2476-2480 at v2.28.9-1); the API's own count and type came with the CollApi.
-  const std::uint32_t api_size = ncclscope_datatype_size(task_mask.api_datatype);
-  if ((func == NCCLSCOPE_FUNC_ALL_GATHER || func == NCCLSCOPE_FUNC_BROADCAST) &&
-      datatype == NCCLSCOPE_DT_INT8 && api_size != 0 && task_mask.api_datatype != datatype) {
-    count = args.count / api_size;
-    datatype = task_mask.api_datatype;
-    flags |= NCCLSCOPE_OP_API_COUNT;
-  }
-  if (bytes < r.min_bytes.load(std::memory_order_relaxed)) {
+  OpDescription d = DescribeOp(comm, args, task_mask);
+  if (d.bytes < r.min_bytes.load(std::memory_order_relaxed)) {
     *handle = nullptr;
     Count(NCCLSCOPE_CTR_OPS_FILTERED);
     return;
@@ -144,118 +301,10 @@ void StartOp(void* context, void** handle, const OpArgs& args) {
   }
   auto* op = reinterpret_cast<OpState*>(r.ops.At(index));
   const std::uint32_t generation = op->slot.generation.load(std::memory_order_relaxed);
-
-  std::uint64_t seq = args.seq;
-  std::int32_t peer = args.root;
-  const std::int32_t rank = args.identity_from_op ? args.rank : Load(comm->rank);
-  const std::uint64_t comm_id = args.identity_from_op ? args.comm_hash : Load(comm->comm_id);
-  if (args.kind == NCCLSCOPE_KIND_P2P) {
-    // NCCL has no p2p sequence number; count per (comm, direction, peer) so the k-th send to a
-    // peer matches that peer's k-th receive.
-    const std::uint32_t peers = Load(comm->p2p_peers);
-    if (comm->p2p_seq != nullptr && args.root >= 0 &&
-        static_cast<std::uint32_t>(args.root) < peers) {
-      std::atomic<std::uint64_t>& counter =
-          comm->p2p_seq[(func == NCCLSCOPE_FUNC_RECV ? peers : 0) +
-                        static_cast<std::uint32_t>(args.root)];
-      seq = Load(counter);
-      Store(counter, seq + 1);
-      flags |= NCCLSCOPE_OP_P2P_SEQ_PER_PEER;
-    }
-  }
+  IdentifyOp(comm, args, &d);
   Store(comm->ops_enqueued, op_index + 1);
-
-  // What completes the op. KernelCh come only from profiler proxy ops, which exist only when the
-  // task's own mask copy had KernelCh (ncclProfilerNeedsProxy, src/plugin/profiler.cc:677).
-  OpExpect expect = kExpectNone;
-  std::uint8_t expected = 0;
-  // Copy-engine collectives are issued by the host (v6); they have no kernel channels. Self
-  // send/recv get no proxy ops at all, so no KernelCh (nProxyOps = selfSend ? 0 : 2,
-  // src/enqueue.cc:805 at v2.28.9-1) although NCCL reports nChannels >= 1.
-  // v7 symmetric collectives: KernelCh only for the plan's head task, which announces the plan's
-  // channels (the others 0), and none at all when captured into a CUDA graph, whose kernel is
-  // the uninstrumented one although the head still announces them (src/plugin/profiler.cc
-  // :600-604, :1271, :1286 at 2.31.2).
-  const bool symmetric_untimed =
-      args.symmetric && (args.n_channels == 0 || task_mask.graph_captured);
-  const bool no_kernel_ever = args.kind == NCCLSCOPE_KIND_CE || args.no_kernel_events ||
-                              (args.kind == NCCLSCOPE_KIND_P2P && peer == rank) ||
-                              symmetric_untimed;
-  if (!no_kernel_ever && task_mask.kernel_candidate) {
-    // A number of KernelCh NCCL announces, or an unknown one: ABI v3 announces only an upper bound
-    // (nMaxChannels), and CollNet tasks keep nChannels 0 (task->nChannels is set only on the
-    // ring/tree/NVLS path, src/enqueue.cc:638 at v2.28.9-1) yet get one KernelCh per channel of
-    // channelLo..channelHi (:579-597).
-    const bool announced = !args.kernel_untimed && args.n_channels != 0;
-    expect = announced ? kExpectKnown : kExpectUnknown;
-    expected = announced ? args.n_channels : 0;
-  }
-  if (((task_mask.mask & kEventKernelCh) == 0 || args.no_kernel_events) && expect == kExpectNone &&
-      args.kind != NCCLSCOPE_KIND_CE) {
-    flags |= NCCLSCOPE_OP_KERNEL_NOT_REQUESTED;
-  }
-  // Tells the agent whether the op's network steps were recorded (proxy duty cycle), so that it
-  // can split the op's traffic into network and intra-node bytes (agent/analytics).
-  if ((task_mask.mask & kProxyEvents) != 0) flags |= NCCLSCOPE_OP_PROXY_REQUESTED;
-  const Handle group = DecodeHandle(args.parent_group);
-  const std::uint32_t plan = group.kind == HandleKind::kGroup ? group.index : 0;
-  if (plan != 0) {
-    const std::uint32_t latest = Load(comm->latest_plan);
-    if (latest == 0 || PlanBefore(latest, plan)) Store(comm->latest_plan, plan);
-  }
-  const std::uint32_t comm_slot = Load(comm->comm_slot);
-
-  Store(op->comm_index, comm_index);
-  Store(op->comm_generation, comm->slot.generation.load(std::memory_order_relaxed));
-  Store(op->comm_id, comm_id);
-  Store(op->seq, seq);
-  Store(op->count, count);
-  Store(op->bytes, bytes);
-  Store(op->enqueue_ns, now);
-  Store(op->enqueue_stop_ns, 0);
-  Store(op->op_index, op_index);
-  Store(op->rank, rank);
-  Store(op->peer, peer);
-  Store(op->comm_slot, comm_slot);
-  Store(op->plan, plan);
-  Store(op->flags, flags);
-  Store(op->weight, RecordWeight(r, args.kind, func, flags, comm_id, seq, rank, peer));
-  Store(op->kind, args.kind);
-  Store(op->func, func);
-  Store(op->datatype, datatype);
-  Store(op->algo, algo);
-  Store(op->proto, proto);
-  Store(op->n_channels, args.n_channels);
-  Store(op->n_warps, args.n_warps);
-  Store(op->expected_channels, expected);
-  Store(op->expect, expect);
-  const bool uncertain = expect != kExpectNone && task_mask.uncertain;
-  Store(op->mask_uncertain, uncertain ? 1 : 0);
-  if (uncertain) Count(NCCLSCOPE_CTR_OPS_MASK_UNCERTAIN);
-  Store(op->kernel_untimed, args.kernel_untimed && expect != kExpectNone ? 1 : 0);
-  Store(op->kernel_variant, args.symmetric ? names::KernelVariant(args.kernel_variant)
-                                           : std::uint8_t{NCCLSCOPE_KV_NONE});
-  Store(op->user_tag, args.user_tag);
-  Store(op->channels_started, 0);
-  Store(op->channels_stopped, 0);
-  Store(op->last_kernel_ns, 0);
-  Store(op->timed_mask, 0);
-  Store(op->phase_mask, 0);
-  op->state.store(
-      generation << kStateGenShift | (expect == kExpectNone ? std::uint32_t{kOpKernelDone} : 0u),
-      std::memory_order_release);
-
-  if (ncclscope_comm_slot* slot = r.ring.comm_slot(comm_slot)) {
-    StoreShared64(slot->ops_enqueued, op_index + 1);
-    StoreShared64(slot->last_enqueue_ns, now);
-    StoreShared64(slot->last_enqueue_seq, seq);
-    StoreShared32(slot->last_enqueue_func, func);
-    ncclscope_recent_op& recent = slot->recent[op_index % NCCLSCOPE_RECENT_OPS];
-    StoreShared64(recent.enqueue_ns, now);
-    StoreShared32(recent.seq_low, static_cast<std::uint32_t>(seq));
-    std::atomic_ref<std::uint8_t>(recent.func).store(func, std::memory_order_relaxed);
-    std::atomic_ref<std::uint8_t>(recent.kind).store(args.kind, std::memory_order_relaxed);
-  }
+  const OpExpectation e = ExpectOp(comm, args, task_mask, d);
+  PublishOp(r, comm, comm_index, op, generation, now, op_index, args, d, e);
   *handle = EncodeHandle(HandleKind::kOp, generation, index);
   if (timed) {
     *handle = governor::MarkTimed(*handle);  // its children inherit the bit (exports.cc)
