@@ -12,6 +12,8 @@
 #include <x86intrin.h>
 #endif
 
+#include "platform/clock.h"
+
 namespace ncclscope::plugin::clock {
 namespace {
 
@@ -104,12 +106,7 @@ std::uint64_t RateQ32(std::uint64_t dtsc, std::uint64_t dns) {
 
 }  // namespace
 
-std::uint64_t RealtimeNow() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull +
-         static_cast<std::uint64_t>(ts.tv_nsec);
-}
+std::uint64_t RealtimeNow() { return platform::RealtimeNs(); }
 
 void Init(std::string_view mode) {
   if (g_initialized.exchange(true)) return;
