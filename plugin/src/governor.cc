@@ -4,15 +4,14 @@
 #include "plugin/src/governor.h"
 
 #include <fcntl.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <string_view>
 
 #include "plugin/src/clock.h"
 #include "plugin/src/runtime.h"
 #include "plugin/src/settings.h"
+#include "plugin/src/small_file.h"
 
 namespace ncclscope::plugin::governor {
 namespace {
@@ -63,18 +62,8 @@ std::uint32_t LocalGpus(Runtime& r) {
 void ReadSpinFile(State& g) {
   std::uint32_t spin[kClasses] = {};
   char text[512];
-  std::size_t got = 0;
-  const int fd = ::open(g.spin_file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd >= 0) {
-    while (got < sizeof(text)) {
-      const ssize_t n = ::read(fd, text + got, sizeof(text) - got);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      got += static_cast<std::size_t>(n);
-    }
-    ::close(fd);
-  }
-  std::string_view rest(text, got);
+  const long got = ReadSmallFile(g.spin_file.c_str(), text, sizeof(text), O_NONBLOCK);
+  std::string_view rest(text, got > 0 ? static_cast<std::size_t>(got) : 0);
   while (!rest.empty()) {
     const std::size_t start = rest.find_first_not_of(" \t\r\n");
     if (start == std::string_view::npos) break;
