@@ -41,6 +41,7 @@
 #include "platform/pod_vector.h"
 #include "platform/posix_thread.h"
 #include "plugin/src/handle.h"
+#include "plugin/src/log.h"
 #include "plugin/src/pools.h"
 #include "plugin/src/runtime.h"
 #include "plugin/src/settings.h"
@@ -165,13 +166,10 @@ std::uint32_t LoadMask(const int* mask) {
 void LogWith(abi::DebugLogger logger, int level, const char* format, ...)
     __attribute__((format(printf, 3, 4)));
 void LogWith(abi::DebugLogger logger, int level, const char* format, ...) {
-  if (logger == nullptr) return;
-  char text[512];
   va_list args;
   va_start(args, format);
-  std::vsnprintf(text, sizeof(text), format, args);
+  LogVia(logger, level, __FILE__, __LINE__, "chain: ", format, args);
   va_end(args);
-  logger(level, abi::kLogSubsysProfile, __FILE__, __LINE__, "ncclscope: chain: %s", text);
 }
 
 void CountError(std::uint64_t n = 1) { R().ring.Count(NCCLSCOPE_CTR_CHAIN_ERRORS, n); }

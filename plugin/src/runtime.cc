@@ -19,6 +19,7 @@
 #include "plugin/src/clock.h"
 #include "plugin/src/cuda_info.h"
 #include "plugin/src/handle.h"
+#include "plugin/src/log.h"
 
 #ifndef NCCLSCOPE_PLUGIN_VERSION
 #define NCCLSCOPE_PLUGIN_VERSION "0.0.0"
@@ -57,14 +58,10 @@ constexpr std::uint64_t kUnclassifiedProxyMaxAgeTight = 100'000'000;  // ns
 
 void Log(int level, const char* format, ...) __attribute__((format(printf, 2, 3)));
 void Log(int level, const char* format, ...) {
-  abi::DebugLogger logger = R().logger;
-  if (logger == nullptr) return;
-  char text[512];
   va_list args;
   va_start(args, format);
-  std::vsnprintf(text, sizeof(text), format, args);
+  LogVia(R().logger, level, __FILE__, __LINE__, "", format, args);
   va_end(args);
-  logger(level, abi::kLogSubsysProfile, __FILE__, __LINE__, "ncclscope: %s", text);
 }
 
 void CopyString(char* dst, std::size_t capacity, const char* src) {
