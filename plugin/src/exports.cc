@@ -639,72 +639,43 @@ abi::Result RecordOld(void* handle, int state, abi::StateArgsV1* args) {
   return RecordOldOwn(handle, state, args);
 }
 
+// One table per ABI version: v4 and later differ only in their init adapter and their descriptor's
+// translation (stop, record and finalize kept their arguments); v1-v3 share their own adapters.
+template <typename Table, typename Descr, auto kInit,
+          abi::Result (*kStartOwn)(void*, void**, Descr*)>
+constexpr Table TableV4On() {
+  return Table{"ncclscope", kInit, StartEntry<Descr, kStartOwn>, StopV, RecordV, FinalizeV};
+}
+
+template <typename Table, typename Descr, int kVersion>
+constexpr Table TableV1ToV3() {
+  return Table{"ncclscope", InitOld<kVersion>, StartOld<Descr, kVersion>,
+               StopV,       RecordOld,         FinalizeOwn};
+}
+
 }  // namespace
 }  // namespace ncclscope::plugin
 
+namespace {
+namespace abi = ncclscope::abi;
+namespace plugin = ncclscope::plugin;
+}  // namespace
+
 // NOLINTBEGIN(readability-identifier-naming): the names and types are NCCL's ABI.
 extern "C" {
-__attribute__((visibility("default"))) ncclscope::abi::ProfilerV7 ncclProfiler_v7 = {
-    "ncclscope",
-    ncclscope::plugin::InitV7,
-    ncclscope::plugin::StartEntry<ncclscope::abi::EventDescrV7, ncclscope::plugin::StartV7Own>,
-    ncclscope::plugin::StopV,
-    ncclscope::plugin::RecordV,
-    ncclscope::plugin::FinalizeV,
-};
-
-__attribute__((visibility("default"))) ncclscope::abi::ProfilerV6 ncclProfiler_v6 = {
-    "ncclscope",
-    ncclscope::plugin::InitV6,
-    ncclscope::plugin::StartEntry<ncclscope::abi::EventDescrV6, ncclscope::plugin::StartV6Own>,
-    ncclscope::plugin::StopV,
-    ncclscope::plugin::RecordV,
-    ncclscope::plugin::FinalizeV,
-};
-
-__attribute__((visibility("default"))) ncclscope::abi::ProfilerV5 ncclProfiler_v5 = {
-    "ncclscope",
-    ncclscope::plugin::InitV5,
-    ncclscope::plugin::StartEntry<ncclscope::abi::EventDescrV5, ncclscope::plugin::StartV5Own>,
-    ncclscope::plugin::StopV,
-    ncclscope::plugin::RecordV,
-    ncclscope::plugin::FinalizeV,
-};
-
-__attribute__((visibility("default"))) ncclscope::abi::ProfilerV4 ncclProfiler_v4 = {
-    "ncclscope",
-    ncclscope::plugin::InitV4,
-    ncclscope::plugin::StartEntry<ncclscope::abi::EventDescrV4, ncclscope::plugin::StartV4Own>,
-    ncclscope::plugin::StopV,
-    ncclscope::plugin::RecordV,
-    ncclscope::plugin::FinalizeV,
-};
-
-__attribute__((visibility("default"))) ncclscope::abi::ProfilerV3 ncclProfiler_v3 = {
-    "ncclscope",
-    ncclscope::plugin::InitOld<3>,
-    ncclscope::plugin::StartOld<ncclscope::abi::EventDescrV3, 3>,
-    ncclscope::plugin::StopV,
-    ncclscope::plugin::RecordOld,
-    ncclscope::plugin::FinalizeOwn,
-};
-
-__attribute__((visibility("default"))) ncclscope::abi::ProfilerV2 ncclProfiler_v2 = {
-    "ncclscope",
-    ncclscope::plugin::InitOld<2>,
-    ncclscope::plugin::StartOld<ncclscope::abi::EventDescrV2, 2>,
-    ncclscope::plugin::StopV,
-    ncclscope::plugin::RecordOld,
-    ncclscope::plugin::FinalizeOwn,
-};
-
-__attribute__((visibility("default"))) ncclscope::abi::ProfilerV1 ncclProfiler_v1 = {
-    "ncclscope",
-    ncclscope::plugin::InitOld<1>,
-    ncclscope::plugin::StartOld<ncclscope::abi::EventDescrV1, 1>,
-    ncclscope::plugin::StopV,
-    ncclscope::plugin::RecordOld,
-    ncclscope::plugin::FinalizeOwn,
-};
+__attribute__((visibility("default"))) constinit abi::ProfilerV7 ncclProfiler_v7 =
+    plugin::TableV4On<abi::ProfilerV7, abi::EventDescrV7, plugin::InitV7, plugin::StartV7Own>();
+__attribute__((visibility("default"))) constinit abi::ProfilerV6 ncclProfiler_v6 =
+    plugin::TableV4On<abi::ProfilerV6, abi::EventDescrV6, plugin::InitV6, plugin::StartV6Own>();
+__attribute__((visibility("default"))) constinit abi::ProfilerV5 ncclProfiler_v5 =
+    plugin::TableV4On<abi::ProfilerV5, abi::EventDescrV5, plugin::InitV5, plugin::StartV5Own>();
+__attribute__((visibility("default"))) constinit abi::ProfilerV4 ncclProfiler_v4 =
+    plugin::TableV4On<abi::ProfilerV4, abi::EventDescrV4, plugin::InitV4, plugin::StartV4Own>();
+__attribute__((visibility("default"))) constinit abi::ProfilerV3 ncclProfiler_v3 =
+    plugin::TableV1ToV3<abi::ProfilerV3, abi::EventDescrV3, 3>();
+__attribute__((visibility("default"))) constinit abi::ProfilerV2 ncclProfiler_v2 =
+    plugin::TableV1ToV3<abi::ProfilerV2, abi::EventDescrV2, 2>();
+__attribute__((visibility("default"))) constinit abi::ProfilerV1 ncclProfiler_v1 =
+    plugin::TableV1ToV3<abi::ProfilerV1, abi::EventDescrV1, 1>();
 }
 // NOLINTEND(readability-identifier-naming)
