@@ -186,11 +186,9 @@ __attribute__((noinline)) bool FindRetired(CommState* comm, const void* parent,
   return false;
 }
 
-}  // namespace
-
-void StartProxyOp(void* context, void** handle, const ProxyOpArgs& args) {
-  Runtime& r = R();
-  ReleaseUnclassified(r);
+// Whom a ProxyOp belongs to, as far as this process can tell: its communicator and its parent op
+// (live, or completed and retired), whose identity and weight its record carries.
+struct ProxyParent {
   std::uint16_t flags = 0;
   std::uint32_t comm_index = 0;
   std::uint32_t comm_generation = 0;
@@ -206,85 +204,88 @@ void StartProxyOp(void* context, void** handle, const ProxyOpArgs& args) {
   // A network op of a parent we cannot see (PXN, or gone) is always recorded: weight 1 keeps the
   // network bytes the agent sums unbiased either way.
   std::uint32_t weight = 1;
+  bool collnet_receive = false;  // never stopped: not to be tracked at all
+};
+
+// The ProxyOp's communicator and parent op: the live op, else the identity RetireOp kept for it.
+ProxyParent FindProxyParent(const Runtime& r, void* context, const ProxyOpArgs& args) {
+  ProxyParent p;
   if (args.pid != r.pid) {
     // PXN: raised by our proxy on behalf of another process. The context and parent are that
     // process's values: keep them as numbers for the agent to join, never decode them here.
-    flags |= NCCLSCOPE_PROXY_FOREIGN;
+    p.flags |= NCCLSCOPE_PROXY_FOREIGN;
     Count(NCCLSCOPE_CTR_FOREIGN_PROXY_OPS);
-  } else {
-    CommState* comm = FindComm(context, &comm_index);
-    if (comm != nullptr) {
-      comm_generation = comm->slot.generation.load(std::memory_order_relaxed);
-      comm_id = Load(comm->comm_id);
-      comm_slot = Load(comm->comm_slot);
-      parent_plan = Load(comm->latest_plan);
-    }
-    std::uint32_t op_slot = 0;
-    std::uint32_t op_generation = 0;
-    if (OpState* op = FindOp(args.parent, &op_slot, &op_generation);
-        op != nullptr && DecodeHandle(args.parent).kind == HandleKind::kOp) {
-      seq = Load(op->seq);
-      op_index = Load(op->op_index);
-      func = Load(op->func);
-      const std::uint32_t parent_weight = Load(op->weight);
-      const std::uint8_t algo = Load(op->algo);
-      const std::uint8_t expect = Load(op->expect);
-      const std::uint32_t plan = Load(op->plan);
-      // Re-check: the op may have completed and been reused while we copied.
-      if (op->slot.generation.load(std::memory_order_acquire) == op_generation) {
-        if (IsCollNet(algo) && args.is_send == 0) {
-          // CollNet proxy ops are progressed by the CollNet transport, which raises no profiler
-          // event (src/transport/coll_net.cc has no ncclProfiler call at v2.28.9-1): never stopped.
-          *handle = IgnoredHandle();
-          Count(NCCLSCOPE_CTR_PROXY_OPS_NO_NETWORK);
-          return;
-        }
-        flags |= NCCLSCOPE_PROXY_PARENT_KNOWN;
-        parent_index = op_slot;
-        parent_generation = op_generation;
-        parent_timed = expect != kExpectNone ? 1 : 0;
-        parent_plan = plan;
-        weight = parent_weight;
+    return p;
+  }
+  CommState* comm = FindComm(context, &p.comm_index);
+  if (comm != nullptr) {
+    p.comm_generation = comm->slot.generation.load(std::memory_order_relaxed);
+    p.comm_id = Load(comm->comm_id);
+    p.comm_slot = Load(comm->comm_slot);
+    p.parent_plan = Load(comm->latest_plan);
+  }
+  std::uint32_t op_slot = 0;
+  std::uint32_t op_generation = 0;
+  if (OpState* op = FindOp(args.parent, &op_slot, &op_generation);
+      op != nullptr && DecodeHandle(args.parent).kind == HandleKind::kOp) {
+    // Copied before the re-check below, and kept if it fails (as a parent that is not known).
+    p.seq = Load(op->seq);
+    p.op_index = Load(op->op_index);
+    p.func = Load(op->func);
+    const std::uint32_t parent_weight = Load(op->weight);
+    const std::uint8_t algo = Load(op->algo);
+    const std::uint8_t expect = Load(op->expect);
+    const std::uint32_t plan = Load(op->plan);
+    // Re-check: the op may have completed and been reused while we copied.
+    if (op->slot.generation.load(std::memory_order_acquire) == op_generation) {
+      if (IsCollNet(algo) && args.is_send == 0) {
+        // CollNet proxy ops are progressed by the CollNet transport, which raises no profiler
+        // event (src/transport/coll_net.cc has no ncclProfiler call at v2.28.9-1): never stopped.
+        p.collnet_receive = true;
+        return p;
       }
-    }
-    // The parent completed at its stop before this start (no KernelCh kept it): its identity,
-    // if still kept (state.h, RetiredOp).
-    if ((flags & NCCLSCOPE_PROXY_PARENT_KNOWN) == 0 && comm != nullptr &&
-        DecodeHandle(args.parent).kind == HandleKind::kOp) {
-      RetiredIdentity retired;
-      if (FindRetired(comm, args.parent, &retired)) {
-        if (IsCollNet(retired.algo) && args.is_send == 0) {
-          *handle = IgnoredHandle();  // as above: never stopped
-          Count(NCCLSCOPE_CTR_PROXY_OPS_NO_NETWORK);
-          return;
-        }
-        flags |= NCCLSCOPE_PROXY_PARENT_KNOWN;
-        seq = retired.seq;
-        op_index = retired.op_index;
-        func = retired.func;
-        parent_plan = retired.plan;
-        weight = retired.weight;
-      }
+      p.flags |= NCCLSCOPE_PROXY_PARENT_KNOWN;
+      p.parent_index = op_slot;
+      p.parent_generation = op_generation;
+      p.parent_timed = expect != kExpectNone ? 1 : 0;
+      p.parent_plan = plan;
+      p.weight = parent_weight;
     }
   }
-  const std::uint32_t index = r.proxy_ops.Allocate();
-  if (index == UINT32_MAX) {
-    *handle = nullptr;
-    Count(NCCLSCOPE_CTR_HANDLES_EXHAUSTED);
-    if (Load(r.proxy_pressure) == 0) Store(r.proxy_pressure, 1);
-    return;
+  // The parent completed at its stop before this start (no KernelCh kept it): its identity,
+  // if still kept (state.h, RetiredOp).
+  if ((p.flags & NCCLSCOPE_PROXY_PARENT_KNOWN) == 0 && comm != nullptr &&
+      DecodeHandle(args.parent).kind == HandleKind::kOp) {
+    RetiredIdentity retired;
+    if (FindRetired(comm, args.parent, &retired)) {
+      if (IsCollNet(retired.algo) && args.is_send == 0) {
+        p.collnet_receive = true;  // as above: never stopped
+        return p;
+      }
+      p.flags |= NCCLSCOPE_PROXY_PARENT_KNOWN;
+      p.seq = retired.seq;
+      p.op_index = retired.op_index;
+      p.func = retired.func;
+      p.parent_plan = retired.plan;
+      p.weight = retired.weight;
+    }
   }
-  auto* po = reinterpret_cast<ProxyOpState*>(r.proxy_ops.At(index));
-  const std::uint32_t generation = po->slot.generation.load(std::memory_order_relaxed);
-  Store(po->comm_index, comm_index);
-  Store(po->comm_generation, comm_generation);
-  Store(po->comm_id, comm_id);
-  Store(po->comm_slot, comm_slot);
-  Store(po->seq, seq);
-  Store(po->op_index, op_index);
-  Store(po->func, func);
-  Store(po->flags, flags);
-  Store(po->weight, weight);
+  return p;
+}
+
+// The ProxyOp's slot, then its network word (release: whoever claims or releases it sees every
+// field).
+void PublishProxyOp(ProxyOpState* po, std::uint32_t index, std::uint32_t generation, void* context,
+                    const ProxyOpArgs& args, const ProxyParent& p) {
+  Store(po->comm_index, p.comm_index);
+  Store(po->comm_generation, p.comm_generation);
+  Store(po->comm_id, p.comm_id);
+  Store(po->comm_slot, p.comm_slot);
+  Store(po->seq, p.seq);
+  Store(po->op_index, p.op_index);
+  Store(po->func, p.func);
+  Store(po->flags, p.flags);
+  Store(po->weight, p.weight);
   Store(po->origin_context, reinterpret_cast<std::uintptr_t>(context));
   Store(po->origin_parent, reinterpret_cast<std::uintptr_t>(args.parent));
   Store(po->origin_pid, args.pid);
@@ -294,10 +295,10 @@ void StartProxyOp(void* context, void** handle, const ProxyOpArgs& args) {
   Store(po->is_send, args.is_send != 0 ? 1 : 0);
   Store(po->n_steps, args.n_steps);
   Store(po->chunk_size, args.chunk_size);
-  Store(po->parent_index, parent_index);
-  Store(po->parent_generation, parent_generation);
-  Store(po->parent_timed, parent_timed);
-  Store(po->parent_plan, parent_plan);
+  Store(po->parent_index, p.parent_index);
+  Store(po->parent_generation, p.parent_generation);
+  Store(po->parent_timed, p.parent_timed);
+  Store(po->parent_plan, p.parent_plan);
   Store(po->net_type, NCCLSCOPE_NET_UNKNOWN);
   Store(po->net_dev_index, -1);
   Store(po->qp_num[0], 0);
@@ -315,6 +316,29 @@ void StartProxyOp(void* context, void** handle, const ProxyOpArgs& args) {
   po->network.store(ProxyNetworkWord(generation, network ? kProxyIsNetwork : kProxyUnclassified),
                     std::memory_order_release);
   if (!network) TrackUnclassified(index, generation);
+}
+
+}  // namespace
+
+void StartProxyOp(void* context, void** handle, const ProxyOpArgs& args) {
+  Runtime& r = R();
+  ReleaseUnclassified(r);
+  const ProxyParent parent = FindProxyParent(r, context, args);
+  if (parent.collnet_receive) {
+    *handle = IgnoredHandle();
+    Count(NCCLSCOPE_CTR_PROXY_OPS_NO_NETWORK);
+    return;
+  }
+  const std::uint32_t index = r.proxy_ops.Allocate();
+  if (index == UINT32_MAX) {
+    *handle = nullptr;
+    Count(NCCLSCOPE_CTR_HANDLES_EXHAUSTED);
+    if (Load(r.proxy_pressure) == 0) Store(r.proxy_pressure, 1);
+    return;
+  }
+  auto* po = reinterpret_cast<ProxyOpState*>(r.proxy_ops.At(index));
+  const std::uint32_t generation = po->slot.generation.load(std::memory_order_relaxed);
+  PublishProxyOp(po, index, generation, context, args, parent);
   *handle = EncodeHandle(HandleKind::kProxyOp, generation, index);
 }
 
