@@ -339,9 +339,11 @@ __attribute__((flatten)) abi::Result StartEntry(void* context, void** handle, De
   return StartGeneral<Descr, Own>(context, handle, d);
 }
 
-abi::Result InitV6(void** context, std::uint64_t comm_id, int* mask, const char* name, int nnodes,
-                   int nranks, int rank, abi::DebugLogger logger) {
-  return InitAny(context, comm_id, mask, name, nnodes, nranks, rank, logger, 6);
+// v5, v6 and v7 share init's arguments (plugin/abi: InitV5).
+template <int kVersion>
+abi::Result InitV5On(void** context, std::uint64_t comm_id, int* mask, const char* name, int nnodes,
+                     int nranks, int rank, abi::DebugLogger logger) {
+  return InitAny(context, comm_id, mask, name, nnodes, nranks, rank, logger, kVersion);
 }
 
 // GroupApi, CollApi and P2pApi (v5+) are where NCCL copies its mask for the call.
@@ -362,6 +364,20 @@ bool StartApiEvent(void** handle, const Descr* d) {
   }
 }
 
+// A copy-engine collective (v6+): issued by the host, no kernel channels, a sequence of its own.
+template <typename Descr>
+OpArgs CeCollArgs(const Descr* d) {
+  OpArgs args;
+  args.kind = NCCLSCOPE_KIND_CE;
+  args.seq = d->ceColl.seqNumber;
+  args.func = d->ceColl.func;
+  args.count = d->ceColl.count;
+  args.root = d->ceColl.root;
+  args.datatype = d->ceColl.datatype;
+  args.rank = d->rank;
+  return args;
+}
+
 abi::Result StartV6Own(void* context, void** handle, abi::EventDescrV6* d) {
   *handle = nullptr;
   if (__builtin_expect(ParentTimed(d), 0)) {
@@ -374,15 +390,7 @@ abi::Result StartV6Own(void* context, void** handle, abi::EventDescrV6* d) {
     }
     if (StartApiEvent(handle, d)) return abi::kSuccess;
     if (d->type == abi::kCeColl) {
-      OpArgs args;
-      args.kind = NCCLSCOPE_KIND_CE;
-      args.seq = d->ceColl.seqNumber;
-      args.func = d->ceColl.func;
-      args.count = d->ceColl.count;
-      args.root = d->ceColl.root;
-      args.datatype = d->ceColl.datatype;
-      args.rank = d->rank;
-      StartOp(context, handle, args);
+      StartOp(context, handle, CeCollArgs(d));
     } else {
       StartCommon(context, handle, d, d->type);
     }
@@ -391,11 +399,6 @@ abi::Result StartV6Own(void* context, void** handle, abi::EventDescrV6* d) {
 }
 
 // ---- v7: v6, plus userTag, symmetric collectives and KernelPhase (plugin/abi/profiler_v7.h) ----
-
-abi::Result InitV7(void** context, std::uint64_t comm_id, int* mask, const char* name, int nnodes,
-                   int nranks, int rank, abi::DebugLogger logger) {
-  return InitAny(context, comm_id, mask, name, nnodes, nranks, rank, logger, 7);
-}
 
 abi::Result StartV7Own(void* context, void** handle, abi::EventDescrV7* d) {
   *handle = nullptr;
@@ -413,14 +416,7 @@ abi::Result StartV7Own(void* context, void** handle, abi::EventDescrV7* d) {
         StartKernelPhase(handle, d->parentObj, d->kernelPhase.phaseId, d->kernelPhase.pTimer);
         return abi::kSuccess;
       case abi::kCeColl: {
-        OpArgs args;
-        args.kind = NCCLSCOPE_KIND_CE;
-        args.seq = d->ceColl.seqNumber;
-        args.func = d->ceColl.func;
-        args.count = d->ceColl.count;
-        args.root = d->ceColl.root;
-        args.datatype = d->ceColl.datatype;
-        args.rank = d->rank;
+        OpArgs args = CeCollArgs(d);
         args.user_tag = d->ceColl.userTag;
         StartOp(context, handle, args);
         return abi::kSuccess;
@@ -434,11 +430,6 @@ abi::Result StartV7Own(void* context, void** handle, abi::EventDescrV7* d) {
 }
 
 // ---- v5 ----
-
-abi::Result InitV5(void** context, std::uint64_t comm_id, int* mask, const char* name, int nnodes,
-                   int nranks, int rank, abi::DebugLogger logger) {
-  return InitAny(context, comm_id, mask, name, nnodes, nranks, rank, logger, 5);
-}
 
 abi::Result StartV5Own(void* context, void** handle, abi::EventDescrV5* d) {
   *handle = nullptr;
@@ -664,11 +655,14 @@ namespace plugin = ncclscope::plugin;
 // NOLINTBEGIN(readability-identifier-naming): the names and types are NCCL's ABI.
 extern "C" {
 __attribute__((visibility("default"))) constinit abi::ProfilerV7 ncclProfiler_v7 =
-    plugin::TableV4On<abi::ProfilerV7, abi::EventDescrV7, plugin::InitV7, plugin::StartV7Own>();
+    plugin::TableV4On<abi::ProfilerV7, abi::EventDescrV7, plugin::InitV5On<7>,
+                      plugin::StartV7Own>();
 __attribute__((visibility("default"))) constinit abi::ProfilerV6 ncclProfiler_v6 =
-    plugin::TableV4On<abi::ProfilerV6, abi::EventDescrV6, plugin::InitV6, plugin::StartV6Own>();
+    plugin::TableV4On<abi::ProfilerV6, abi::EventDescrV6, plugin::InitV5On<6>,
+                      plugin::StartV6Own>();
 __attribute__((visibility("default"))) constinit abi::ProfilerV5 ncclProfiler_v5 =
-    plugin::TableV4On<abi::ProfilerV5, abi::EventDescrV5, plugin::InitV5, plugin::StartV5Own>();
+    plugin::TableV4On<abi::ProfilerV5, abi::EventDescrV5, plugin::InitV5On<5>,
+                      plugin::StartV5Own>();
 __attribute__((visibility("default"))) constinit abi::ProfilerV4 ncclProfiler_v4 =
     plugin::TableV4On<abi::ProfilerV4, abi::EventDescrV4, plugin::InitV4, plugin::StartV4Own>();
 __attribute__((visibility("default"))) constinit abi::ProfilerV3 ncclProfiler_v3 =
