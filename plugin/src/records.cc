@@ -35,6 +35,21 @@ std::uint64_t WriteInlineChannels(const OpState* op, ncclscope_op_record* rec, s
   return m;
 }
 
+// A record that follows the op record in its group (channels, detail, phases), zeroed in its
+// reserved slot and stamped with the op's identity, by which the agent joins it to the op.
+template <typename Follower>
+Follower* StartFollower(unsigned char* raw, std::uint16_t type, const ncclscope_op_record& rec) {
+  std::memset(raw, 0, NCCLSCOPE_RECORD_SIZE);
+  auto* f = reinterpret_cast<Follower*>(raw);
+  f->h.type = type;
+  f->comm_id = rec.comm_id;
+  f->seq = rec.seq;
+  f->op_index = rec.op_index;
+  f->rank = rec.rank;
+  f->func = rec.func;
+  return f;
+}
+
 // The channel times of an op with more than 16 timed channels beyond the first 16 (`rest`: their
 // bits), into the continuation records reserved right after the op record. Rare: clamps always.
 __attribute__((noinline)) void WriteContinuations(const OpState* op, const ncclscope_op_record& rec,
@@ -48,17 +63,10 @@ __attribute__((noinline)) void WriteContinuations(const OpState* op, const nccls
         (position - NCCLSCOPE_OP_INLINE_CHANNELS) / NCCLSCOPE_OP_CONT_CHANNELS + 1;
     const std::uint32_t at = (position - NCCLSCOPE_OP_INLINE_CHANNELS) % NCCLSCOPE_OP_CONT_CHANNELS;
     if (at == 0) {
-      unsigned char* cont_raw = slots.slots[part];
-      std::memset(cont_raw, 0, NCCLSCOPE_RECORD_SIZE);
-      cont = reinterpret_cast<ncclscope_op_channels_record*>(cont_raw);
-      cont->h.type = NCCLSCOPE_REC_OP_CHANNELS;
-      cont->comm_id = rec.comm_id;
-      cont->seq = rec.seq;
-      cont->op_index = rec.op_index;
-      cont->rank = rec.rank;
+      cont = StartFollower<ncclscope_op_channels_record>(slots.slots[part],
+                                                         NCCLSCOPE_REC_OP_CHANNELS, rec);
       cont->part = static_cast<std::uint8_t>(part);
       cont->first = static_cast<std::uint8_t>(position);
-      cont->func = rec.func;
     }
     cont->ch[at] = ncclscope_channel_time{ChannelOffset<true>(Load(ch.start), first),
                                           ChannelOffset<true>(Load(ch.stop), first)};
@@ -70,15 +78,8 @@ __attribute__((noinline)) void WriteContinuations(const OpState* op, const nccls
 // (tagged or symmetric ops only): out of line.
 __attribute__((noinline)) void WriteDetail(const OpState* op, const ncclscope_op_record& rec,
                                            unsigned char* raw) {
-  std::memset(raw, 0, NCCLSCOPE_RECORD_SIZE);
-  auto* d = reinterpret_cast<ncclscope_op_detail_record*>(raw);
-  d->h.type = NCCLSCOPE_REC_OP_DETAIL;
-  d->comm_id = rec.comm_id;
-  d->seq = rec.seq;
-  d->op_index = rec.op_index;
+  auto* d = StartFollower<ncclscope_op_detail_record>(raw, NCCLSCOPE_REC_OP_DETAIL, rec);
   d->user_tag = Load(op->user_tag);
-  d->rank = rec.rank;
-  d->func = rec.func;
   d->kernel_variant = Load(op->kernel_variant);
 }
 
@@ -96,16 +97,9 @@ __attribute__((noinline)) void WritePhases(const OpState* op, const ncclscope_op
     const std::uint32_t at = position % NCCLSCOPE_OP_PHASE_CHANNELS;
     if (at == 0) {
       const std::uint32_t part = position / NCCLSCOPE_OP_PHASE_CHANNELS;
-      unsigned char* raw = slots.slots[first + part];
-      std::memset(raw, 0, NCCLSCOPE_RECORD_SIZE);
-      p = reinterpret_cast<ncclscope_op_phases_record*>(raw);
-      p->h.type = NCCLSCOPE_REC_OP_PHASES;
-      p->comm_id = rec.comm_id;
-      p->seq = rec.seq;
-      p->op_index = rec.op_index;
-      p->rank = rec.rank;
+      p = StartFollower<ncclscope_op_phases_record>(slots.slots[first + part],
+                                                    NCCLSCOPE_REC_OP_PHASES, rec);
       p->part = static_cast<std::uint8_t>(part + 1);
-      p->func = rec.func;
     }
     ncclscope_channel_phases& out = p->ch[at];
     out.channel = static_cast<std::uint8_t>(channel);
@@ -115,6 +109,41 @@ __attribute__((noinline)) void WritePhases(const OpState* op, const ncclscope_op
     }
     p->n = static_cast<std::uint8_t>(at + 1);
   }
+}
+
+// The op's GPU timing (`mask`: its timed channels, at least one): its span on the GPU, and each
+// timed channel's start and end as offsets from the first start, the first 16 in the op record and
+// the rest in continuation records. Returns the flags it adds. always_inline, as WriteOpRecords.
+__attribute__((always_inline)) inline std::uint16_t WriteGpuTiming(
+    const OpState* op, ncclscope_op_record* rec, std::uint64_t mask, std::uint32_t timed,
+    bool reserved, const ring::RingWriter::Reservation& slots) {
+  std::uint64_t first = UINT64_MAX;
+  std::uint64_t last = 0;
+  for (std::uint64_t m = mask; m != 0; m &= m - 1) {
+    const ChannelTime& ch = op->channels[__builtin_ctzll(m)];
+    const std::uint64_t start = Load(ch.start);
+    const std::uint64_t stop = Load(ch.stop);
+    first = start < first ? start : first;
+    last = stop > last ? stop : last;
+  }
+  rec->gpu_start_ns = first;
+  rec->gpu_end_ns = last;
+  rec->channel_mask = mask;
+  rec->n_timed = static_cast<std::uint8_t>(timed);
+  std::uint16_t flags = NCCLSCOPE_OP_GPU_TIMING;
+
+  rec->n_inline = static_cast<std::uint8_t>(
+      timed < NCCLSCOPE_OP_INLINE_CHANNELS ? timed : NCCLSCOPE_OP_INLINE_CHANNELS);
+  // Every timed channel has first <= start <= stop <= last (StopKernelCh times only those), so
+  // an offset saturates only if last - first does: one test for the whole op, and the common
+  // loop converts without clamping.
+  const bool saturated = ((last - first) >> 32) != 0;
+  const std::uint64_t rest = saturated ? WriteInlineChannels<true>(op, rec, mask, first)
+                                       : WriteInlineChannels<false>(op, rec, mask, first);
+  // Dropped without a reservation: no continuation to build (and `spare` holds rec).
+  if (rest != 0 && reserved) WriteContinuations(op, *rec, rest, first, slots);
+  if (saturated) flags |= NCCLSCOPE_OP_TIME_SATURATED;
+  return flags;
 }
 
 // Builds the op's record(s) in place in the ring (or, without room, on the stack: dropped and
@@ -166,34 +195,7 @@ __attribute__((always_inline)) inline void WriteOpRecords(
   if ((final_state & kOpEnqueued) == 0) flags |= NCCLSCOPE_OP_NO_ENQUEUE_STOP;
   if (partial) flags |= NCCLSCOPE_OP_GPU_TIMING_PARTIAL;
 
-  if (mask != 0) {
-    std::uint64_t first = UINT64_MAX;
-    std::uint64_t last = 0;
-    for (std::uint64_t m = mask; m != 0; m &= m - 1) {
-      const ChannelTime& ch = op->channels[__builtin_ctzll(m)];
-      const std::uint64_t start = Load(ch.start);
-      const std::uint64_t stop = Load(ch.stop);
-      first = start < first ? start : first;
-      last = stop > last ? stop : last;
-    }
-    rec->gpu_start_ns = first;
-    rec->gpu_end_ns = last;
-    rec->channel_mask = mask;
-    rec->n_timed = static_cast<std::uint8_t>(timed);
-    flags |= NCCLSCOPE_OP_GPU_TIMING;
-
-    rec->n_inline = static_cast<std::uint8_t>(
-        timed < NCCLSCOPE_OP_INLINE_CHANNELS ? timed : NCCLSCOPE_OP_INLINE_CHANNELS);
-    // Every timed channel has first <= start <= stop <= last (StopKernelCh times only those), so
-    // an offset saturates only if last - first does: one test for the whole op, and the common
-    // loop converts without clamping.
-    const bool saturated = ((last - first) >> 32) != 0;
-    const std::uint64_t rest = saturated ? WriteInlineChannels<true>(op, rec, mask, first)
-                                         : WriteInlineChannels<false>(op, rec, mask, first);
-    // Dropped without a reservation: no continuation to build (and `spare` holds rec).
-    if (rest != 0 && reserved) WriteContinuations(op, *rec, rest, first, slots);
-    if (saturated) flags |= NCCLSCOPE_OP_TIME_SATURATED;
-  }
+  if (mask != 0) flags |= WriteGpuTiming(op, rec, mask, timed, reserved, slots);
   // Every record that follows the op in its group: channel continuations, then OP_DETAIL, then
   // OP_PHASES (ncclscope_op_record.n_continuations).
   rec->n_continuations =
