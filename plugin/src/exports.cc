@@ -510,6 +510,51 @@ const char* P2pDatatypeOf(const Descr* d) {
   return d->p2p.datatype;
 }
 
+// v1-v3's Coll: NCCL's identity of the communicator comes with each op (no init arguments for it),
+// and before v4 no GPU timestamps: v3's KernelCh only say which channels ran, v1-v2 have none.
+template <typename Descr, int kVersion>
+OpArgs OldCollArgs(const Descr* d) {
+  OpArgs args;
+  args.kind = NCCLSCOPE_KIND_COLL;
+  args.parent = d->parentObj;
+  args.parent_group = d->parentObj;
+  args.seq = d->coll.seqNumber;
+  args.func = FuncOf(d);
+  args.count = d->coll.count;
+  args.root = d->coll.root;
+  args.datatype = DatatypeOf(d);
+  // nMaxChannels: an upper bound (src/enqueue.cc:786-868 at v2.23.4-1), recorded as NCCL's
+  // announcement; v3's KernelCh say which channels ran.
+  args.n_channels = d->coll.nMaxChannels;
+  args.n_warps = d->coll.nWarps;
+  args.algo = AlgoOf(d);
+  args.proto = ProtoOf(d);
+  args.rank = d->rank;
+  args.identity_from_op = true;
+  args.comm_hash = d->coll.commHash;
+  args.kernel_untimed = kVersion == 3;
+  args.no_kernel_events = kVersion <= 2;
+  return args;
+}
+
+template <typename Descr, int kVersion>
+OpArgs OldP2pArgs(const Descr* d) {
+  OpArgs args;
+  args.kind = NCCLSCOPE_KIND_P2P;
+  args.parent = d->parentObj;
+  args.parent_group = d->parentObj;
+  args.func = P2pFuncOf(d);
+  args.count = d->p2p.count;
+  args.root = d->p2p.peer;
+  args.datatype = P2pDatatypeOf(d);
+  args.rank = d->rank;  // no channel count before v4
+  args.identity_from_op = true;
+  args.comm_hash = d->p2p.commHash;
+  args.kernel_untimed = kVersion == 3;
+  args.no_kernel_events = kVersion <= 2;
+  return args;
+}
+
 template <typename Descr, int kVersion>
 abi::Result StartOldOwn(void* context, void** handle, Descr* d) {
   *handle = nullptr;
@@ -522,47 +567,12 @@ abi::Result StartOldOwn(void* context, void** handle, Descr* d) {
       case abi::kGroup:
         *handle = StartGroup();
         return abi::kSuccess;
-      case abi::kColl: {
-        OpArgs args;
-        args.kind = NCCLSCOPE_KIND_COLL;
-        args.parent = d->parentObj;
-        args.parent_group = d->parentObj;
-        args.seq = d->coll.seqNumber;
-        args.func = FuncOf(d);
-        args.count = d->coll.count;
-        args.root = d->coll.root;
-        args.datatype = DatatypeOf(d);
-        // nMaxChannels: an upper bound (src/enqueue.cc:786-868 at v2.23.4-1), recorded as NCCL's
-        // announcement; v3's KernelCh say which channels ran.
-        args.n_channels = d->coll.nMaxChannels;
-        args.n_warps = d->coll.nWarps;
-        args.algo = AlgoOf(d);
-        args.proto = ProtoOf(d);
-        args.rank = d->rank;
-        args.identity_from_op = true;
-        args.comm_hash = d->coll.commHash;
-        args.kernel_untimed = kVersion == 3;
-        args.no_kernel_events = kVersion <= 2;
-        StartOp(context, handle, args);
+      case abi::kColl:
+        StartOp(context, handle, OldCollArgs<Descr, kVersion>(d));
         return abi::kSuccess;
-      }
-      case abi::kP2p: {
-        OpArgs args;
-        args.kind = NCCLSCOPE_KIND_P2P;
-        args.parent = d->parentObj;
-        args.parent_group = d->parentObj;
-        args.func = P2pFuncOf(d);
-        args.count = d->p2p.count;
-        args.root = d->p2p.peer;
-        args.datatype = P2pDatatypeOf(d);
-        args.rank = d->rank;  // no channel count before v4
-        args.identity_from_op = true;
-        args.comm_hash = d->p2p.commHash;
-        args.kernel_untimed = kVersion == 3;
-        args.no_kernel_events = kVersion <= 2;
-        StartOp(context, handle, args);
+      case abi::kP2p:
+        StartOp(context, handle, OldP2pArgs<Descr, kVersion>(d));
         return abi::kSuccess;
-      }
       case abi::kProxyOp: {
         ProxyOpArgs args;
         args.parent = d->parentObj;
