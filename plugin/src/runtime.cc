@@ -645,24 +645,12 @@ abi::Result Init(void** context, std::uint64_t comm_id, int* mask, const char* n
   return abi::kSuccess;
 }
 
-abi::Result Finalize(void* context) {
-  // NCCL 2.23-2.27 call finalize for every communicator while the plugin is loaded, NULL
-  // contexts included (src/misc/profiler.cc:235-237 at v2.23.4-1, src/plugin/profiler.cc:182-184
-  // at v2.27.7-1): the communicators this plugin opted out of.
-  if (context == nullptr) return abi::kSuccess;
-  Runtime& r = R();
-  platform::MutexLock lock(r.lifecycle);
-  std::uint32_t index = 0;
-  CommState* comm = FindComm(context, &index);
-  if (comm == nullptr) {
-    r.ring.Count(NCCLSCOPE_CTR_INVALID_HANDLE);
-    return abi::kSuccess;
-  }
-  const std::uint32_t comm_generation = comm->slot.generation.load(std::memory_order_relaxed);
-  comm->live.store(0, std::memory_order_release);
+namespace {
 
-  // Whatever of this communicator is still in flight is written out now, marked as such. An op
-  // that waited only for its channels to be quiet (kExpectUnknown: ABI v3's untimed KernelCh,
+// Whatever of a communicator being finalized is still in flight is written out now, marked as
+// such; returns the ops flushed.
+std::uint64_t FlushInFlight(Runtime& r, std::uint32_t index, std::uint32_t comm_generation) {
+  // An op that waited only for its channels to be quiet (kExpectUnknown: ABI v3's untimed KernelCh,
   // CollNet's unannounced ones) and whose every started channel has stopped is not in flight: NCCL
   // destroys a communicator after its work is done and its proxy thread (v3's KernelCh) is joined
   // (src/init.cc:188-193, :262 at v2.23.4-1; the profiler thread is drained first at 2.31.2), so
@@ -696,6 +684,28 @@ abi::Result Finalize(void* context) {
     }
     FlushProxyOp(i, po->slot.generation.load(std::memory_order_acquire));
   }
+  return flushed;
+}
+
+}  // namespace
+
+abi::Result Finalize(void* context) {
+  // NCCL 2.23-2.27 call finalize for every communicator while the plugin is loaded, NULL
+  // contexts included (src/misc/profiler.cc:235-237 at v2.23.4-1, src/plugin/profiler.cc:182-184
+  // at v2.27.7-1): the communicators this plugin opted out of.
+  if (context == nullptr) return abi::kSuccess;
+  Runtime& r = R();
+  platform::MutexLock lock(r.lifecycle);
+  std::uint32_t index = 0;
+  CommState* comm = FindComm(context, &index);
+  if (comm == nullptr) {
+    r.ring.Count(NCCLSCOPE_CTR_INVALID_HANDLE);
+    return abi::kSuccess;
+  }
+  const std::uint32_t comm_generation = comm->slot.generation.load(std::memory_order_relaxed);
+  comm->live.store(0, std::memory_order_release);
+
+  const std::uint64_t flushed = FlushInFlight(r, index, comm_generation);
   if (flushed != 0) r.ring.Count(NCCLSCOPE_CTR_OPS_FLUSHED, flushed);
 
   const std::uint64_t now = clock::Now();
