@@ -265,6 +265,9 @@ void PublishOp(Runtime& r, CommState* comm, std::uint32_t comm_index, OpState* o
 
 }  // namespace
 
+// NCCL's start of a Coll, P2p or CeColl task: describe it (and count it), then, for an op that is
+// kept (not under the minimum size, a slot found), identify it, decide what it waits for, and
+// publish it. 1 op in sample_every is timed whole by the governor.
 void StartOp(void* context, void** handle, const OpArgs& args) {
   Runtime& r = R();
   std::uint32_t comm_index = 0;
