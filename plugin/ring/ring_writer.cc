@@ -5,12 +5,13 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+
+#include "platform/clock.h"
 
 namespace ncclscope::ring {
 namespace {
@@ -19,13 +20,6 @@ constexpr std::uint32_t kLaneTries = 4;  // lanes tried before a record is dropp
 
 std::uint64_t AlignUp(std::uint64_t value, std::uint64_t alignment) {
   return (value + alignment - 1) / alignment * alignment;
-}
-
-std::uint64_t RealtimeNs() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull +
-         static_cast<std::uint64_t>(ts.tv_nsec);
 }
 
 void CopyString(char* dst, std::size_t capacity, const char* src) {
@@ -109,7 +103,7 @@ bool RingWriter::Create(const char* dir, const RingGeometry& geometry, const Rin
   }
 
   const Layout layout = LayoutOf(geometry);
-  const std::uint64_t created = RealtimeNs();
+  const std::uint64_t created = platform::RealtimeNs();
   RingPath temp;
   RingPath final_path;
   temp.Appendf("%s/.ncclscope-%d-%llu.tmp", dir, static_cast<int>(::getpid()),

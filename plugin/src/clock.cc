@@ -1,16 +1,16 @@
 #include "plugin/src/clock.h"
 
-#include <fcntl.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <atomic>
-#include <cerrno>
 #include <string_view>
 
 #if defined(__x86_64__)
 #include <x86intrin.h>
 #endif
+
+#include "platform/clock.h"
+#include "plugin/src/small_file.h"
 
 namespace ncclscope::plugin::clock {
 namespace {
@@ -48,18 +48,10 @@ std::uint64_t ReadTsc() {
 // 16 KiB are read at most.
 bool CpuHasInvariantTsc() {
 #if defined(__x86_64__)
-  const int fd = ::open("/proc/cpuinfo", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
   char text[16 << 10];
-  std::size_t got = 0;
-  while (got < sizeof(text)) {
-    const ssize_t n = ::read(fd, text + got, sizeof(text) - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    got += static_cast<std::size_t>(n);
-  }
-  ::close(fd);
-  std::string_view rest(text, got);
+  const long got = ReadSmallFile("/proc/cpuinfo", text, sizeof(text));
+  if (got < 0) return false;
+  std::string_view rest(text, static_cast<std::size_t>(got));
   while (!rest.empty()) {
     const std::size_t end = rest.find('\n');
     const std::string_view line = rest.substr(0, end);
@@ -104,12 +96,7 @@ std::uint64_t RateQ32(std::uint64_t dtsc, std::uint64_t dns) {
 
 }  // namespace
 
-std::uint64_t RealtimeNow() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull +
-         static_cast<std::uint64_t>(ts.tv_nsec);
-}
+std::uint64_t RealtimeNow() { return platform::RealtimeNs(); }
 
 void Init(std::string_view mode) {
   if (g_initialized.exchange(true)) return;

@@ -21,7 +21,8 @@ void Init(std::string_view mode);
 // CLOCK_REALTIME now, in ns.
 std::uint64_t Now();
 
-// The clock_gettime(CLOCK_REALTIME) value, always exact (cold paths, calibration).
+// platform::RealtimeNs(): the clock_gettime(CLOCK_REALTIME) value, always exact (cold paths,
+// calibration).
 std::uint64_t RealtimeNow();
 
 // Refreshes the TSC anchor and its rate (no-op for the realtime source).

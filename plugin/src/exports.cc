@@ -3,9 +3,9 @@
 // 2.25), _v1 (2.23). Each NCCL takes the newest one it knows (src/plugin/profiler.cc:123-141 at
 // 2.31.2; :70-81 at v2.28.9-1; :52-58 at v2.26.6-1; src/misc/profiler.cc:220-234 at v2.24.3-1,
 // :119 at v2.23.4-1). Each adapter translates its version's descriptor into the version-neutral
-// calls of events.cc and runtime.cc. These are the only symbols the library exports
-// (-fvisibility=hidden plus a version script), and nothing can be thrown out of them: the plugin
-// is built without exceptions (platform/README.md). With NCCLSCOPE_CHAIN set, each
+// calls of the event path and of runtime.cc, declared in runtime.h. These are the only symbols the
+// library exports (-fvisibility=hidden plus a version script), and nothing can be thrown out of
+// them: the plugin is built without exceptions (platform/README.md). With NCCLSCOPE_CHAIN set, each
 // entry point hands the event to chain.h, which calls the same functions ("...Own") for ncclscope
 // and forwards the event to the chained plugin; unset, that costs one predictable branch.
 //
@@ -339,9 +339,11 @@ __attribute__((flatten)) abi::Result StartEntry(void* context, void** handle, De
   return StartGeneral<Descr, Own>(context, handle, d);
 }
 
-abi::Result InitV6(void** context, std::uint64_t comm_id, int* mask, const char* name, int nnodes,
-                   int nranks, int rank, abi::DebugLogger logger) {
-  return InitAny(context, comm_id, mask, name, nnodes, nranks, rank, logger, 6);
+// v5, v6 and v7 share init's arguments (plugin/abi: InitV5).
+template <int kVersion>
+abi::Result InitV5On(void** context, std::uint64_t comm_id, int* mask, const char* name, int nnodes,
+                     int nranks, int rank, abi::DebugLogger logger) {
+  return InitAny(context, comm_id, mask, name, nnodes, nranks, rank, logger, kVersion);
 }
 
 // GroupApi, CollApi and P2pApi (v5+) are where NCCL copies its mask for the call.
@@ -362,6 +364,20 @@ bool StartApiEvent(void** handle, const Descr* d) {
   }
 }
 
+// A copy-engine collective (v6+): issued by the host, no kernel channels, a sequence of its own.
+template <typename Descr>
+OpArgs CeCollArgs(const Descr* d) {
+  OpArgs args;
+  args.kind = NCCLSCOPE_KIND_CE;
+  args.seq = d->ceColl.seqNumber;
+  args.func = d->ceColl.func;
+  args.count = d->ceColl.count;
+  args.root = d->ceColl.root;
+  args.datatype = d->ceColl.datatype;
+  args.rank = d->rank;
+  return args;
+}
+
 abi::Result StartV6Own(void* context, void** handle, abi::EventDescrV6* d) {
   *handle = nullptr;
   if (__builtin_expect(ParentTimed(d), 0)) {
@@ -374,15 +390,7 @@ abi::Result StartV6Own(void* context, void** handle, abi::EventDescrV6* d) {
     }
     if (StartApiEvent(handle, d)) return abi::kSuccess;
     if (d->type == abi::kCeColl) {
-      OpArgs args;
-      args.kind = NCCLSCOPE_KIND_CE;
-      args.seq = d->ceColl.seqNumber;
-      args.func = d->ceColl.func;
-      args.count = d->ceColl.count;
-      args.root = d->ceColl.root;
-      args.datatype = d->ceColl.datatype;
-      args.rank = d->rank;
-      StartOp(context, handle, args);
+      StartOp(context, handle, CeCollArgs(d));
     } else {
       StartCommon(context, handle, d, d->type);
     }
@@ -391,11 +399,6 @@ abi::Result StartV6Own(void* context, void** handle, abi::EventDescrV6* d) {
 }
 
 // ---- v7: v6, plus userTag, symmetric collectives and KernelPhase (plugin/abi/profiler_v7.h) ----
-
-abi::Result InitV7(void** context, std::uint64_t comm_id, int* mask, const char* name, int nnodes,
-                   int nranks, int rank, abi::DebugLogger logger) {
-  return InitAny(context, comm_id, mask, name, nnodes, nranks, rank, logger, 7);
-}
 
 abi::Result StartV7Own(void* context, void** handle, abi::EventDescrV7* d) {
   *handle = nullptr;
@@ -413,14 +416,7 @@ abi::Result StartV7Own(void* context, void** handle, abi::EventDescrV7* d) {
         StartKernelPhase(handle, d->parentObj, d->kernelPhase.phaseId, d->kernelPhase.pTimer);
         return abi::kSuccess;
       case abi::kCeColl: {
-        OpArgs args;
-        args.kind = NCCLSCOPE_KIND_CE;
-        args.seq = d->ceColl.seqNumber;
-        args.func = d->ceColl.func;
-        args.count = d->ceColl.count;
-        args.root = d->ceColl.root;
-        args.datatype = d->ceColl.datatype;
-        args.rank = d->rank;
+        OpArgs args = CeCollArgs(d);
         args.user_tag = d->ceColl.userTag;
         StartOp(context, handle, args);
         return abi::kSuccess;
@@ -434,11 +430,6 @@ abi::Result StartV7Own(void* context, void** handle, abi::EventDescrV7* d) {
 }
 
 // ---- v5 ----
-
-abi::Result InitV5(void** context, std::uint64_t comm_id, int* mask, const char* name, int nnodes,
-                   int nranks, int rank, abi::DebugLogger logger) {
-  return InitAny(context, comm_id, mask, name, nnodes, nranks, rank, logger, 5);
-}
 
 abi::Result StartV5Own(void* context, void** handle, abi::EventDescrV5* d) {
   *handle = nullptr;
@@ -519,6 +510,51 @@ const char* P2pDatatypeOf(const Descr* d) {
   return d->p2p.datatype;
 }
 
+// v1-v3's Coll: NCCL's identity of the communicator comes with each op (no init arguments for it),
+// and before v4 no GPU timestamps: v3's KernelCh only say which channels ran, v1-v2 have none.
+template <typename Descr, int kVersion>
+OpArgs OldCollArgs(const Descr* d) {
+  OpArgs args;
+  args.kind = NCCLSCOPE_KIND_COLL;
+  args.parent = d->parentObj;
+  args.parent_group = d->parentObj;
+  args.seq = d->coll.seqNumber;
+  args.func = FuncOf(d);
+  args.count = d->coll.count;
+  args.root = d->coll.root;
+  args.datatype = DatatypeOf(d);
+  // nMaxChannels: an upper bound (src/enqueue.cc:786-868 at v2.23.4-1), recorded as NCCL's
+  // announcement; v3's KernelCh say which channels ran.
+  args.n_channels = d->coll.nMaxChannels;
+  args.n_warps = d->coll.nWarps;
+  args.algo = AlgoOf(d);
+  args.proto = ProtoOf(d);
+  args.rank = d->rank;
+  args.identity_from_op = true;
+  args.comm_hash = d->coll.commHash;
+  args.kernel_untimed = kVersion == 3;
+  args.no_kernel_events = kVersion <= 2;
+  return args;
+}
+
+template <typename Descr, int kVersion>
+OpArgs OldP2pArgs(const Descr* d) {
+  OpArgs args;
+  args.kind = NCCLSCOPE_KIND_P2P;
+  args.parent = d->parentObj;
+  args.parent_group = d->parentObj;
+  args.func = P2pFuncOf(d);
+  args.count = d->p2p.count;
+  args.root = d->p2p.peer;
+  args.datatype = P2pDatatypeOf(d);
+  args.rank = d->rank;  // no channel count before v4
+  args.identity_from_op = true;
+  args.comm_hash = d->p2p.commHash;
+  args.kernel_untimed = kVersion == 3;
+  args.no_kernel_events = kVersion <= 2;
+  return args;
+}
+
 template <typename Descr, int kVersion>
 abi::Result StartOldOwn(void* context, void** handle, Descr* d) {
   *handle = nullptr;
@@ -531,47 +567,12 @@ abi::Result StartOldOwn(void* context, void** handle, Descr* d) {
       case abi::kGroup:
         *handle = StartGroup();
         return abi::kSuccess;
-      case abi::kColl: {
-        OpArgs args;
-        args.kind = NCCLSCOPE_KIND_COLL;
-        args.parent = d->parentObj;
-        args.parent_group = d->parentObj;
-        args.seq = d->coll.seqNumber;
-        args.func = FuncOf(d);
-        args.count = d->coll.count;
-        args.root = d->coll.root;
-        args.datatype = DatatypeOf(d);
-        // nMaxChannels: an upper bound (src/enqueue.cc:786-868 at v2.23.4-1), recorded as NCCL's
-        // announcement; v3's KernelCh say which channels ran.
-        args.n_channels = d->coll.nMaxChannels;
-        args.n_warps = d->coll.nWarps;
-        args.algo = AlgoOf(d);
-        args.proto = ProtoOf(d);
-        args.rank = d->rank;
-        args.identity_from_op = true;
-        args.comm_hash = d->coll.commHash;
-        args.kernel_untimed = kVersion == 3;
-        args.no_kernel_events = kVersion <= 2;
-        StartOp(context, handle, args);
+      case abi::kColl:
+        StartOp(context, handle, OldCollArgs<Descr, kVersion>(d));
         return abi::kSuccess;
-      }
-      case abi::kP2p: {
-        OpArgs args;
-        args.kind = NCCLSCOPE_KIND_P2P;
-        args.parent = d->parentObj;
-        args.parent_group = d->parentObj;
-        args.func = P2pFuncOf(d);
-        args.count = d->p2p.count;
-        args.root = d->p2p.peer;
-        args.datatype = P2pDatatypeOf(d);
-        args.rank = d->rank;  // no channel count before v4
-        args.identity_from_op = true;
-        args.comm_hash = d->p2p.commHash;
-        args.kernel_untimed = kVersion == 3;
-        args.no_kernel_events = kVersion <= 2;
-        StartOp(context, handle, args);
+      case abi::kP2p:
+        StartOp(context, handle, OldP2pArgs<Descr, kVersion>(d));
         return abi::kSuccess;
-      }
       case abi::kProxyOp: {
         ProxyOpArgs args;
         args.parent = d->parentObj;
@@ -639,72 +640,46 @@ abi::Result RecordOld(void* handle, int state, abi::StateArgsV1* args) {
   return RecordOldOwn(handle, state, args);
 }
 
+// One table per ABI version: v4 and later differ only in their init adapter and their descriptor's
+// translation (stop, record and finalize kept their arguments); v1-v3 share their own adapters.
+template <typename Table, typename Descr, auto kInit,
+          abi::Result (*kStartOwn)(void*, void**, Descr*)>
+constexpr Table TableV4On() {
+  return Table{"ncclscope", kInit, StartEntry<Descr, kStartOwn>, StopV, RecordV, FinalizeV};
+}
+
+template <typename Table, typename Descr, int kVersion>
+constexpr Table TableV1ToV3() {
+  return Table{"ncclscope", InitOld<kVersion>, StartOld<Descr, kVersion>,
+               StopV,       RecordOld,         FinalizeOwn};
+}
+
 }  // namespace
 }  // namespace ncclscope::plugin
 
+namespace {
+namespace abi = ncclscope::abi;
+namespace plugin = ncclscope::plugin;
+}  // namespace
+
 // NOLINTBEGIN(readability-identifier-naming): the names and types are NCCL's ABI.
 extern "C" {
-__attribute__((visibility("default"))) ncclscope::abi::ProfilerV7 ncclProfiler_v7 = {
-    "ncclscope",
-    ncclscope::plugin::InitV7,
-    ncclscope::plugin::StartEntry<ncclscope::abi::EventDescrV7, ncclscope::plugin::StartV7Own>,
-    ncclscope::plugin::StopV,
-    ncclscope::plugin::RecordV,
-    ncclscope::plugin::FinalizeV,
-};
-
-__attribute__((visibility("default"))) ncclscope::abi::ProfilerV6 ncclProfiler_v6 = {
-    "ncclscope",
-    ncclscope::plugin::InitV6,
-    ncclscope::plugin::StartEntry<ncclscope::abi::EventDescrV6, ncclscope::plugin::StartV6Own>,
-    ncclscope::plugin::StopV,
-    ncclscope::plugin::RecordV,
-    ncclscope::plugin::FinalizeV,
-};
-
-__attribute__((visibility("default"))) ncclscope::abi::ProfilerV5 ncclProfiler_v5 = {
-    "ncclscope",
-    ncclscope::plugin::InitV5,
-    ncclscope::plugin::StartEntry<ncclscope::abi::EventDescrV5, ncclscope::plugin::StartV5Own>,
-    ncclscope::plugin::StopV,
-    ncclscope::plugin::RecordV,
-    ncclscope::plugin::FinalizeV,
-};
-
-__attribute__((visibility("default"))) ncclscope::abi::ProfilerV4 ncclProfiler_v4 = {
-    "ncclscope",
-    ncclscope::plugin::InitV4,
-    ncclscope::plugin::StartEntry<ncclscope::abi::EventDescrV4, ncclscope::plugin::StartV4Own>,
-    ncclscope::plugin::StopV,
-    ncclscope::plugin::RecordV,
-    ncclscope::plugin::FinalizeV,
-};
-
-__attribute__((visibility("default"))) ncclscope::abi::ProfilerV3 ncclProfiler_v3 = {
-    "ncclscope",
-    ncclscope::plugin::InitOld<3>,
-    ncclscope::plugin::StartOld<ncclscope::abi::EventDescrV3, 3>,
-    ncclscope::plugin::StopV,
-    ncclscope::plugin::RecordOld,
-    ncclscope::plugin::FinalizeOwn,
-};
-
-__attribute__((visibility("default"))) ncclscope::abi::ProfilerV2 ncclProfiler_v2 = {
-    "ncclscope",
-    ncclscope::plugin::InitOld<2>,
-    ncclscope::plugin::StartOld<ncclscope::abi::EventDescrV2, 2>,
-    ncclscope::plugin::StopV,
-    ncclscope::plugin::RecordOld,
-    ncclscope::plugin::FinalizeOwn,
-};
-
-__attribute__((visibility("default"))) ncclscope::abi::ProfilerV1 ncclProfiler_v1 = {
-    "ncclscope",
-    ncclscope::plugin::InitOld<1>,
-    ncclscope::plugin::StartOld<ncclscope::abi::EventDescrV1, 1>,
-    ncclscope::plugin::StopV,
-    ncclscope::plugin::RecordOld,
-    ncclscope::plugin::FinalizeOwn,
-};
+__attribute__((visibility("default"))) constinit abi::ProfilerV7 ncclProfiler_v7 =
+    plugin::TableV4On<abi::ProfilerV7, abi::EventDescrV7, plugin::InitV5On<7>,
+                      plugin::StartV7Own>();
+__attribute__((visibility("default"))) constinit abi::ProfilerV6 ncclProfiler_v6 =
+    plugin::TableV4On<abi::ProfilerV6, abi::EventDescrV6, plugin::InitV5On<6>,
+                      plugin::StartV6Own>();
+__attribute__((visibility("default"))) constinit abi::ProfilerV5 ncclProfiler_v5 =
+    plugin::TableV4On<abi::ProfilerV5, abi::EventDescrV5, plugin::InitV5On<5>,
+                      plugin::StartV5Own>();
+__attribute__((visibility("default"))) constinit abi::ProfilerV4 ncclProfiler_v4 =
+    plugin::TableV4On<abi::ProfilerV4, abi::EventDescrV4, plugin::InitV4, plugin::StartV4Own>();
+__attribute__((visibility("default"))) constinit abi::ProfilerV3 ncclProfiler_v3 =
+    plugin::TableV1ToV3<abi::ProfilerV3, abi::EventDescrV3, 3>();
+__attribute__((visibility("default"))) constinit abi::ProfilerV2 ncclProfiler_v2 =
+    plugin::TableV1ToV3<abi::ProfilerV2, abi::EventDescrV2, 2>();
+__attribute__((visibility("default"))) constinit abi::ProfilerV1 ncclProfiler_v1 =
+    plugin::TableV1ToV3<abi::ProfilerV1, abi::EventDescrV1, 1>();
 }
 // NOLINTEND(readability-identifier-naming)

@@ -4,15 +4,14 @@
 #include "plugin/src/governor.h"
 
 #include <fcntl.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <string_view>
 
 #include "plugin/src/clock.h"
 #include "plugin/src/runtime.h"
 #include "plugin/src/settings.h"
+#include "plugin/src/small_file.h"
 
 namespace ncclscope::plugin::governor {
 namespace {
@@ -63,18 +62,8 @@ std::uint32_t LocalGpus(Runtime& r) {
 void ReadSpinFile(State& g) {
   std::uint32_t spin[kClasses] = {};
   char text[512];
-  std::size_t got = 0;
-  const int fd = ::open(g.spin_file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd >= 0) {
-    while (got < sizeof(text)) {
-      const ssize_t n = ::read(fd, text + got, sizeof(text) - got);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      got += static_cast<std::size_t>(n);
-    }
-    ::close(fd);
-  }
-  std::string_view rest(text, got);
+  const long got = ReadSmallFile(g.spin_file.c_str(), text, sizeof(text), O_NONBLOCK);
+  std::string_view rest(text, got > 0 ? static_cast<std::size_t>(got) : 0);
   while (!rest.empty()) {
     const std::size_t start = rest.find_first_not_of(" \t\r\n");
     if (start == std::string_view::npos) break;
@@ -187,6 +176,68 @@ void Setup(Runtime& r) {
   Publish(r, CurrentLevel(r, false), 0, 1, 0, 0);
 }
 
+// Over budget: lowers what costs, proxy events first, to kTargetPercent of the budget. `ns`: the
+// window's estimated time per class. True when nothing is left to lower (the floor: only ops).
+bool StepDown(Runtime& r, State& g, const std::uint64_t (&ns)[kClasses], std::uint64_t elapsed,
+              std::uint32_t gpus, std::uint64_t budget, bool was_probing) {
+  // Lower what costs, proxy events first: shares scale with their duty cycle.
+  const std::uint64_t target = budget * kTargetPercent / 100;
+  const std::uint64_t op_share = SharePpm(ns[kOpCalls], elapsed, gpus);
+  const std::uint64_t kernel_share = SharePpm(ns[kKernelCalls], elapsed, gpus);
+  const std::uint64_t proxy_share = SharePpm(ns[kProxyCalls], elapsed, gpus);
+  const std::uint32_t proxy_now = ProxyDutyPm(r);
+  const std::uint32_t kernel_now = KernelDutyPm(r);
+  std::uint32_t proxy_new = proxy_now;
+  std::uint32_t kernel_new = kernel_now;
+  if (proxy_now > 0 && proxy_share > 0) {
+    const std::uint64_t rest = op_share + kernel_share;
+    proxy_new =
+        rest < target ? static_cast<std::uint32_t>(proxy_now * (target - rest) / proxy_share) : 0;
+    proxy_new = std::min(proxy_new, proxy_now - 1);
+  }
+  const std::uint64_t projected =
+      op_share + kernel_share + (proxy_now != 0 ? proxy_share * proxy_new / proxy_now : 0);
+  if (projected > target && kernel_now > 0 && kernel_share > 0) {
+    // Proxy events alone cannot bring it under: no proxy events, and less GPU timing.
+    proxy_new = 0;
+    kernel_new = op_share < target
+                     ? static_cast<std::uint32_t>(kernel_now * (target - op_share) / kernel_share)
+                     : 0;
+    kernel_new = std::min(kernel_new, kernel_now - 1);
+  }
+  if (proxy_new == proxy_now && kernel_new == kernel_now) {
+    return true;  // only ops themselves are left, and they are always recorded
+  }
+  g.proxy_limit_pm.store(proxy_new, std::memory_order_relaxed);
+  if (kernel_new != kernel_now) g.kernel_limit_pm.store(kernel_new, std::memory_order_relaxed);
+  r.ring.Count(NCCLSCOPE_CTR_GOVERNOR_DOWN);
+  if (was_probing) g.hold = std::min(g.hold * 2, kHoldMax);  // that step up was one too many
+  return false;
+}
+
+// Well under budget: after `hold` good windows, raises one limit a step towards what is asked.
+void MaybeStepUp(Runtime& r, State& g) {
+  const std::uint32_t kernel_asked = r.kernel_duty_pm.load(std::memory_order_relaxed);
+  const std::uint32_t proxy_asked = r.proxy_duty_pm.load(std::memory_order_relaxed);
+  const std::uint32_t kernel_limit = g.kernel_limit_pm.load(std::memory_order_relaxed);
+  const std::uint32_t proxy_limit = g.proxy_limit_pm.load(std::memory_order_relaxed);
+  const bool lowered = kernel_limit < kernel_asked || proxy_limit < proxy_asked;
+  if (lowered && ++g.good_windows >= g.hold) {
+    // Back up in the reverse order: GPU timing first, then the network steps.
+    if (kernel_limit < kernel_asked) {
+      g.kernel_limit_pm.store(StepUp(kernel_limit, kernel_asked), std::memory_order_relaxed);
+    } else {
+      g.proxy_limit_pm.store(StepUp(proxy_limit, proxy_asked), std::memory_order_relaxed);
+    }
+    r.ring.Count(NCCLSCOPE_CTR_GOVERNOR_UP);
+    g.good_windows = 0;
+    g.probing = true;
+    if (KernelDutyPm(r) >= kernel_asked && ProxyDutyPm(r) >= proxy_asked) g.hold = kHoldBase;
+  } else if (!lowered) {
+    g.good_windows = 0;
+  }
+}
+
 void Evaluate(Runtime& r, std::uint64_t now_ns) {
   State& g = r.gov;
   if (!g.spin_file.empty() && now_ns - g.spin_checked_ns >= kSpinFileCheckNs) {
@@ -246,60 +297,10 @@ void Evaluate(Runtime& r, std::uint64_t now_ns) {
     g.good_windows = 0;
     g.hold = kHoldBase;
   } else if (load > budget) {
-    // Lower what costs, proxy events first: shares scale with their duty cycle.
-    const std::uint64_t target = budget * kTargetPercent / 100;
-    const std::uint64_t op_share = SharePpm(ns[kOpCalls], elapsed, gpus);
-    const std::uint64_t kernel_share = SharePpm(ns[kKernelCalls], elapsed, gpus);
-    const std::uint64_t proxy_share = SharePpm(ns[kProxyCalls], elapsed, gpus);
-    const std::uint32_t proxy_now = ProxyDutyPm(r);
-    const std::uint32_t kernel_now = KernelDutyPm(r);
-    std::uint32_t proxy_new = proxy_now;
-    std::uint32_t kernel_new = kernel_now;
-    if (proxy_now > 0 && proxy_share > 0) {
-      const std::uint64_t rest = op_share + kernel_share;
-      proxy_new =
-          rest < target ? static_cast<std::uint32_t>(proxy_now * (target - rest) / proxy_share) : 0;
-      proxy_new = std::min(proxy_new, proxy_now - 1);
-    }
-    const std::uint64_t projected =
-        op_share + kernel_share + (proxy_now != 0 ? proxy_share * proxy_new / proxy_now : 0);
-    if (projected > target && kernel_now > 0 && kernel_share > 0) {
-      // Proxy events alone cannot bring it under: no proxy events, and less GPU timing.
-      proxy_new = 0;
-      kernel_new = op_share < target
-                       ? static_cast<std::uint32_t>(kernel_now * (target - op_share) / kernel_share)
-                       : 0;
-      kernel_new = std::min(kernel_new, kernel_now - 1);
-    }
-    if (proxy_new != proxy_now || kernel_new != kernel_now) {
-      g.proxy_limit_pm.store(proxy_new, std::memory_order_relaxed);
-      if (kernel_new != kernel_now) g.kernel_limit_pm.store(kernel_new, std::memory_order_relaxed);
-      r.ring.Count(NCCLSCOPE_CTR_GOVERNOR_DOWN);
-      if (was_probing) g.hold = std::min(g.hold * 2, kHoldMax);  // that step up was one too many
-    } else {
-      at_floor = true;  // only ops themselves are left, and they are always recorded
-    }
+    at_floor = StepDown(r, g, ns, elapsed, gpus, budget, was_probing);
     g.good_windows = 0;
   } else if (load * 2 < budget) {
-    const std::uint32_t kernel_asked = r.kernel_duty_pm.load(std::memory_order_relaxed);
-    const std::uint32_t proxy_asked = r.proxy_duty_pm.load(std::memory_order_relaxed);
-    const std::uint32_t kernel_limit = g.kernel_limit_pm.load(std::memory_order_relaxed);
-    const std::uint32_t proxy_limit = g.proxy_limit_pm.load(std::memory_order_relaxed);
-    const bool lowered = kernel_limit < kernel_asked || proxy_limit < proxy_asked;
-    if (lowered && ++g.good_windows >= g.hold) {
-      // Back up in the reverse order: GPU timing first, then the network steps.
-      if (kernel_limit < kernel_asked) {
-        g.kernel_limit_pm.store(StepUp(kernel_limit, kernel_asked), std::memory_order_relaxed);
-      } else {
-        g.proxy_limit_pm.store(StepUp(proxy_limit, proxy_asked), std::memory_order_relaxed);
-      }
-      r.ring.Count(NCCLSCOPE_CTR_GOVERNOR_UP);
-      g.good_windows = 0;
-      g.probing = true;
-      if (KernelDutyPm(r) >= kernel_asked && ProxyDutyPm(r) >= proxy_asked) g.hold = kHoldBase;
-    } else if (!lowered) {
-      g.good_windows = 0;
-    }
+    MaybeStepUp(r, g);
   } else {
     g.good_windows = 0;  // between half the budget and the budget: stay
   }

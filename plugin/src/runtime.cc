@@ -19,12 +19,22 @@
 #include "plugin/src/clock.h"
 #include "plugin/src/cuda_info.h"
 #include "plugin/src/handle.h"
+#include "plugin/src/log.h"
 
 #ifndef NCCLSCOPE_PLUGIN_VERSION
 #define NCCLSCOPE_PLUGIN_VERSION "0.0.0"
 #endif
 
 namespace ncclscope::plugin {
+
+// In static storage, constructed when the library is loaded and never destroyed (no destructor is
+// registered for a placement new): NCCL's threads and the maintenance thread may outlive static
+// destructors.
+namespace {
+alignas(Runtime) unsigned char g_runtime_storage[sizeof(Runtime)];
+}  // namespace
+Runtime* const g_runtime = new (g_runtime_storage) Runtime();  // NOLINT(cert-err58-cpp)
+
 namespace {
 
 constexpr std::uint64_t kMaintenanceInterval = 200'000'000;  // ns
@@ -48,14 +58,10 @@ constexpr std::uint64_t kUnclassifiedProxyMaxAgeTight = 100'000'000;  // ns
 
 void Log(int level, const char* format, ...) __attribute__((format(printf, 2, 3)));
 void Log(int level, const char* format, ...) {
-  abi::DebugLogger logger = R().logger;
-  if (logger == nullptr) return;
-  char text[512];
   va_list args;
   va_start(args, format);
-  std::vsnprintf(text, sizeof(text), format, args);
+  LogVia(R().logger, level, __FILE__, __LINE__, "", format, args);
   va_end(args);
-  logger(level, abi::kLogSubsysProfile, __FILE__, __LINE__, "ncclscope: %s", text);
 }
 
 void CopyString(char* dst, std::size_t capacity, const char* src) {
@@ -639,24 +645,12 @@ abi::Result Init(void** context, std::uint64_t comm_id, int* mask, const char* n
   return abi::kSuccess;
 }
 
-abi::Result Finalize(void* context) {
-  // NCCL 2.23-2.27 call finalize for every communicator while the plugin is loaded, NULL
-  // contexts included (src/misc/profiler.cc:235-237 at v2.23.4-1, src/plugin/profiler.cc:182-184
-  // at v2.27.7-1): the communicators this plugin opted out of.
-  if (context == nullptr) return abi::kSuccess;
-  Runtime& r = R();
-  platform::MutexLock lock(r.lifecycle);
-  std::uint32_t index = 0;
-  CommState* comm = FindComm(context, &index);
-  if (comm == nullptr) {
-    r.ring.Count(NCCLSCOPE_CTR_INVALID_HANDLE);
-    return abi::kSuccess;
-  }
-  const std::uint32_t comm_generation = comm->slot.generation.load(std::memory_order_relaxed);
-  comm->live.store(0, std::memory_order_release);
+namespace {
 
-  // Whatever of this communicator is still in flight is written out now, marked as such. An op
-  // that waited only for its channels to be quiet (kExpectUnknown: ABI v3's untimed KernelCh,
+// Whatever of a communicator being finalized is still in flight is written out now, marked as
+// such; returns the ops flushed.
+std::uint64_t FlushInFlight(Runtime& r, std::uint32_t index, std::uint32_t comm_generation) {
+  // An op that waited only for its channels to be quiet (kExpectUnknown: ABI v3's untimed KernelCh,
   // CollNet's unannounced ones) and whose every started channel has stopped is not in flight: NCCL
   // destroys a communicator after its work is done and its proxy thread (v3's KernelCh) is joined
   // (src/init.cc:188-193, :262 at v2.23.4-1; the profiler thread is drained first at 2.31.2), so
@@ -690,6 +684,28 @@ abi::Result Finalize(void* context) {
     }
     FlushProxyOp(i, po->slot.generation.load(std::memory_order_acquire));
   }
+  return flushed;
+}
+
+}  // namespace
+
+abi::Result Finalize(void* context) {
+  // NCCL 2.23-2.27 call finalize for every communicator while the plugin is loaded, NULL
+  // contexts included (src/misc/profiler.cc:235-237 at v2.23.4-1, src/plugin/profiler.cc:182-184
+  // at v2.27.7-1): the communicators this plugin opted out of.
+  if (context == nullptr) return abi::kSuccess;
+  Runtime& r = R();
+  platform::MutexLock lock(r.lifecycle);
+  std::uint32_t index = 0;
+  CommState* comm = FindComm(context, &index);
+  if (comm == nullptr) {
+    r.ring.Count(NCCLSCOPE_CTR_INVALID_HANDLE);
+    return abi::kSuccess;
+  }
+  const std::uint32_t comm_generation = comm->slot.generation.load(std::memory_order_relaxed);
+  comm->live.store(0, std::memory_order_release);
+
+  const std::uint64_t flushed = FlushInFlight(r, index, comm_generation);
   if (flushed != 0) r.ring.Count(NCCLSCOPE_CTR_OPS_FLUSHED, flushed);
 
   const std::uint64_t now = clock::Now();

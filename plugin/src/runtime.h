@@ -106,7 +106,9 @@ struct Runtime {
 extern Runtime* const g_runtime;
 inline Runtime& R() { return *g_runtime; }
 
-// ---- Event path (events.cc) ----
+// ---- Event path ----
+// mask_tracking.cc (the mask, API and Group events), op_events.cc, kernel_events.cc,
+// proxy_events.cc, event_dispatch.cc (stop and state records), records.cc
 
 struct OpArgs {
   std::uint8_t kind = NCCLSCOPE_KIND_COLL;

@@ -196,7 +196,7 @@ struct alignas(64) ProxyOpState {
 };
 
 // The identity of an op completed at NCCL's stop of its task, for the ProxyOps NCCL's proxy
-// thread starts after that (RetireOp, events.cc). Under ABI v1/v2 (NCCL 2.23-2.25) there is no
+// thread starts after that (RetireOp, records.cc). Under ABI v1/v2 (NCCL 2.23-2.25) there is no
 // KernelCh to wait for: every op completes at its stop and its slot is reused while the proxy
 // thread is still to start its network ops. NCCL stops the task right after handing its proxy ops
 // over (hostStreamPlanTask, src/enqueue.cc:1432-1443 at v2.23.4-1) and starts a ProxyOp only when

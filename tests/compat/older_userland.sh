@@ -43,8 +43,9 @@ fi
 work=/opt/ncclscope-compat
 rm -rf "${root:?}$work"
 mkdir -p "$root$work/src" "$root$work/lib" "$root$work/rings"
-(cd "$repo" && tar cf - tools/replay plugin/abi plugin/ring/ncclscope_ring.h tests/gpu/replay_job.cc \
-  tests/gpu/workload.h tests/support/fake_libcuda.c) | tar xf - -C "$root$work/src"
+(cd "$repo" && tar cf - tools/replay plugin/abi plugin/ring/ncclscope_ring.h platform/clock.h \
+  tests/gpu/replay_job.cc tests/gpu/workload.h tests/support/fake_libcuda.c) |
+  tar xf - -C "$root$work/src"
 cp "$plugin" "$root$work/lib/libnccl-profiler-ncclscope.so"
 say "building the job in the root (g++ $(chroot "$root" g++ -dumpversion))"
 chroot "$root" /bin/sh -c "cd $work/src && \

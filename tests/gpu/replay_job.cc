@@ -36,12 +36,14 @@
 #include <string>
 #include <vector>
 
+#include "platform/clock.h"
 #include "tests/gpu/workload.h"
 #include "tools/replay/nccl_replay.h"
 
 namespace {
 
 using gpucheck::Comm;
+using ncclscope::platform::RealtimeNs;
 using ncclscope::replay::CapturedGraph;
 using ncclscope::replay::EnqueuedOp;
 using ncclscope::replay::GroupTask;
@@ -51,7 +53,6 @@ using ncclscope::replay::PlanTiming;
 using ncclscope::replay::ProfilerPlugin;
 using ncclscope::replay::ProxyPlan;
 using ncclscope::replay::ProxyThread;
-using ncclscope::replay::RealtimeNs;
 using ncclscope::replay::ReplayComm;
 using ncclscope::replay::ReplayProcess;
 

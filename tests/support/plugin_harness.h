@@ -40,9 +40,9 @@ bool WaitForControlsApplied(profiler::RingFile& file, std::chrono::milliseconds 
 // Writes agent controls into the only ring's header and waits until the plugin's mask in NCCL's
 // int has the `kernel_ch` bit as asked (the plugin applies controls every ~200 ms; the calling
 // thread is idle meanwhile, so the maintenance thread writes it), then stays idle a little longer
-// than the plugin's idle-write race window (kIdleWriteRaceWindowNs, plugin/src/events.cc): the
-// next API call is then known to have read the new value. A job thread resuming sooner makes its
-// next op's copy uncertain (NCCLSCOPE_CTR_OPS_MASK_UNCERTAIN), which nccl_patterns_test covers.
+// than the plugin's idle-write race window (kIdleWriteRaceWindowNs, plugin/src/mask_tracking.cc):
+// the next API call is then known to have read the new value. A job thread resuming sooner makes
+// its next op's copy uncertain (NCCLSCOPE_CTR_OPS_MASK_UNCERTAIN), which nccl_patterns_test covers.
 // With `then_idle` false it returns as soon as the int changed (a thread resuming right then).
 bool SetPluginControls(const ncclscope_controls& controls, bool expect_kernel_ch,
                        std::chrono::milliseconds timeout = std::chrono::milliseconds(5000),

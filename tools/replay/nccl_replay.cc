@@ -1,7 +1,6 @@
 #include "tools/replay/nccl_replay.h"
 
 #include <dlfcn.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +13,8 @@
 #include <memory>
 #include <string>
 #include <thread>
+
+#include "platform/clock.h"
 
 namespace ncclscope::replay {
 namespace {
@@ -275,13 +276,6 @@ bool ReplayProcess::RasOverride(int* mask) {
   if (!Ras().active.load(std::memory_order_acquire)) return false;
   *mask = Ras().mask.load(std::memory_order_relaxed);
   return true;
-}
-
-std::uint64_t RealtimeNs() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull +
-         static_cast<std::uint64_t>(ts.tv_nsec);
 }
 
 bool EmitsTask(int snapshot, bool p2p) {
@@ -744,7 +738,7 @@ void ReplayComm::StopTask(const EnqueuedOp& op) { StopIf(op.handle); }
 void ReplayComm::KernelChannels(const EnqueuedOp& op, int channels, const GpuTimes& gpu) {
   if (!EmitsKernelCh(op.mask)) return;
   GpuTimes times = gpu;
-  if (times.base == 0) times.base = RealtimeNs();
+  if (times.base == 0) times.base = platform::RealtimeNs();
   std::vector<void*> handles(static_cast<std::size_t>(channels), nullptr);
   for (int c = 0; c < channels; ++c) {
     handles[static_cast<std::size_t>(c)] = KernelChannelStart(op, c, times.Start(c));
@@ -1612,7 +1606,7 @@ void ReplayComm::RunPlan(const PlanLaunch& plan, const PlanTiming& timing, const
       std::this_thread::sleep_for(std::chrono::milliseconds(timing.first_kernel_delay_ms));
     }
     Kernels kernels;
-    const std::uint64_t base = timing.base_ns != 0 ? timing.base_ns : RealtimeNs();
+    const std::uint64_t base = timing.base_ns != 0 ? timing.base_ns : platform::RealtimeNs();
     kernels.base = base;
     for (std::size_t i = 0; i < plan.ops.size(); ++i) {
       const PlannedOp& op = plan.ops[i];

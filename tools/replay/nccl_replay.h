@@ -560,7 +560,4 @@ bool EmitsProxyOp(int snapshot);
 bool EmitsProxyStep(int snapshot);
 bool EmitsNetPlugin(int snapshot);
 
-// Host CLOCK_REALTIME in ns.
-std::uint64_t RealtimeNs();
-
 }  // namespace ncclscope::replay

@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "platform/clock.h"
 #include "tools/replay/nccl_replay.h"
 #include "tools/sim/rank_runner.h"
 #include "tools/sim/sim_options.h"
@@ -120,7 +121,8 @@ int Main(int argc, char** argv) {
   }
   std::fflush(stderr);
   // Time for every rank to come up; or the job's start every node's simulator was given.
-  const std::uint64_t t0 = o.start_at_ns != 0 ? o.start_at_ns : NowNs() + 200'000'000;
+  const std::uint64_t t0 =
+      o.start_at_ns != 0 ? o.start_at_ns : platform::RealtimeNs() + 200'000'000;
 
   if (o.threads) {
     std::vector<int> codes(static_cast<std::size_t>(o.gpus), 0);

@@ -1,7 +1,6 @@
 #include "tools/sim/rank_runner.h"
 
 #include <dlfcn.h>
-#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -11,6 +10,7 @@
 
 #include "agent/analytics/comm_registry.h"
 #include "agent/analytics/size_bucket.h"
+#include "platform/clock.h"
 #include "plugin/abi/nccl_profiler_abi.h"
 #include "tools/sim/timed_executor.h"
 
@@ -43,7 +43,7 @@ struct OpRuntime {
 void SleepUntil(std::uint64_t at_ns, std::uint64_t tick_ns, const std::atomic<bool>& stop) {
   const std::uint64_t target = at_ns / tick_ns * tick_ns;
   while (!stop.load(std::memory_order_relaxed)) {
-    const std::uint64_t now = NowNs();
+    const std::uint64_t now = platform::RealtimeNs();
     if (now >= target) return;
     const std::uint64_t slice = std::min<std::uint64_t>(target - now, 100'000'000);
     std::this_thread::sleep_for(std::chrono::nanoseconds(slice));
@@ -53,13 +53,6 @@ void SleepUntil(std::uint64_t at_ns, std::uint64_t tick_ns, const std::atomic<bo
 using SetDeviceFn = void (*)(int, int);
 
 }  // namespace
-
-std::uint64_t NowNs() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull +
-         static_cast<std::uint64_t>(ts.tv_nsec);
-}
 
 RankRunner::RankRunner(const Options& options, const replay::ProfilerPlugin& plugin, int local,
                        std::uint64_t t0_ns, const std::atomic<bool>& stop)
@@ -229,7 +222,7 @@ bool RankRunner::Run() {
   }
   if (blocked) {
     // A hang: the ops in flight stay in flight until we are told to stop or time runs out.
-    while (!stop_.load() && NowNs() < deadline) {
+    while (!stop_.load() && platform::RealtimeNs() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   }
@@ -242,8 +235,9 @@ bool RankRunner::Run() {
     std::fflush(stdout);
   }
   if (!blocked && options_.linger_s > 0) {
-    const std::uint64_t until = NowNs() + static_cast<std::uint64_t>(options_.linger_s * 1e9);
-    while (!stop_.load() && NowNs() < until) {
+    const std::uint64_t until =
+        platform::RealtimeNs() + static_cast<std::uint64_t>(options_.linger_s * 1e9);
+    while (!stop_.load() && platform::RealtimeNs() < until) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   }

@@ -52,7 +52,4 @@ class RankRunner {
   std::map<ExpectKey, Expectation> expected_;
 };
 
-// Host CLOCK_REALTIME now, in ns.
-std::uint64_t NowNs();
-
 }  // namespace ncclscope::sim

@@ -4,6 +4,7 @@
 
 #include <chrono>
 
+#include "platform/clock.h"
 #include "tools/sim/rank_runner.h"
 
 namespace ncclscope::sim {
@@ -48,7 +49,7 @@ void TimedExecutor::Run() {
       continue;
     }
     const std::uint64_t at = queue_.top().at;
-    const std::uint64_t now = NowNs();
+    const std::uint64_t now = platform::RealtimeNs();
     if (at > now) {
       if (stop_) return;  // leave what is not due yet
       wake_.wait_until(lock, std::chrono::system_clock::time_point(

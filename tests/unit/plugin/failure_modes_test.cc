@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "agent/profiler/ring_file.h"
+#include "platform/clock.h"
 #include "plugin/abi/nccl_profiler_abi.h"
 #include "plugin/ring/ncclscope_ring.h"
 #include "tests/support/plugin_environment.h"
@@ -507,7 +508,7 @@ TEST(FailureModesForkTest, ChildWithoutExecLeavesTheParentsRingAlone) {
     std::fflush(stdout);
     const pid_t worker = ::fork();
     if (worker == 0) {
-      const std::uint64_t now = replay::RealtimeNs();
+      const std::uint64_t now = platform::RealtimeNs();
       for (int c = 0; c < in_flight.channels; ++c) {
         f.comm->KernelChannelStop(f.comm->KernelChannelStart(in_flight, c, now), now + 1000);
       }
@@ -534,7 +535,7 @@ TEST(FailureModesForkTest, ChildWithoutExecLeavesTheParentsRingAlone) {
       const bool ok = own.Init();
       // The inherited communicator and op, as a child that ran the parent's code would: the
       // in-flight op's kernels, another op, and the communicator's destruction.
-      const std::uint64_t now = replay::RealtimeNs();
+      const std::uint64_t now = platform::RealtimeNs();
       for (int c = 0; c < in_flight.channels; ++c) {
         f.comm->KernelChannelStop(f.comm->KernelChannelStart(in_flight, c, now), now + 1000);
       }
@@ -555,7 +556,7 @@ TEST(FailureModesForkTest, ChildWithoutExecLeavesTheParentsRingAlone) {
     EXPECT_TRUE(OwnerAlive(f.ring));
 
     // The parent goes on: its in-flight op completes here, then more ops, then its finalize.
-    const std::uint64_t base = replay::RealtimeNs();
+    const std::uint64_t base = platform::RealtimeNs();
     void* kernel = f.comm->KernelChannelStart(in_flight, 0, base);
     for (int c = 1; c < in_flight.channels; ++c) {
       f.comm->KernelChannelStop(f.comm->KernelChannelStart(in_flight, c, base), base + 1000);

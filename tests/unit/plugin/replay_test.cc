@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "agent/profiler/ring_file.h"
+#include "platform/clock.h"
 #include "plugin/abi/nccl_profiler_abi.h"
 #include "plugin/ring/ncclscope_ring.h"
 #include "tests/support/plugin_harness.h"
@@ -29,13 +30,13 @@
 namespace ncclscope::testing {
 namespace {
 
+using platform::RealtimeNs;
 using replay::CollSpec;
 using replay::EnqueuedOp;
 using replay::GpuTimes;
 using replay::ProfilerPlugin;
 using replay::ProxyPlan;
 using replay::ProxyThread;
-using replay::RealtimeNs;
 using replay::ReplayComm;
 using replay::ReplayProcess;
 

@@ -1,0 +1,29 @@
+#pragma once
+
+// The host's clocks in nanoseconds, one definition for every component. CLOCK_REALTIME is the clock
+// every process on a node (and every node with a synchronized clock) shares: ring timestamps, the
+// agent's joins and the duty cycle's windows are in it. CLOCK_MONOTONIC is for intervals that must
+// not jump with the wall clock. clock_gettime is in glibc's libc itself since 2.17 (librt before),
+// the oldest glibc the plugin loads under (platform/README.md). On the hot path the plugin reads
+// the TSC instead (plugin/src/clock.h), calibrated against RealtimeNs().
+
+#include <time.h>
+
+#include <cstdint>
+
+namespace ncclscope::platform {
+
+inline std::uint64_t ClockNs(clockid_t clock) {
+  timespec ts{};
+  clock_gettime(clock, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull +
+         static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+// CLOCK_REALTIME now, in ns since the Unix epoch.
+inline std::uint64_t RealtimeNs() { return ClockNs(CLOCK_REALTIME); }
+
+// CLOCK_MONOTONIC now, in ns since an arbitrary start (boot): for durations and deadlines.
+inline std::uint64_t MonotonicNs() { return ClockNs(CLOCK_MONOTONIC); }
+
+}  // namespace ncclscope::platform

@@ -1,0 +1,149 @@
+// Kernel channels (KernelCh) and, under v7, their kernel phases: the GPU's own timestamps of each
+// channel of an op, taken from NCCL's proxy thread (src/transport/profiler.cc at v2.28.9-1). The
+// last expected channel to stop completes its op (CompleteKernel, op_events.cc).
+
+#include "plugin/src/kernel_events.h"
+
+#include <atomic>
+#include <cstdint>
+
+#include "plugin/src/clock.h"
+#include "plugin/src/event_helpers.h"
+#include "plugin/src/handle.h"
+#include "plugin/src/runtime.h"
+
+namespace ncclscope::plugin {
+namespace {
+
+// The KernelCh handlers call nothing on their common path: a call there makes the compiler save
+// registers on every KernelCh event (exports.cc, "KernelCh entry"). What needs a call (the clock,
+// completing the op) is in these, reached by a tail call.
+__attribute__((noinline)) void NoteKernelActivity(OpState* op) {
+  Store(op->last_kernel_ns, clock::Now());
+}
+
+}  // namespace
+
+void StartKernelCh(void* /*context*/, void** handle, void* parent, std::uint8_t channel,
+                   std::uint64_t ptimer) {
+  std::uint32_t index = 0;
+  std::uint32_t generation = 0;
+  OpState* op = FindOp(parent, &index, &generation);
+  if (op == nullptr || DecodeHandle(parent).kind != HandleKind::kOp) {
+    *handle = nullptr;
+    if (parent != nullptr) Count(NCCLSCOPE_CTR_LATE_EVENT);
+    return;
+  }
+  const std::uint32_t state = op->state.load(std::memory_order_acquire);
+  if (StateGen(state) != generation || OpComplete(state) || channel >= NCCLSCOPE_MAX_CHANNELS) {
+    *handle = nullptr;
+    Count(NCCLSCOPE_CTR_LATE_EVENT);
+    return;
+  }
+  ChannelTime& ch = op->channels[channel];
+  Store(ch.start, ptimer);
+  Store(ch.stop, 0);
+  // The channel's phase times are not cleared here but at its first phase stop in this op
+  // (RecordKernelPhaseStop): every timed op pays this path, and only v7's phases need them.
+  Store(ch.tag, ChannelTag(generation, kChannelStarted));
+  Store(op->channels_started, Load(op->channels_started) + 1);
+  *handle = EncodeHandle(HandleKind::kKernelCh, generation, index, channel);
+  if (Load(op->expect) == kExpectUnknown) NoteKernelActivity(op);
+}
+
+void StopKernelCh(void* handle) {
+  const Handle h = DecodeHandle(handle);
+  std::uint32_t index = 0;
+  std::uint32_t generation = 0;
+  OpState* op = FindOp(handle, &index, &generation);
+  if (op == nullptr || h.sub >= NCCLSCOPE_MAX_CHANNELS) {
+    Count(NCCLSCOPE_CTR_LATE_EVENT);
+    return;
+  }
+  ChannelTime& ch = op->channels[h.sub];
+  if (Load(ch.tag) != ChannelTag(generation, kChannelStarted)) {
+    Count(NCCLSCOPE_CTR_INVALID_HANDLE);  // stopped twice, or never started
+    return;
+  }
+  Store(ch.tag, ChannelTag(generation, kChannelStopped));
+  const std::uint64_t stop = Load(ch.stop);
+  if (stop != 0 && stop >= Load(ch.start)) {
+    Store(op->timed_mask, Load(op->timed_mask) | (1ull << h.sub));
+  }
+  const std::uint32_t stopped = Load(op->channels_stopped) + 1;
+  Store(op->channels_stopped, stopped);
+  // kExpectUnknown (CollNet) leaves expected_channels 0: its op completes by the clock.
+  if (Load(op->expect) == kExpectUnknown) return NoteKernelActivity(op);
+  const std::uint32_t expected = Load(op->expected_channels);
+  if (expected != 0 && stopped == expected) CompleteKernel(index, generation);
+}
+
+void RecordKernelChStop(void* handle, const abi::StateArgsV4* args) {
+  const Handle h = DecodeHandle(handle);
+  OpState* op = FindOp(handle);
+  if (op == nullptr || h.sub >= NCCLSCOPE_MAX_CHANNELS) {
+    Count(NCCLSCOPE_CTR_LATE_EVENT);
+    return;
+  }
+  ChannelTime& ch = op->channels[h.sub];
+  if (Load(ch.tag) != ChannelTag(h.generation, kChannelStarted)) {
+    Count(NCCLSCOPE_CTR_INVALID_HANDLE);  // record after stop
+    return;
+  }
+  Store(ch.stop, args->kernelCh.pTimer);
+}
+
+void StartKernelPhase(void** handle, const void* parent, std::uint8_t phase, std::uint64_t ptimer) {
+  const Handle k = DecodeHandle(parent);
+  std::uint32_t index = 0;
+  std::uint32_t generation = 0;
+  OpState* op = FindOp(parent, &index, &generation);
+  if (op == nullptr || k.kind != HandleKind::kKernelCh || k.sub >= NCCLSCOPE_MAX_CHANNELS ||
+      phase >= NCCLSCOPE_PHASE_COUNT) {
+    *handle = nullptr;
+    if (parent != nullptr) Count(NCCLSCOPE_CTR_LATE_EVENT);
+    return;
+  }
+  ChannelTime& ch = op->channels[k.sub];
+  if (Load(ch.tag) != ChannelTag(generation, kChannelStarted)) {
+    *handle = nullptr;
+    Count(NCCLSCOPE_CTR_LATE_EVENT);  // the channel already stopped
+    return;
+  }
+  Store(ch.phase_start, ptimer);
+  *handle = EncodeHandle(HandleKind::kKernelPhase, generation, index, k.sub | phase << 6);
+}
+
+void RecordKernelPhaseStop(void* handle, const abi::StateArgsV4* args) {
+  const Handle h = DecodeHandle(handle);
+  const std::uint32_t channel = h.sub & 0x3F;
+  const std::uint32_t phase = h.sub >> 6;
+  Runtime& r = R();
+  if (h.index >= r.ops.carved() || phase >= NCCLSCOPE_PHASE_COUNT || args == nullptr) {
+    Count(NCCLSCOPE_CTR_INVALID_HANDLE);
+    return;
+  }
+  auto* op = reinterpret_cast<OpState*>(r.ops.At(h.index));
+  ChannelTime& ch = op->channels[channel];
+  if (op->slot.generation.load(std::memory_order_acquire) != h.generation ||
+      Load(ch.tag) != ChannelTag(h.generation, kChannelStarted)) {
+    Count(NCCLSCOPE_CTR_LATE_EVENT);
+    return;
+  }
+  const std::uint64_t start = Load(ch.phase_start);
+  const std::uint64_t stop = args->kernelCh.pTimer;
+  if (stop < start) return;  // a clock that ran backwards is no duration
+  // The channel's first phase in this op (StartOp cleared the op's phase_mask): its times start
+  // from zero here. WritePhases reads only the channels in phase_mask.
+  const std::uint64_t channel_bit = 1ull << channel;
+  const std::uint64_t phase_mask = Load(op->phase_mask);
+  if ((phase_mask & channel_bit) == 0) {
+    for (auto& ns : ch.phase_ns) Store(ns, 0);
+    Store(ch.phases_present, 0);
+  }
+  Store(ch.phase_ns[phase], Load(ch.phase_ns[phase]) + Saturate32(stop - start));
+  Store(ch.phases_present, Load(ch.phases_present) | 1u << phase);
+  Store(op->phase_mask, phase_mask | channel_bit);
+}
+
+}  // namespace ncclscope::plugin

@@ -1,0 +1,355 @@
+// Op and network-op records: what an op that completed (or was forced out) leaves behind — its
+// record(s) built in place in the ring, its progress in the comm table, its retired identity for
+// late ProxyOps — and the ProxyOp record. Called by whoever completes the op or stops the
+// network op (op_events.cc, kernel_events.cc, proxy_events.cc, runtime.cc's sweep and finalize).
+
+#include "plugin/src/records.h"
+
+#include <cstring>
+
+#include "plugin/src/clock.h"
+#include "plugin/src/event_helpers.h"
+#include "plugin/src/handle.h"
+#include "plugin/src/runtime.h"
+
+namespace ncclscope::plugin {
+namespace {
+
+// A channel's time as an offset from the op's first start, clamped when kSaturate.
+template <bool kSaturate>
+std::uint32_t ChannelOffset(std::uint64_t t, std::uint64_t first) {
+  return kSaturate ? Saturate32(t - first) : static_cast<std::uint32_t>(t - first);
+}
+
+// The first 16 timed channels (ascending) into the op record; returns the bits of the rest.
+template <bool kSaturate>
+std::uint64_t WriteInlineChannels(const OpState* op, ncclscope_op_record* rec, std::uint64_t mask,
+                                  std::uint64_t first) {
+  std::uint64_t m = mask;
+  for (std::uint32_t position = 0; m != 0 && position < NCCLSCOPE_OP_INLINE_CHANNELS;
+       m &= m - 1, ++position) {
+    const ChannelTime& ch = op->channels[__builtin_ctzll(m)];
+    rec->ch[position] = ncclscope_channel_time{ChannelOffset<kSaturate>(Load(ch.start), first),
+                                               ChannelOffset<kSaturate>(Load(ch.stop), first)};
+  }
+  return m;
+}
+
+// A record that follows the op record in its group (channels, detail, phases), zeroed in its
+// reserved slot and stamped with the op's identity, by which the agent joins it to the op.
+template <typename Follower>
+Follower* StartFollower(unsigned char* raw, std::uint16_t type, const ncclscope_op_record& rec) {
+  std::memset(raw, 0, NCCLSCOPE_RECORD_SIZE);
+  auto* f = reinterpret_cast<Follower*>(raw);
+  f->h.type = type;
+  f->comm_id = rec.comm_id;
+  f->seq = rec.seq;
+  f->op_index = rec.op_index;
+  f->rank = rec.rank;
+  f->func = rec.func;
+  return f;
+}
+
+// The channel times of an op with more than 16 timed channels beyond the first 16 (`rest`: their
+// bits), into the continuation records reserved right after the op record. Rare: clamps always.
+__attribute__((noinline)) void WriteContinuations(const OpState* op, const ncclscope_op_record& rec,
+                                                  std::uint64_t rest, std::uint64_t first,
+                                                  const ring::RingWriter::Reservation& slots) {
+  ncclscope_op_channels_record* cont = nullptr;
+  std::uint32_t position = NCCLSCOPE_OP_INLINE_CHANNELS;
+  for (std::uint64_t m = rest; m != 0; m &= m - 1, ++position) {
+    const ChannelTime& ch = op->channels[__builtin_ctzll(m)];
+    const std::uint32_t part =
+        (position - NCCLSCOPE_OP_INLINE_CHANNELS) / NCCLSCOPE_OP_CONT_CHANNELS + 1;
+    const std::uint32_t at = (position - NCCLSCOPE_OP_INLINE_CHANNELS) % NCCLSCOPE_OP_CONT_CHANNELS;
+    if (at == 0) {
+      cont = StartFollower<ncclscope_op_channels_record>(slots.slots[part],
+                                                         NCCLSCOPE_REC_OP_CHANNELS, rec);
+      cont->part = static_cast<std::uint8_t>(part);
+      cont->first = static_cast<std::uint8_t>(position);
+    }
+    cont->ch[at] = ncclscope_channel_time{ChannelOffset<true>(Load(ch.start), first),
+                                          ChannelOffset<true>(Load(ch.stop), first)};
+    cont->n = static_cast<std::uint8_t>(at + 1);
+  }
+}
+
+// v7: the op's tag and kernel variant, into the record reserved after its channel records. Rare
+// (tagged or symmetric ops only): out of line.
+__attribute__((noinline)) void WriteDetail(const OpState* op, const ncclscope_op_record& rec,
+                                           unsigned char* raw) {
+  auto* d = StartFollower<ncclscope_op_detail_record>(raw, NCCLSCOPE_REC_OP_DETAIL, rec);
+  d->user_tag = Load(op->user_tag);
+  d->kernel_variant = Load(op->kernel_variant);
+}
+
+// v7: the kernel phases of the channels in `phase_mask` (ascending), into the records reserved
+// from slots.slots[first] on.
+__attribute__((noinline)) void WritePhases(const OpState* op, const ncclscope_op_record& rec,
+                                           std::uint64_t phase_mask,
+                                           const ring::RingWriter::Reservation& slots,
+                                           std::uint32_t first) {
+  ncclscope_op_phases_record* p = nullptr;
+  std::uint32_t position = 0;
+  for (std::uint64_t m = phase_mask; m != 0; m &= m - 1, ++position) {
+    const std::uint32_t channel = __builtin_ctzll(m);
+    const ChannelTime& ch = op->channels[channel];
+    const std::uint32_t at = position % NCCLSCOPE_OP_PHASE_CHANNELS;
+    if (at == 0) {
+      const std::uint32_t part = position / NCCLSCOPE_OP_PHASE_CHANNELS;
+      p = StartFollower<ncclscope_op_phases_record>(slots.slots[first + part],
+                                                    NCCLSCOPE_REC_OP_PHASES, rec);
+      p->part = static_cast<std::uint8_t>(part + 1);
+    }
+    ncclscope_channel_phases& out = p->ch[at];
+    out.channel = static_cast<std::uint8_t>(channel);
+    out.present = static_cast<std::uint8_t>(Load(ch.phases_present));
+    for (std::uint32_t phase = 0; phase < NCCLSCOPE_PHASE_COUNT; ++phase) {
+      out.ns[phase] = Load(ch.phase_ns[phase]);
+    }
+    p->n = static_cast<std::uint8_t>(at + 1);
+  }
+}
+
+// The op's GPU timing (`mask`: its timed channels, at least one): its span on the GPU, and each
+// timed channel's start and end as offsets from the first start, the first 16 in the op record and
+// the rest in continuation records. Returns the flags it adds. always_inline, as WriteOpRecords.
+__attribute__((always_inline)) inline std::uint16_t WriteGpuTiming(
+    const OpState* op, ncclscope_op_record* rec, std::uint64_t mask, std::uint32_t timed,
+    bool reserved, const ring::RingWriter::Reservation& slots) {
+  std::uint64_t first = UINT64_MAX;
+  std::uint64_t last = 0;
+  for (std::uint64_t m = mask; m != 0; m &= m - 1) {
+    const ChannelTime& ch = op->channels[__builtin_ctzll(m)];
+    const std::uint64_t start = Load(ch.start);
+    const std::uint64_t stop = Load(ch.stop);
+    first = start < first ? start : first;
+    last = stop > last ? stop : last;
+  }
+  rec->gpu_start_ns = first;
+  rec->gpu_end_ns = last;
+  rec->channel_mask = mask;
+  rec->n_timed = static_cast<std::uint8_t>(timed);
+  std::uint16_t flags = NCCLSCOPE_OP_GPU_TIMING;
+
+  rec->n_inline = static_cast<std::uint8_t>(
+      timed < NCCLSCOPE_OP_INLINE_CHANNELS ? timed : NCCLSCOPE_OP_INLINE_CHANNELS);
+  // Every timed channel has first <= start <= stop <= last (StopKernelCh times only those), so
+  // an offset saturates only if last - first does: one test for the whole op, and the common
+  // loop converts without clamping.
+  const bool saturated = ((last - first) >> 32) != 0;
+  const std::uint64_t rest = saturated ? WriteInlineChannels<true>(op, rec, mask, first)
+                                       : WriteInlineChannels<false>(op, rec, mask, first);
+  // Dropped without a reservation: no continuation to build (and `spare` holds rec).
+  if (rest != 0 && reserved) WriteContinuations(op, *rec, rest, first, slots);
+  if (saturated) flags |= NCCLSCOPE_OP_TIME_SATURATED;
+  return flags;
+}
+
+// Builds the op's record(s) in place in the ring (or, without room, on the stack: dropped and
+// counted, the code path one). always_inline, with CompleteInCommTable: as calls they cost 27
+// instructions more per recorded collective (callgrind, docs/benchmarks.md, "record_one_in").
+__attribute__((always_inline)) inline void WriteOpRecords(
+    Runtime& r, const OpState* op, std::uint32_t weight, std::uint64_t mask, std::uint32_t timed,
+    bool partial, std::uint32_t final_state, std::uint16_t extra_flags, std::uint64_t complete_ns) {
+  // How many records the timed channels need, in ascending channel order.
+  const std::uint32_t continuations =
+      timed > NCCLSCOPE_OP_INLINE_CHANNELS
+          ? (timed - NCCLSCOPE_OP_INLINE_CHANNELS + NCCLSCOPE_OP_CONT_CHANNELS - 1) /
+                NCCLSCOPE_OP_CONT_CHANNELS
+          : 0;
+  // v7: the tag and kernel variant (OP_DETAIL), the kernel phases (OP_PHASES).
+  const std::uint64_t phase_mask = Load(op->phase_mask);
+  const bool detail = Load(op->user_tag) != 0 || Load(op->kernel_variant) != NCCLSCOPE_KV_NONE;
+  const std::uint32_t phase_records =
+      (PopCount(phase_mask) + NCCLSCOPE_OP_PHASE_CHANNELS - 1) / NCCLSCOPE_OP_PHASE_CHANNELS;
+  ring::RingWriter::Reservation slots;
+  const bool reserved = r.ring.Reserve(1 + continuations + (detail ? 1 : 0) + phase_records,
+                                       ThreadLaneHint(), &slots);
+  alignas(64) unsigned char spare[NCCLSCOPE_RECORD_SIZE];
+  unsigned char* raw = reserved ? slots.slots[0] : spare;
+  std::memset(raw, 0, NCCLSCOPE_RECORD_SIZE);
+  auto* rec = reinterpret_cast<ncclscope_op_record*>(raw);
+  rec->h.type = NCCLSCOPE_REC_OP;
+  rec->comm_id = Load(op->comm_id);
+  rec->seq = Load(op->seq);
+  rec->count = Load(op->count);
+  rec->bytes = Load(op->bytes);
+  rec->enqueue_ns = Load(op->enqueue_ns);
+  rec->complete_ns = complete_ns;
+  rec->op_index = Load(op->op_index);
+  const std::uint64_t stop_ns = Load(op->enqueue_stop_ns);
+  rec->enqueue_dur_ns = stop_ns > rec->enqueue_ns ? Saturate32(stop_ns - rec->enqueue_ns) : 0;
+  rec->rank = Load(op->rank);
+  rec->peer = Load(op->peer);
+  rec->kind = Load(op->kind);
+  rec->func = Load(op->func);
+  rec->datatype = Load(op->datatype);
+  rec->algo = Load(op->algo);
+  rec->proto = Load(op->proto);
+  rec->n_channels = Load(op->n_channels);
+  rec->n_warps = Load(op->n_warps);
+  rec->comm_slot = Load(op->comm_slot);
+  rec->weight = weight;
+  std::uint16_t flags = static_cast<std::uint16_t>(Load(op->flags) | extra_flags);
+  if ((final_state & kOpEnqueued) == 0) flags |= NCCLSCOPE_OP_NO_ENQUEUE_STOP;
+  if (partial) flags |= NCCLSCOPE_OP_GPU_TIMING_PARTIAL;
+
+  if (mask != 0) flags |= WriteGpuTiming(op, rec, mask, timed, reserved, slots);
+  // Every record that follows the op in its group: channel continuations, then OP_DETAIL, then
+  // OP_PHASES (ncclscope_op_record.n_continuations).
+  rec->n_continuations =
+      static_cast<std::uint8_t>(continuations + (detail ? 1 : 0) + phase_records);
+  if ((detail || phase_records != 0) && reserved) {
+    std::uint32_t next = 1 + continuations;
+    if (detail) {
+      WriteDetail(op, *rec, slots.slots[next++]);
+      flags |= NCCLSCOPE_OP_HAS_DETAIL;
+    }
+    if (phase_records != 0) {
+      WritePhases(op, *rec, phase_mask, slots, next);
+      flags |= NCCLSCOPE_OP_HAS_PHASES;
+    }
+  }
+  rec->flags = flags;
+  // The slot is the agent's from here on: nothing reads rec after this.
+  if (reserved) r.ring.Commit(slots);
+}
+
+// Keeps the identity of an op that completed at NCCL's stop while its ProxyOps may still come
+// (state.h, RetiredOp): what StartProxyOp names as their parent once the op's slot is gone.
+__attribute__((noinline)) void RetireOp(CommState* comm, const OpState* op, std::uint32_t index) {
+  RetiredOp& e = comm->retired[Load(op->op_index) % kRetiredOps];
+  std::uint32_t version = e.version.load(std::memory_order_relaxed);
+  // Another thread writing this entry (an op kRetiredOps later, completing at the same moment):
+  // this one's ProxyOps go without a parent, as they would without the table.
+  if ((version & 1) != 0 ||
+      !e.version.compare_exchange_strong(version, version + 1, std::memory_order_relaxed)) {
+    return;
+  }
+  // A sequence lock: each field is stored with release order, so no reader sees it before the odd
+  // version (what a release fence after the CAS would do; ThreadSanitizer does not model fences,
+  // and on x86 a release store is the same move).
+  constexpr auto kRelease = std::memory_order_release;
+  const void* handle =
+      EncodeHandle(HandleKind::kOp, op->slot.generation.load(std::memory_order_relaxed), index);
+  e.handle.store(reinterpret_cast<std::uintptr_t>(handle), kRelease);
+  e.plan.store(Load(op->plan), kRelease);
+  e.seq.store(Load(op->seq), kRelease);
+  e.op_index.store(Load(op->op_index), kRelease);
+  e.weight.store(Load(op->weight), kRelease);
+  e.func.store(Load(op->func), kRelease);
+  e.algo.store(Load(op->algo), kRelease);
+  e.version.store(version + 2, kRelease);
+}
+
+// Communicator progress (the agent's in-flight view): every op completes here, recorded or not.
+__attribute__((always_inline)) inline void CompleteInCommTable(Runtime& r, const OpState* op,
+                                                               std::uint32_t index, bool kernel_ran,
+                                                               std::uint32_t final_state,
+                                                               std::uint64_t complete_ns) {
+  const std::uint32_t comm_index = Load(op->comm_index);
+  if (comm_index >= r.comms.carved()) return;
+  auto* comm = reinterpret_cast<CommState*>(r.comms.At(comm_index));
+  if (comm->slot.generation.load(std::memory_order_acquire) != Load(op->comm_generation)) return;
+  const std::uint64_t completed = comm->ops_completed.fetch_add(1, std::memory_order_relaxed) + 1;
+  // Completed at NCCL's stop (no KernelCh to wait for) with ProxyOps requested: the proxy thread
+  // starts the network ones after this (state.h, RetiredOp). Self send/recv and CE ops get none.
+  if (Load(op->expect) == kExpectNone && (Load(op->flags) & NCCLSCOPE_OP_PROXY_REQUESTED) != 0 &&
+      (final_state & kOpForced) == 0 && comm->retired != nullptr &&
+      Load(op->kind) != NCCLSCOPE_KIND_CE &&
+      !(Load(op->kind) == NCCLSCOPE_KIND_P2P && Load(op->peer) == Load(op->rank))) {
+    RetireOp(comm, op, index);
+  }
+  // A plan whose op's kernel was seen to finish: every earlier plan's kernel has finished.
+  const std::uint32_t plan = Load(op->plan);
+  if (kernel_ran && (final_state & kOpForced) == 0 && plan != 0) {
+    const std::uint32_t latest = Load(comm->max_timed_plan);
+    if (latest == 0 || PlanBefore(latest, plan)) Store(comm->max_timed_plan, plan);
+  }
+  if (ncclscope_comm_slot* slot = r.ring.comm_slot(Load(op->comm_slot))) {
+    StoreShared64(slot->ops_completed, completed);
+    StoreShared64(slot->last_complete_ns, complete_ns);
+    StoreShared64(slot->last_complete_seq, Load(op->seq));
+    StoreShared32(slot->last_complete_func, Load(op->func));
+  }
+}
+
+}  // namespace
+
+// Records the op (unless record_one_in left it out), completes it in the comm table and frees it.
+void EmitAndFree(OpState* op, std::uint32_t index, std::uint32_t final_state,
+                 std::uint16_t extra_flags, std::uint64_t now) {
+  Runtime& r = R();
+  const std::uint64_t mask = Load(op->timed_mask);  // channels that reported both ends
+  const std::uint32_t timed = PopCount(mask);
+  // ABI v3: KernelCh without timestamps were all that could come (the flag says they came).
+  const bool untimed_by_abi = Load(op->kernel_untimed) != 0;
+  if (untimed_by_abi && Load(op->channels_started) != 0) {
+    extra_flags |= NCCLSCOPE_OP_KERNEL_UNTIMED;
+  }
+  // Some channels untimed, or none though kernel events were expected (and not given up on).
+  const bool partial = mask != 0 ? timed < Load(op->n_channels)
+                                 : Load(op->expect) != kExpectNone && !untimed_by_abi &&
+                                       (extra_flags & NCCLSCOPE_OP_KERNEL_NEVER_CAME) == 0;
+  const std::uint64_t complete_ns = now != 0 ? now : clock::Now();
+  // An op left out by record_one_in (weight 0) builds no record: it is counted, and completes in
+  // the comm table like every op.
+  const std::uint32_t weight = Load(op->weight);
+  if (weight == 0) {
+    Count(NCCLSCOPE_CTR_OPS_NOT_RECORDED);
+  } else {
+    WriteOpRecords(r, op, weight, mask, timed, partial, final_state, extra_flags, complete_ns);
+  }
+  if (partial || (extra_flags & NCCLSCOPE_OP_FLUSHED) != 0) Count(NCCLSCOPE_CTR_OPS_INCOMPLETE);
+  // Evidence that the op's kernel ran (CompleteInCommTable): GPU timing, or under ABI v3 every
+  // channel NCCL's proxy saw end.
+  const bool kernel_ran = mask != 0 || (untimed_by_abi && Load(op->channels_stopped) != 0 &&
+                                        Load(op->channels_stopped) == Load(op->channels_started));
+  CompleteInCommTable(r, op, index, kernel_ran, final_state, complete_ns);
+  // Channel tags carry the generation: freeing (which bumps it) makes them all idle.
+  r.ops.Free(index);
+}
+
+void EmitProxyOp(ProxyOpState* po, std::uint32_t index, std::uint16_t extra_flags) {
+  Runtime& r = R();
+  const std::uint32_t weight = Load(po->weight);
+  if (weight == 0) {  // its op is counted, not recorded (record_one_in)
+    r.proxy_ops.Free(index);
+    return;
+  }
+  alignas(64) ncclscope_proxy_op_record rec{};
+  rec.h.type = NCCLSCOPE_REC_PROXY_OP;
+  rec.comm_id = Load(po->comm_id);
+  rec.seq = Load(po->seq);
+  rec.bytes = Load(po->bytes);
+  rec.start_ns = Load(po->start_ns);
+  rec.end_ns = clock::Now();
+  rec.in_progress_ns = Load(po->in_progress_ns);
+  rec.origin_context = Load(po->origin_context);
+  rec.origin_parent = Load(po->origin_parent);
+  for (std::uint32_t i = 0; i < NCCLSCOPE_STEP_STATE_COUNT; ++i)
+    rec.state_ns[i] = Load(po->state_ns[i]);
+  rec.op_index = Load(po->op_index);
+  rec.rank = Load(po->rank);
+  rec.peer = Load(po->peer);
+  rec.origin_pid = Load(po->origin_pid);
+  rec.n_steps = Load(po->n_steps);
+  rec.steps_done = Load(po->steps_done);
+  rec.chunk_size = Load(po->chunk_size);
+  rec.comm_slot = Load(po->comm_slot);
+  rec.flags = static_cast<std::uint16_t>(Load(po->flags) | extra_flags);
+  rec.channel = Load(po->channel);
+  rec.is_send = Load(po->is_send);
+  rec.func = Load(po->func);
+  rec.max_step_ns = Load(po->max_step_ns);
+  rec.net_type = Load(po->net_type);
+  rec.net_dev_index = Load(po->net_dev_index);
+  rec.qp_num[0] = Load(po->qp_num[0]);
+  rec.qp_num[1] = Load(po->qp_num[1]);
+  rec.weight = weight;
+  r.ring.Write(&rec, 1, ThreadLaneHint());
+  r.proxy_ops.Free(index);
+}
+
+}  // namespace ncclscope::plugin
