@@ -26,4 +26,7 @@ inline std::uint64_t RealtimeNs() { return ClockNs(CLOCK_REALTIME); }
 // CLOCK_MONOTONIC now, in ns since an arbitrary start (boot): for durations and deadlines.
 inline std::uint64_t MonotonicNs() { return ClockNs(CLOCK_MONOTONIC); }
 
+// CLOCK_REALTIME now, in seconds since the Unix epoch (Prometheus' *_timestamp_seconds).
+inline double UnixSeconds() { return static_cast<double>(RealtimeNs()) / 1e9; }
+
 }  // namespace ncclscope::platform

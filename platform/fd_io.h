@@ -32,17 +32,17 @@ inline ssize_t PreadRetrying(int fd, void* out, std::size_t size, std::uint64_t 
   return n;
 }
 
-// Reads until `size` bytes or end of file: the bytes read, or -1 with errno on an error.
-inline ssize_t ReadUpTo(int fd, void* out, std::size_t size) {
+// Reads until `size` bytes, end of file or an error: the bytes read (for the small files read
+// whole, where a failed read means "as far as it could be read").
+inline std::size_t ReadUpTo(int fd, void* out, std::size_t size) {
   auto* bytes = static_cast<char*>(out);
   std::size_t done = 0;
   while (done < size) {
     const ssize_t n = ReadRetrying(fd, bytes + done, size - done);
-    if (n < 0) return -1;
-    if (n == 0) break;
+    if (n <= 0) break;
     done += static_cast<std::size_t>(n);
   }
-  return static_cast<ssize_t>(done);
+  return done;
 }
 
 // Exactly `size` bytes at `offset`; false on an error or end of file first (the file shrank).

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "platform/clock.h"
 #include "plugin/ring/ring_text.h"
 
 namespace ncclscope::analytics {
@@ -319,9 +320,7 @@ void CommRegistry::OnTables(const std::vector<profiler::LiveComm>& comms) {
     for (const LocalRank& r : comm->ranks) comm->live_ranks += r.in_table ? 1 : 0;
     if (comm->live) comm->ended_unix_ms = 0;
   }
-  const std::int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                                  std::chrono::system_clock::now().time_since_epoch())
-                                  .count();
+  const auto now_ms = static_cast<std::int64_t>(platform::RealtimeNs() / 1'000'000);
   for (Comm* comm : was_live) {
     if (!comm->live) comm->ended_unix_ms = now_ms;
   }

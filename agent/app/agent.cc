@@ -8,13 +8,10 @@
 #include "agent/core/signals.h"
 #include "agent/exporter/http_server.h"
 #include "agent/exporter/scrape_collector.h"
+#include "platform/clock.h"
 
 namespace ncclscope {
 namespace {
-
-double NowSeconds() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 void LogErrors(const std::vector<config::ConfigError>& errors) {
   for (const config::ConfigError& error : errors) {
@@ -65,7 +62,7 @@ int Agent::Run(SignalWaiter& signals) {
   }
   config_ = loaded.config;
   log::SetLevel(*log::ParseLevel(config_.log.level));
-  reload_.RecordInitialLoad(NowSeconds());
+  reload_.RecordInitialLoad(platform::UnixSeconds());
   NCCLSCOPE_LOG(kInfo, "agent") << "starting ncclscope-agent, config "
                                 << options_.config_file.value_or("(built-in defaults)");
 
@@ -141,7 +138,7 @@ void Agent::Reload() {
   log::SetLevel(*log::ParseLevel(config_.log.level));
   SetHealthRequires(config_.server.healthz_requires);
   sources_.Apply(config_);
-  reload_.RecordSuccess(NowSeconds());
+  reload_.RecordSuccess(platform::UnixSeconds());
   NCCLSCOPE_LOG(kInfo, "config") << "reload succeeded";
 }
 

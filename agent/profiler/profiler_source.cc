@@ -15,6 +15,7 @@
 #include "agent/core/text_exposition.h"
 #include "agent/profiler/profiler_metrics.h"
 #include "agent/profiler/ring_owner.h"
+#include "platform/clock.h"
 #include "platform/errno_text.h"
 #include "rdma/netlink/netlink_qp_source.h"
 
@@ -39,13 +40,6 @@ std::uint32_t PerMille(double fraction) {
 std::uint64_t Nanos(const config::Duration& d) {
   return static_cast<std::uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(d.value()).count());
-}
-
-std::uint64_t RealtimeNs() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull +
-         static_cast<std::uint64_t>(ts.tv_nsec);
 }
 
 // The plugins' overhead governors (plugin/src/governor.h), summed over the node's processes.
@@ -388,7 +382,7 @@ std::shared_ptr<std::string> ProfilerSource::RenderAnalytics(std::size_t capacit
   auto text = std::make_shared<std::string>();
   text->reserve(capacity);
   metrics::TextWriter writer(*text);
-  analytics_->Render(writer, RealtimeNs());
+  analytics_->Render(writer, platform::RealtimeNs());
   return text;
 }
 

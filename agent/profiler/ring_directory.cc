@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "agent/core/log.h"
+#include "platform/clock.h"
 #include "platform/errno_text.h"
 #include "platform/fd_io.h"
 #include "plugin/ring/regular_file.h"
@@ -148,9 +149,8 @@ bool RingDirectory::ListingNeeded(int dirfd) {
                          same_time(st.st_ctim, listed_dir_.st_ctim);
   // A name added in the same timestamp tick as the last listing leaves the mtime as it was: while
   // the directory changed in the last two seconds (or claims a future time), list every pass.
-  timespec real{};
-  ::clock_gettime(CLOCK_REALTIME, &real);
-  const bool recent = st.st_mtim.tv_sec > real.tv_sec - 2 || st.st_ctim.tv_sec > real.tv_sec - 2;
+  const auto real_s = static_cast<time_t>(platform::RealtimeNs() / 1'000'000'000);
+  const bool recent = st.st_mtim.tv_sec > real_s - 2 || st.st_ctim.tv_sec > real_s - 2;
   // And at least once a second whatever the directory says (rechecks, stale temporary files).
   if (unchanged && !recent && !listing_left_work_ && now - listed_at_ < std::chrono::seconds(1)) {
     return false;

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "platform/fd_io.h"
 #include "platform/file_status.h"
 #include "plugin/ring/ncclscope_ring.h"
 #include "plugin/ring/regular_file.h"
@@ -432,13 +433,7 @@ bool ReadControlsFile(const char* dir, platform::PodVector<char>* text, WarningT
     problem->Assign("no memory to read it, ignored");
     return false;
   }
-  std::size_t got = 0;
-  while (got < text->size()) {
-    const ssize_t n = ::read(fd, text->begin() + got, text->size() - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    got += static_cast<std::size_t>(n);
-  }
+  const std::size_t got = platform::ReadUpTo(fd, text->begin(), text->size());
   ::close(fd);
   if (got > kMaxControlsFileBytes) {  // grew while read
     problem->Appendf("larger than %zu bytes, ignored", kMaxControlsFileBytes);

@@ -7,8 +7,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstddef>
+
+#include "platform/fd_io.h"
 
 namespace ncclscope::plugin {
 
@@ -17,13 +18,7 @@ namespace ncclscope::plugin {
 inline long ReadSmallFile(const char* path, char* text, std::size_t capacity, int open_flags = 0) {
   const int fd = ::open(path, O_RDONLY | O_CLOEXEC | open_flags);
   if (fd < 0) return -1;
-  std::size_t got = 0;
-  while (got < capacity) {
-    const ssize_t n = ::read(fd, text + got, capacity - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    got += static_cast<std::size_t>(n);
-  }
+  const std::size_t got = platform::ReadUpTo(fd, text, capacity);
   ::close(fd);
   return static_cast<long>(got);
 }

@@ -2,13 +2,13 @@
 
 #include <chrono>
 
+#include "platform/clock.h"
+
 namespace ncclscope::analytics::detection {
 namespace {
 
 std::int64_t WallSeconds() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
+  return static_cast<std::int64_t>(platform::RealtimeNs() / 1'000'000'000);
 }
 
 }  // namespace
