@@ -285,6 +285,135 @@ DrainStats RingFile::Drain(RecordSink& sink, std::uint32_t max_per_lane) {
   return stats;
 }
 
+namespace {
+
+// The records of a copied batch (`copy` of them, the first at position `tail`), validated one by
+// one into `verdict`; returns how many to take so that no op is cut from its continuation records:
+// an op whose group crosses `take` but lies within the copy pulls `take` past its last record.
+std::uint64_t ValidateBatch(const std::vector<unsigned char>& bytes, std::uint64_t tail,
+                            std::uint64_t take, std::uint64_t copy,
+                            std::vector<CorruptReason>& verdict) {
+  verdict.resize(copy);
+  for (std::uint64_t i = 0; i < copy; ++i) {
+    verdict[i] = ValidateRecord(bytes.data() + i * NCCLSCOPE_RECORD_SIZE, tail + i);
+  }
+  for (std::uint64_t i = 0; i < take; ++i) {
+    if (verdict[i] != CorruptReason::kNone) continue;
+    ncclscope_record_header h{};
+    std::memcpy(&h, bytes.data() + i * NCCLSCOPE_RECORD_SIZE, sizeof(h));
+    if (h.type != NCCLSCOPE_REC_OP) continue;
+    const std::uint8_t n_cont =
+        bytes[i * NCCLSCOPE_RECORD_SIZE + offsetof(ncclscope_op_record, n_continuations)];
+    if (i + n_cont >= take && i + n_cont < copy) take = i + n_cont + 1;
+  }
+  return take;
+}
+
+// Delivers the op at `i` with its follower records; returns how many records it used.
+std::uint32_t DeliverOp(const RingOrigin& origin, const unsigned char* record,
+                        const std::vector<CorruptReason>& verdict, std::uint64_t i,
+                        std::uint64_t take, OpView& view, RecordSink& sink, DrainStats& stats) {
+  std::uint32_t consumed = 1;
+  // Continuations must themselves be valid records. Only the next kMaxContinuations can
+  // belong to this op: looking further made each drain quadratic in the batch size.
+  std::uint32_t valid_after = 0;
+  for (std::uint64_t k = i + 1;
+       k < take && k <= i + kMaxContinuations && verdict[k] == CorruptReason::kNone; ++k) {
+    ++valid_after;
+  }
+  if (!BuildOpView(record, valid_after + 1, &view, &consumed)) {
+    // Deliver the op with its inline channels; the rest are lost and counted.
+    ++stats.corrupt[static_cast<std::size_t>(CorruptReason::kContinuation)];
+    consumed = 1;
+  }
+  sink.OnOp(origin, view);
+  ++stats.by_type[NCCLSCOPE_REC_OP];
+  for (std::uint32_t k = 1; k < consumed; ++k) {
+    ncclscope_record_header follower{};
+    std::memcpy(&follower, record + static_cast<std::size_t>(k) * NCCLSCOPE_RECORD_SIZE,
+                sizeof(follower));
+    ++stats.by_type[follower.type];  // a validated type: at most NCCLSCOPE_REC_TYPE_MAX
+  }
+  stats.records += consumed;
+  return consumed;
+}
+
+// Delivers one record that is not an op (nor one of its followers, which DeliverOp takes).
+void DeliverSingle(const RingOrigin& origin, const unsigned char* record, std::uint16_t type,
+                   RecordSink& sink, DrainStats& stats) {
+  switch (type) {
+    case NCCLSCOPE_REC_OP_CHANNELS:
+    case NCCLSCOPE_REC_OP_DETAIL:
+    case NCCLSCOPE_REC_OP_PHASES:
+      ++stats.corrupt[static_cast<std::size_t>(CorruptReason::kContinuation)];  // orphan
+      return;
+    case NCCLSCOPE_REC_PROXY_OP: {
+      ncclscope_proxy_op_record rec{};
+      std::memcpy(&rec, record, sizeof(rec));
+      sink.OnProxyOp(origin, rec);
+      break;
+    }
+    case NCCLSCOPE_REC_COMM_INIT: {
+      ncclscope_comm_init_record rec{};
+      std::memcpy(&rec, record, sizeof(rec));
+      sink.OnCommInit(origin, rec);
+      break;
+    }
+    case NCCLSCOPE_REC_COMM_FINALIZE: {
+      ncclscope_comm_finalize_record rec{};
+      std::memcpy(&rec, record, sizeof(rec));
+      sink.OnCommFinalize(origin, rec);
+      break;
+    }
+    default:
+      return;
+  }
+  ++stats.by_type[type];
+  ++stats.records;
+}
+
+// Delivers the first `take` records of the batch, counting the corrupt ones.
+void DeliverBatch(const RingOrigin& origin, const std::vector<unsigned char>& bytes,
+                  const std::vector<CorruptReason>& verdict, std::uint64_t take, OpView& view,
+                  RecordSink& sink, DrainStats& stats) {
+  std::uint64_t i = 0;
+  while (i < take) {
+    const unsigned char* record = bytes.data() + i * NCCLSCOPE_RECORD_SIZE;
+    if (verdict[i] != CorruptReason::kNone) {
+      ++stats.corrupt[static_cast<std::size_t>(verdict[i])];
+      ++i;
+      continue;
+    }
+    ncclscope_record_header h{};
+    std::memcpy(&h, record, sizeof(h));
+    if (h.type == NCCLSCOPE_REC_OP) {
+      i += DeliverOp(origin, record, verdict, i, take, view, sink, stats);
+      continue;
+    }
+    DeliverSingle(origin, record, h.type, sink, stats);
+    ++i;
+  }
+}
+
+}  // namespace
+
+bool RingFile::ReadLaneRecords(std::uint32_t index, std::uint64_t tail, std::uint64_t copy,
+                               std::vector<unsigned char>& bytes) {
+  bytes.resize(copy * NCCLSCOPE_RECORD_SIZE);
+  // head - tail <= capacity and capacity <= 2^20 were checked, so these stay far from wrapping.
+  const std::uint64_t data =
+      data_offset_ + std::uint64_t{index} * capacity_ * NCCLSCOPE_RECORD_SIZE;
+  const std::uint64_t start_slot = tail & (capacity_ - 1);
+  const std::uint64_t first_run = capacity_ - start_slot < copy ? capacity_ - start_slot : copy;
+  if (!platform::PreadExactly(fd_, bytes.data(), first_run * NCCLSCOPE_RECORD_SIZE,
+                              data + start_slot * NCCLSCOPE_RECORD_SIZE)) {
+    return false;
+  }
+  return copy <= first_run ||
+         platform::PreadExactly(fd_, bytes.data() + first_run * NCCLSCOPE_RECORD_SIZE,
+                                (copy - first_run) * NCCLSCOPE_RECORD_SIZE, data);
+}
+
 bool RingFile::DrainLane(std::uint32_t index, RecordSink& sink, std::uint32_t max,
                          DrainStats& stats) {
   auto* lane = reinterpret_cast<ncclscope_lane*>(
@@ -310,113 +439,12 @@ bool RingFile::DrainLane(std::uint32_t index, RecordSink& sink, std::uint32_t ma
   const std::uint64_t copy =
       available < take + kMaxContinuations ? available : take + kMaxContinuations;
   DrainScratch& scratch = Scratch();
-  std::vector<unsigned char>& bytes = scratch.records;
-  bytes.resize(copy * NCCLSCOPE_RECORD_SIZE);
-  // head - tail <= capacity and capacity <= 2^20 were checked, so these stay far from wrapping.
-  const std::uint64_t data =
-      data_offset_ + std::uint64_t{index} * capacity_ * NCCLSCOPE_RECORD_SIZE;
-  const std::uint64_t start_slot = tail & (capacity_ - 1);
-  const std::uint64_t first_run = capacity_ - start_slot < copy ? capacity_ - start_slot : copy;
-  if (!platform::PreadExactly(fd_, bytes.data(), first_run * NCCLSCOPE_RECORD_SIZE,
-                              data + start_slot * NCCLSCOPE_RECORD_SIZE)) {
-    return false;
-  }
-  if (copy > first_run &&
-      !platform::PreadExactly(fd_, bytes.data() + first_run * NCCLSCOPE_RECORD_SIZE,
-                              (copy - first_run) * NCCLSCOPE_RECORD_SIZE, data)) {
-    return false;
-  }
-  // Validate; find where to cut so that groups stay whole.
-  std::vector<CorruptReason>& verdict = scratch.verdict;
-  verdict.resize(copy);
-  for (std::uint64_t i = 0; i < copy; ++i) {
-    verdict[i] = ValidateRecord(bytes.data() + i * NCCLSCOPE_RECORD_SIZE, tail + i);
-  }
-  for (std::uint64_t i = 0; i < take; ++i) {
-    if (verdict[i] != CorruptReason::kNone) continue;
-    ncclscope_record_header h{};
-    std::memcpy(&h, bytes.data() + i * NCCLSCOPE_RECORD_SIZE, sizeof(h));
-    if (h.type != NCCLSCOPE_REC_OP) continue;
-    const std::uint8_t n_cont =
-        bytes[i * NCCLSCOPE_RECORD_SIZE + offsetof(ncclscope_op_record, n_continuations)];
-    if (i + n_cont >= take && i + n_cont < copy) take = i + n_cont + 1;
-  }
+  if (!ReadLaneRecords(index, tail, copy, scratch.records)) return false;
+  take = ValidateBatch(scratch.records, tail, take, copy, scratch.verdict);
   if (!commit(tail + take)) return false;
   stats.more = stats.more || take < available;
-
-  // Deliver from our copy.
-  std::uint64_t i = 0;
-  while (i < take) {
-    const unsigned char* record = bytes.data() + i * NCCLSCOPE_RECORD_SIZE;
-    if (verdict[i] != CorruptReason::kNone) {
-      ++stats.corrupt[static_cast<std::size_t>(verdict[i])];
-      ++i;
-      continue;
-    }
-    ncclscope_record_header h{};
-    std::memcpy(&h, record, sizeof(h));
-    switch (h.type) {
-      case NCCLSCOPE_REC_OP: {
-        OpView& view = scratch.view;  // reused: only its first n_channels entries are meaningful
-        std::uint32_t consumed = 1;
-        // Continuations must themselves be valid records. Only the next kMaxContinuations can
-        // belong to this op: looking further made each drain quadratic in the batch size.
-        std::uint32_t valid_after = 0;
-        for (std::uint64_t k = i + 1;
-             k < take && k <= i + kMaxContinuations && verdict[k] == CorruptReason::kNone; ++k) {
-          ++valid_after;
-        }
-        if (!BuildOpView(record, valid_after + 1, &view, &consumed)) {
-          // Deliver the op with its inline channels; the rest are lost and counted.
-          ++stats.corrupt[static_cast<std::size_t>(CorruptReason::kContinuation)];
-          consumed = 1;
-        }
-        sink.OnOp(origin_, view);
-        ++stats.by_type[NCCLSCOPE_REC_OP];
-        for (std::uint32_t k = 1; k < consumed; ++k) {
-          ncclscope_record_header follower{};
-          std::memcpy(&follower, record + static_cast<std::size_t>(k) * NCCLSCOPE_RECORD_SIZE,
-                      sizeof(follower));
-          ++stats.by_type[follower.type];  // a validated type: at most NCCLSCOPE_REC_TYPE_MAX
-        }
-        stats.records += consumed;
-        i += consumed;
-        continue;
-      }
-      case NCCLSCOPE_REC_OP_CHANNELS:
-      case NCCLSCOPE_REC_OP_DETAIL:
-      case NCCLSCOPE_REC_OP_PHASES:
-        ++stats.corrupt[static_cast<std::size_t>(CorruptReason::kContinuation)];  // orphan
-        break;
-      case NCCLSCOPE_REC_PROXY_OP: {
-        ncclscope_proxy_op_record rec{};
-        std::memcpy(&rec, record, sizeof(rec));
-        sink.OnProxyOp(origin_, rec);
-        ++stats.by_type[h.type];
-        ++stats.records;
-        break;
-      }
-      case NCCLSCOPE_REC_COMM_INIT: {
-        ncclscope_comm_init_record rec{};
-        std::memcpy(&rec, record, sizeof(rec));
-        sink.OnCommInit(origin_, rec);
-        ++stats.by_type[h.type];
-        ++stats.records;
-        break;
-      }
-      case NCCLSCOPE_REC_COMM_FINALIZE: {
-        ncclscope_comm_finalize_record rec{};
-        std::memcpy(&rec, record, sizeof(rec));
-        sink.OnCommFinalize(origin_, rec);
-        ++stats.by_type[h.type];
-        ++stats.records;
-        break;
-      }
-      default:
-        break;
-    }
-    ++i;
-  }
+  // Deliver from our copy. The view is reused: only its first n_channels entries are meaningful.
+  DeliverBatch(origin_, scratch.records, scratch.verdict, take, scratch.view, sink, stats);
   return true;
 }
 

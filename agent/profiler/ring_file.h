@@ -110,6 +110,9 @@ class RingFile {
  private:
   RingFile() = default;
   bool DrainLane(std::uint32_t lane, RecordSink& sink, std::uint32_t max, DrainStats& stats);
+  // Copies `copy` records of the lane from position `tail` on (the ring wraps: one or two preads).
+  bool ReadLaneRecords(std::uint32_t lane, std::uint64_t tail, std::uint64_t copy,
+                       std::vector<unsigned char>& bytes);
 
   std::string path_;
   RingOrigin origin_;
