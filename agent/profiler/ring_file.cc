@@ -177,6 +177,21 @@ bool FullyAllocated(const struct stat& st, std::uint64_t file_size) {
   return static_cast<std::uint64_t>(st.st_blocks) * 512 >= file_size;
 }
 
+// Why a ring with this header, in a file of `st`, cannot be read; nullptr when it can.
+const char* HeaderRejection(const ncclscope_ring_header& header, const struct stat& st,
+                            const RingLimits& limits) {
+  if (header.magic != NCCLSCOPE_RING_MAGIC) return "magic";
+  if (header.version != NCCLSCOPE_RING_VERSION) return "version";
+  if (header.header_size != NCCLSCOPE_RING_HEADER_SIZE ||
+      header.record_size != NCCLSCOPE_RECORD_SIZE) {
+    return "format";
+  }
+  if (!GeometryOk(header, limits)) return "geometry";
+  if (static_cast<std::uint64_t>(st.st_size) < header.file_size) return "size";
+  if (!FullyAllocated(st, header.file_size)) return "sparse";
+  return nullptr;
+}
+
 }  // namespace
 
 std::unique_ptr<RingFile> RingFile::Open(const std::string& path, std::string* reason,
@@ -202,65 +217,53 @@ std::unique_ptr<RingFile> RingFile::Open(const std::string& path, std::string* r
     *reason = "size";
     return nullptr;
   }
-  if (header.magic != NCCLSCOPE_RING_MAGIC) {
-    *reason = "magic";
+  if (const char* rejection = HeaderRejection(header, st, limits)) {
+    *reason = rejection;
     return nullptr;
   }
-  if (header.version != NCCLSCOPE_RING_VERSION) {
-    *reason = "version";
-    return nullptr;
-  }
-  if (header.header_size != NCCLSCOPE_RING_HEADER_SIZE ||
-      header.record_size != NCCLSCOPE_RECORD_SIZE) {
-    *reason = "format";
-    return nullptr;
-  }
-  if (!GeometryOk(header, limits)) {
-    *reason = "geometry";
-    return nullptr;
-  }
-  if (static_cast<std::uint64_t>(st.st_size) < header.file_size) {
-    *reason = "size";
-    return nullptr;
-  }
-  if (!FullyAllocated(st, header.file_size)) {
-    *reason = "sparse";
-    return nullptr;
-  }
-  // Only the metadata is mapped; records are read with pread (see the header comment).
-  const std::uint64_t map_size = header.data_offset;
-  const int protection = PROT_READ | (ring->writable_ ? PROT_WRITE : 0);
-  void* map = ::mmap(nullptr, map_size, protection, MAP_SHARED, ring->fd_, 0);
-  if (map == MAP_FAILED) {
+  if (!ring->Map(header)) {
     *reason = "map";
     return nullptr;
   }
-  ring->map_ = static_cast<unsigned char*>(map);
-  ring->map_size_ = map_size;
-  ring->size_ = header.file_size;
-  ring->lanes_ = header.lane_count;
-  ring->capacity_ = header.lane_capacity;
-  ring->comm_slots_ = header.comm_slot_count;
-  ring->comm_table_offset_ = header.comm_table_offset;
-  ring->count_table_offset_ = header.count_table_offset;
-  ring->lanes_offset_ = header.lanes_offset;
-  ring->data_offset_ = header.data_offset;
-  ring->local_tails_.assign(ring->lanes_, 0);
-  ring->origin_.ring = BaseName(path);
-  ring->origin_.pid = header.pid;
-  ring->origin_.hostname = ring::FieldText(header.hostname);
-  ring->origin_.job_id = ring::FieldText(header.job_id);
-  ring->origin_.owner_uid = st.st_uid;
-  if (!ring->writable_) {
-    // Cannot commit tails: start from what is there now and keep our position in memory.
-    for (std::uint32_t i = 0; i < ring->lanes_; ++i) {
-      auto* lane = reinterpret_cast<ncclscope_lane*>(ring->map_ + ring->lanes_offset_ +
-                                                     i * NCCLSCOPE_LANE_SIZE);
-      std::uint64_t tail = 0;
-      if (GuardedLoad(&lane->tail, &tail)) ring->local_tails_[i] = tail;
-    }
-  }
+  ring->Adopt(header);
+  if (!ring->writable_) ring->StartAtCurrentTails();
   return ring;
+}
+
+bool RingFile::Map(const ncclscope_ring_header& header) {
+  // Only the metadata is mapped; records are read with pread (see the header comment).
+  const std::uint64_t map_size = header.data_offset;
+  const int protection = PROT_READ | (writable_ ? PROT_WRITE : 0);
+  void* map = ::mmap(nullptr, map_size, protection, MAP_SHARED, fd_, 0);
+  if (map == MAP_FAILED) return false;
+  map_ = static_cast<unsigned char*>(map);
+  map_size_ = map_size;
+  return true;
+}
+
+void RingFile::Adopt(const ncclscope_ring_header& header) {
+  size_ = header.file_size;
+  lanes_ = header.lane_count;
+  capacity_ = header.lane_capacity;
+  comm_slots_ = header.comm_slot_count;
+  comm_table_offset_ = header.comm_table_offset;
+  count_table_offset_ = header.count_table_offset;
+  lanes_offset_ = header.lanes_offset;
+  data_offset_ = header.data_offset;
+  local_tails_.assign(lanes_, 0);
+  origin_.ring = BaseName(path_);
+  origin_.pid = header.pid;
+  origin_.hostname = ring::FieldText(header.hostname);
+  origin_.job_id = ring::FieldText(header.job_id);
+  origin_.owner_uid = stat_.st_uid;
+}
+
+void RingFile::StartAtCurrentTails() {
+  for (std::uint32_t i = 0; i < lanes_; ++i) {
+    auto* lane = reinterpret_cast<ncclscope_lane*>(map_ + lanes_offset_ + i * NCCLSCOPE_LANE_SIZE);
+    std::uint64_t tail = 0;
+    if (GuardedLoad(&lane->tail, &tail)) local_tails_[i] = tail;
+  }
 }
 
 bool RingFile::CheckFile() {
