@@ -33,8 +33,8 @@ std::string PortLabel(std::uint32_t port) { return std::to_string(port); }
 struct PortAttributes {
   int state = -1;
   int phys_state = -1;
-  double gbps = -1;
-  std::string width, speed, link_layer;
+  sysfs::Rate rate{-1, {}, {}};  // gbps -1: unknown
+  std::string link_layer;
 };
 
 PortAttributes Attributes(const sysfs::PortLayout& layout, const sysfs::PortReading& reading,
@@ -43,18 +43,12 @@ PortAttributes Attributes(const sysfs::PortLayout& layout, const sysfs::PortRead
   a.link_layer = layout.link_layer;
   if (reading.state) a.state = reading.state->id;
   if (reading.phys_state) a.phys_state = reading.phys_state->id;
-  if (reading.rate) {
-    a.gbps = reading.rate->gbps;
-    a.width = reading.rate->width;
-    a.speed = reading.rate->speed;
-  }
+  if (reading.rate) a.rate = *reading.rate;
   if (verbs != nullptr) {
     if (a.state < 0) a.state = verbs->state;
     if (a.phys_state < 0) a.phys_state = verbs->phys_state;
-    if (a.gbps < 0 && !verbs->width.empty()) {
-      a.gbps = verbs->gbps;
-      a.width = verbs->width;
-      a.speed = verbs->speed;
+    if (a.rate.gbps < 0 && !verbs->width.empty()) {
+      a.rate = {verbs->gbps, verbs->width, verbs->speed};
     }
     if (a.link_layer.empty()) a.link_layer = verbs->link_layer;
   }
@@ -277,7 +271,7 @@ RdmaSource::Judgement RdmaSource::JudgePorts(const sysfs::Snapshot& snapshot) co
       j.eligible = expected.link_layer == "any" || j.attrs.link_layer == expected.link_layer;
       if (j.eligible && j.attrs.state == sysfs::kStateActive &&
           j.attrs.phys_state == sysfs::kPhysStateLinkUp &&
-          (expected.rate_gbps == 0 || j.attrs.gbps >= expected.rate_gbps)) {
+          (expected.rate_gbps == 0 || j.attrs.rate.gbps >= expected.rate_gbps)) {
         ++judgement.good;
       }
       judgement.ports.push_back(std::move(j));
@@ -315,8 +309,8 @@ void RdmaSource::RenderPort(metrics::FamilySet& out, const JudgedPort& j, health
       .Add({{"device", d.name},
             {"port", port_label},
             {"link_layer", j.attrs.link_layer},
-            {"width", j.attrs.width},
-            {"speed", j.attrs.speed},
+            {"width", j.attrs.rate.width},
+            {"speed", j.attrs.rate.speed},
             {"netdev", layout.netdev}},
            1);
   if (j.attrs.state >= 0) {
@@ -325,8 +319,8 @@ void RdmaSource::RenderPort(metrics::FamilySet& out, const JudgedPort& j, health
   if (j.attrs.phys_state >= 0) {
     out.Get(kInfinibandPhysicalStateId).Add(labels, j.attrs.phys_state);
   }
-  if (j.attrs.gbps >= 0) {
-    out.Get(kInfinibandRateBytesPerSecond).Add(labels, j.attrs.gbps * 125'000'000.0);
+  if (j.attrs.rate.gbps >= 0) {
+    out.Get(kInfinibandRateBytesPerSecond).Add(labels, j.attrs.rate.BytesPerSecond());
   }
 
   RenderPortCounters(out, d.name, port_label, labels, layout, reading, port);
@@ -406,8 +400,8 @@ void RdmaSource::RenderPortHealth(metrics::FamilySet& out, const JudgedPort& j,
   port.health.Findings(now, below_expected && j.eligible, &findings);
   if (expected.rate_gbps > 0 && j.eligible) {
     findings.push_back({"rate_degraded", "warning",
-                        j.attrs.state == sysfs::kStateActive && j.attrs.gbps >= 0 &&
-                            j.attrs.gbps < expected.rate_gbps});
+                        j.attrs.state == sysfs::kStateActive && j.attrs.rate.gbps >= 0 &&
+                            j.attrs.rate.gbps < expected.rate_gbps});
   }
   for (const health::Finding& finding : findings) {
     if (!finding.active) continue;
