@@ -56,6 +56,14 @@ struct SymbolFile::Impl {
   std::optional<std::uint32_t> versym_section;
   std::optional<std::uint32_t> verdef_section;
 
+  // Open()'s steps after the ELF header: each checks against the file size and the limits and
+  // says why not in *error.
+  bool ReadProgramHeaders(const Elf64_Ehdr& eh, std::string* error);
+  bool ReadSectionHeaders(const Elf64_Ehdr& eh, std::string* error);
+  // Finds .dynsym, .symtab and the version sections; a section a symbol lookup reads must lie
+  // within the file.
+  bool FindTables(std::string* error);
+
   bool LoadStrings(std::uint32_t section, std::string* out, std::string* error) const {
     if (section == 0 || section >= sections.size()) {
       *error = "symbol table links to no string table";
@@ -152,6 +160,93 @@ struct SymbolFile::Impl {
   }
 };
 
+namespace {
+
+// Why the ELF header is not one this reader handles; nullptr when it is.
+const char* ElfHeaderRejection(const Elf64_Ehdr& eh) {
+  if (std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0) return "not an ELF file";
+  if (eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_ident[EI_DATA] != ELFDATA2LSB) {
+    return "not a 64-bit little-endian ELF file";
+  }
+  if (eh.e_machine != kMachine) return "ELF file for another architecture";
+  if (eh.e_type != ET_DYN && eh.e_type != ET_EXEC) {
+    return "ELF file is not an executable or shared object";
+  }
+  return nullptr;
+}
+
+bool IsSymbolSection(std::uint32_t type) {
+  return type == SHT_DYNSYM || type == SHT_SYMTAB || type == SHT_STRTAB || type == SHT_GNU_versym ||
+         type == SHT_GNU_verdef;
+}
+
+}  // namespace
+
+bool SymbolFile::Impl::ReadProgramHeaders(const Elf64_Ehdr& eh, std::string* error) {
+  if (eh.e_phnum == 0 || eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum == PN_XNUM ||
+      !Within(eh.e_phoff, std::uint64_t{eh.e_phnum} * sizeof(Elf64_Phdr), file_size)) {
+    *error = "bad program header table";
+    return false;
+  }
+  segments.resize(eh.e_phnum);
+  if (!platform::PreadExactly(fd, segments.data(), eh.e_phnum * sizeof(Elf64_Phdr), eh.e_phoff)) {
+    *error = "cannot read program headers";
+    return false;
+  }
+  return true;
+}
+
+bool SymbolFile::Impl::ReadSectionHeaders(const Elf64_Ehdr& eh, std::string* error) {
+  // Extended numbering (e_shnum == 0 with a non-zero e_shoff) is not used by shared libraries;
+  // reject it rather than guess.
+  if (eh.e_shnum == 0 || eh.e_shentsize != sizeof(Elf64_Shdr) || eh.e_shnum > limits.max_sections ||
+      !Within(eh.e_shoff, std::uint64_t{eh.e_shnum} * sizeof(Elf64_Shdr), file_size)) {
+    *error = "bad or missing section header table (stripped of sections?)";
+    return false;
+  }
+  sections.resize(eh.e_shnum);
+  if (!platform::PreadExactly(fd, sections.data(), eh.e_shnum * sizeof(Elf64_Shdr), eh.e_shoff)) {
+    *error = "cannot read section headers";
+    return false;
+  }
+  return true;
+}
+
+bool SymbolFile::Impl::FindTables(std::string* error) {
+  for (std::uint32_t i = 0; i < sections.size(); ++i) {
+    const Elf64_Shdr& s = sections[i];
+    if (s.sh_type == SHT_NOBITS || s.sh_type == SHT_NULL) continue;
+    if (!Within(s.sh_offset, s.sh_size, file_size)) {
+      if (IsSymbolSection(s.sh_type)) {
+        *error = "section " + std::to_string(i) + " extends past the end of the file";
+        return false;
+      }
+      continue;
+    }
+    Table* table = s.sh_type == SHT_DYNSYM ? &dynsym : s.sh_type == SHT_SYMTAB ? &symtab : nullptr;
+    if (table != nullptr && !table->present) {
+      if (s.sh_entsize != sizeof(Elf64_Sym) || s.sh_size % sizeof(Elf64_Sym) != 0) {
+        *error = "symbol table with a bad entry size";
+        return false;
+      }
+      if (s.sh_size / sizeof(Elf64_Sym) > limits.max_symbols) {
+        *error = "symbol table larger than the limit";
+        return false;
+      }
+      *table = {true, s.sh_offset, s.sh_size / sizeof(Elf64_Sym), s.sh_link, i};
+    } else if (s.sh_type == SHT_GNU_versym) {
+      versym_section = i;
+    } else if (s.sh_type == SHT_GNU_verdef) {
+      verdef_section = i;
+    }
+  }
+  if (!dynsym.present && !symtab.present) {
+    *error = "no symbol table (stripped)";
+    return false;
+  }
+  return true;
+}
+
 std::unique_ptr<SymbolFile> SymbolFile::Open(int fd, std::string* error, Limits limits) {
   auto impl = std::make_unique<Impl>();
   impl->fd = fd;
@@ -175,79 +270,14 @@ std::unique_ptr<SymbolFile> SymbolFile::Open(int fd, std::string* error, Limits 
     *error = "too short for an ELF header";
     return nullptr;
   }
-  if (std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0) {
-    *error = "not an ELF file";
+  if (const char* rejection = ElfHeaderRejection(eh)) {
+    *error = rejection;
     return nullptr;
   }
-  if (eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_ident[EI_DATA] != ELFDATA2LSB) {
-    *error = "not a 64-bit little-endian ELF file";
-    return nullptr;
-  }
-  if (eh.e_machine != kMachine) {
-    *error = "ELF file for another architecture";
-    return nullptr;
-  }
-  if (eh.e_type != ET_DYN && eh.e_type != ET_EXEC) {
-    *error = "ELF file is not an executable or shared object";
-    return nullptr;
-  }
-  // Program headers: needed to turn addresses into file offsets.
-  if (eh.e_phnum == 0 || eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum == PN_XNUM ||
-      !Within(eh.e_phoff, std::uint64_t{eh.e_phnum} * sizeof(Elf64_Phdr), impl->file_size)) {
-    *error = "bad program header table";
-    return nullptr;
-  }
-  impl->segments.resize(eh.e_phnum);
-  if (!platform::PreadExactly(fd, impl->segments.data(), eh.e_phnum * sizeof(Elf64_Phdr),
-                              eh.e_phoff)) {
-    *error = "cannot read program headers";
-    return nullptr;
-  }
-  // Section headers: where the symbol tables are. Extended numbering (e_shnum == 0 with a
-  // non-zero e_shoff) is not used by shared libraries; reject it rather than guess.
-  if (eh.e_shnum == 0 || eh.e_shentsize != sizeof(Elf64_Shdr) || eh.e_shnum > limits.max_sections ||
-      !Within(eh.e_shoff, std::uint64_t{eh.e_shnum} * sizeof(Elf64_Shdr), impl->file_size)) {
-    *error = "bad or missing section header table (stripped of sections?)";
-    return nullptr;
-  }
-  impl->sections.resize(eh.e_shnum);
-  if (!platform::PreadExactly(fd, impl->sections.data(), eh.e_shnum * sizeof(Elf64_Shdr),
-                              eh.e_shoff)) {
-    *error = "cannot read section headers";
-    return nullptr;
-  }
-  for (std::uint32_t i = 0; i < impl->sections.size(); ++i) {
-    const Elf64_Shdr& s = impl->sections[i];
-    if (s.sh_type == SHT_NOBITS || s.sh_type == SHT_NULL) continue;
-    if (!Within(s.sh_offset, s.sh_size, impl->file_size)) {
-      if (s.sh_type == SHT_DYNSYM || s.sh_type == SHT_SYMTAB || s.sh_type == SHT_STRTAB ||
-          s.sh_type == SHT_GNU_versym || s.sh_type == SHT_GNU_verdef) {
-        *error = "section " + std::to_string(i) + " extends past the end of the file";
-        return nullptr;
-      }
-      continue;
-    }
-    Table* table = s.sh_type == SHT_DYNSYM   ? &impl->dynsym
-                   : s.sh_type == SHT_SYMTAB ? &impl->symtab
-                                             : nullptr;
-    if (table != nullptr && !table->present) {
-      if (s.sh_entsize != sizeof(Elf64_Sym) || s.sh_size % sizeof(Elf64_Sym) != 0) {
-        *error = "symbol table with a bad entry size";
-        return nullptr;
-      }
-      if (s.sh_size / sizeof(Elf64_Sym) > limits.max_symbols) {
-        *error = "symbol table larger than the limit";
-        return nullptr;
-      }
-      *table = {true, s.sh_offset, s.sh_size / sizeof(Elf64_Sym), s.sh_link, i};
-    } else if (s.sh_type == SHT_GNU_versym) {
-      impl->versym_section = i;
-    } else if (s.sh_type == SHT_GNU_verdef) {
-      impl->verdef_section = i;
-    }
-  }
-  if (!impl->dynsym.present && !impl->symtab.present) {
-    *error = "no symbol table (stripped)";
+  // Program headers turn addresses into file offsets; section headers say where the symbol
+  // tables are.
+  if (!impl->ReadProgramHeaders(eh, error) || !impl->ReadSectionHeaders(eh, error) ||
+      !impl->FindTables(error)) {
     return nullptr;
   }
   return std::unique_ptr<SymbolFile>(new SymbolFile(std::move(impl)));
