@@ -115,6 +115,15 @@ class JobModel {
   void ReadFaultEndFile();
   // Whether the network hop that `sender_node` sends on `channel` is the slow link at `at`.
   bool HopSlow(int channel, int sender_node, std::uint64_t at) const;
+  // The communicator instances of a kind (every one runs the item concurrently).
+  std::vector<const CommInstance*> InstancesOf(CommKind kind) const;
+  // Collective()'s steps: how the instance's ring moves once the data flows at `flow`; the
+  // network sends and receives of rank `r`'s op.
+  struct RingPace;  // job_model.cc
+  RingPace Pace(const WorkItem& item, std::uint64_t bytes, const CommInstance& comm,
+                std::uint64_t flow) const;
+  void AddRingNetOps(const CommInstance& comm, int r, const std::vector<std::uint64_t>& arrival,
+                     std::uint64_t flow, const RingPace& pace, RankOp& op) const;
   void Collective(const WorkItem& item, std::uint64_t bytes,
                   const std::vector<std::uint64_t>& arrival, std::vector<std::uint64_t>& ready,
                   std::vector<std::vector<RankOp>>& out);
