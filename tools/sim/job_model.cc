@@ -359,6 +359,38 @@ void JobModel::AddRingNetOps(const CommInstance& comm, int r,
   }
 }
 
+// One pair (from -> to) of a SendRecv: it flows once both arrived; each pair uses kP2pChannels
+// channels.
+struct JobModel::P2pPair {
+  bool network = false;
+  std::uint64_t flow = 0;
+  std::uint64_t end = 0;
+  int steps = 1;
+  double step_ns = 0;
+};
+
+JobModel::P2pPair JobModel::Pair(const CommInstance& comm, int from, int to, std::uint64_t bytes,
+                                 const std::vector<std::uint64_t>& arrival) const {
+  const int gpus = options_.gpus;
+  P2pPair pair;
+  const int gf = comm.members[static_cast<std::size_t>(from)];
+  const int gt = comm.members[static_cast<std::size_t>(to)];
+  pair.network = gf / gpus != gt / gpus;
+  pair.flow =
+      std::max(arrival[static_cast<std::size_t>(gf)], arrival[static_cast<std::size_t>(gt)]);
+  const double per_channel = static_cast<double>(bytes) / kP2pChannels;
+  pair.steps = static_cast<int>(std::clamp<std::uint64_t>(
+      (static_cast<std::uint64_t>(per_channel) + kStepBytes - 1) / kStepBytes, 1, kMaxSteps));
+  const double bw = ChannelBandwidth(pair.network, -1);
+  pair.step_ns = per_channel / pair.steps / bw;
+  const double transfer = pair.network
+                              ? std::llround(pair.step_ns) * static_cast<double>(pair.steps)
+                              : per_channel / bw;
+  pair.end =
+      Add(pair.flow, options_.latency_ns + static_cast<std::uint64_t>(std::llround(transfer)));
+  return pair;
+}
+
 void JobModel::SendRecv(const WorkItem& item, std::uint64_t bytes,
                         const std::vector<std::uint64_t>& arrival,
                         std::vector<std::uint64_t>& ready, std::vector<std::vector<RankOp>>& out) {
@@ -367,80 +399,18 @@ void JobModel::SendRecv(const WorkItem& item, std::uint64_t bytes,
   for (const CommInstance* comm : InstancesOf(item.comm)) {
     const int n = comm->nranks();
     if (n < 2) continue;
-    // Pair (r -> r+1): flows once both arrived; each pair uses kP2pChannels channels.
-    auto pair = [&](int from, int to, bool* network, std::uint64_t* flow, std::uint64_t* end,
-                    int* steps, double* step_ns) {
-      const int gf = comm->members[static_cast<std::size_t>(from)];
-      const int gt = comm->members[static_cast<std::size_t>(to)];
-      *network = gf / gpus != gt / gpus;
-      *flow =
-          std::max(arrival[static_cast<std::size_t>(gf)], arrival[static_cast<std::size_t>(gt)]);
-      const double per_channel = static_cast<double>(bytes) / kP2pChannels;
-      *steps = static_cast<int>(std::clamp<std::uint64_t>(
-          (static_cast<std::uint64_t>(per_channel) + kStepBytes - 1) / kStepBytes, 1, kMaxSteps));
-      const double bw = ChannelBandwidth(*network, -1);
-      *step_ns = per_channel / *steps / bw;
-      const double transfer =
-          *network ? std::llround(*step_ns) * static_cast<double>(*steps) : per_channel / bw;
-      *end = Add(*flow, options_.latency_ns + static_cast<std::uint64_t>(std::llround(transfer)));
-    };
     std::vector<std::uint64_t> done(static_cast<std::size_t>(n), 0);
     for (int r = 0; r < n; ++r) {
-      bool net_send = false;
-      bool net_recv = false;
-      std::uint64_t flow_send = 0;
-      std::uint64_t flow_recv = 0;
-      std::uint64_t end_send = 0;
-      std::uint64_t end_recv = 0;
-      int steps = 1;
-      double step_ns = 0;
-      pair(r, (r + 1) % n, &net_send, &flow_send, &end_send, &steps, &step_ns);
-      pair((r + n - 1) % n, r, &net_recv, &flow_recv, &end_recv, &steps, &step_ns);
-      done[static_cast<std::size_t>(r)] = std::max(end_send, end_recv);
+      const P2pPair send = Pair(*comm, r, (r + 1) % n, bytes, arrival);
+      const P2pPair recv = Pair(*comm, (r + n - 1) % n, r, bytes, arrival);
+      done[static_cast<std::size_t>(r)] = std::max(send.end, recv.end);
       const int global = comm->members[static_cast<std::size_t>(r)];
       if (global / gpus != options_.node) continue;
       const std::uint64_t a = arrival[static_cast<std::size_t>(global)];
       if (a == kNever) continue;
-      for (int dir = 0; dir < 2; ++dir) {
-        const bool send = dir == 0;
-        const int peer = send ? (r + 1) % n : (r + n - 1) % n;
-        RankOp op;
-        op.item = &item;
-        op.comm = comm;
-        op.comm_rank = r;
-        op.func = send ? "Send" : "Recv";
-        op.peer = peer;
-        op.bytes = bytes;
-        op.arrival_ns = a;
-        op.enqueue_ns = a > kEnqueueLeadNs ? a - kEnqueueLeadNs : a;
-        op.bus_bytes = static_cast<double>(bytes);
-        op.p2p = true;
-        op.group = group;
-        for (int c = 0; c < kP2pChannels; ++c) {
-          op.channel_start.push_back(a + static_cast<std::uint64_t>(c) * kChannelSkewNs);
-          op.channel_end.push_back(send ? end_send : end_recv);
-        }
-        const bool network = send ? net_send : net_recv;
-        if (network) {
-          const int other = comm->members[static_cast<std::size_t>(peer)];
-          const std::uint64_t other_arrival = arrival[static_cast<std::size_t>(other)];
-          const std::uint64_t flow = send ? flow_send : flow_recv;
-          for (int c = 0; c < kP2pChannels; ++c) {
-            NetOp net;
-            net.channel = c;
-            net.send = send;
-            net.peer = peer;
-            net.step_bytes =
-                static_cast<std::uint64_t>(static_cast<double>(bytes) / kP2pChannels / steps);
-            if (send) {
-              net.steps = SendSteps(a, other_arrival, flow, steps, step_ns, step_ns);
-            } else {
-              net.steps = RecvSteps(SendSteps(other_arrival, a, flow, steps, step_ns, step_ns), a);
-            }
-            op.net.push_back(std::move(net));
-          }
-        }
-        out[static_cast<std::size_t>(global % gpus)].push_back(std::move(op));
+      for (const bool is_send : {true, false}) {
+        out[static_cast<std::size_t>(global % gpus)].push_back(
+            P2pOp(item, *comm, r, is_send, bytes, group, a, is_send ? send : recv, recv, arrival));
       }
     }
     for (int r = 0; r < n; ++r) {
@@ -448,6 +418,49 @@ void JobModel::SendRecv(const WorkItem& item, std::uint64_t bytes,
           done[static_cast<std::size_t>(r)];
     }
   }
+}
+
+RankOp JobModel::P2pOp(const WorkItem& item, const CommInstance& comm, int r, bool send,
+                       std::uint64_t bytes, std::uint64_t group, std::uint64_t a,
+                       const P2pPair& pair, const P2pPair& pace,
+                       const std::vector<std::uint64_t>& arrival) const {
+  const int n = comm.nranks();
+  const int peer = send ? (r + 1) % n : (r + n - 1) % n;
+  RankOp op;
+  op.item = &item;
+  op.comm = &comm;
+  op.comm_rank = r;
+  op.func = send ? "Send" : "Recv";
+  op.peer = peer;
+  op.bytes = bytes;
+  op.arrival_ns = a;
+  op.enqueue_ns = a > kEnqueueLeadNs ? a - kEnqueueLeadNs : a;
+  op.bus_bytes = static_cast<double>(bytes);
+  op.p2p = true;
+  op.group = group;
+  for (int c = 0; c < kP2pChannels; ++c) {
+    op.channel_start.push_back(a + static_cast<std::uint64_t>(c) * kChannelSkewNs);
+    op.channel_end.push_back(pair.end);
+  }
+  if (!pair.network) return op;
+  const int other = comm.members[static_cast<std::size_t>(peer)];
+  const std::uint64_t other_arrival = arrival[static_cast<std::size_t>(other)];
+  const int steps = pace.steps;
+  const double step_ns = pace.step_ns;
+  for (int c = 0; c < kP2pChannels; ++c) {
+    NetOp net;
+    net.channel = c;
+    net.send = send;
+    net.peer = peer;
+    net.step_bytes = static_cast<std::uint64_t>(static_cast<double>(bytes) / kP2pChannels / steps);
+    if (send) {
+      net.steps = SendSteps(a, other_arrival, pair.flow, steps, step_ns, step_ns);
+    } else {
+      net.steps = RecvSteps(SendSteps(other_arrival, a, pair.flow, steps, step_ns, step_ns), a);
+    }
+    op.net.push_back(std::move(net));
+  }
+  return op;
 }
 
 std::vector<std::vector<RankOp>> JobModel::NextIteration() {

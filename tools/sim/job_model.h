@@ -127,6 +127,15 @@ class JobModel {
   void Collective(const WorkItem& item, std::uint64_t bytes,
                   const std::vector<std::uint64_t>& arrival, std::vector<std::uint64_t>& ready,
                   std::vector<std::vector<RankOp>>& out);
+  // SendRecv()'s steps: how one pair's transfer goes; one rank's send or receive op. The network
+  // steps of both directions take the pace (`pace`) of the pair the rank receives from, as the
+  // model always has.
+  struct P2pPair;  // job_model.cc
+  P2pPair Pair(const CommInstance& comm, int from, int to, std::uint64_t bytes,
+               const std::vector<std::uint64_t>& arrival) const;
+  RankOp P2pOp(const WorkItem& item, const CommInstance& comm, int r, bool send,
+               std::uint64_t bytes, std::uint64_t group, std::uint64_t a, const P2pPair& pair,
+               const P2pPair& pace, const std::vector<std::uint64_t>& arrival) const;
   void SendRecv(const WorkItem& item, std::uint64_t bytes,
                 const std::vector<std::uint64_t>& arrival, std::vector<std::uint64_t>& ready,
                 std::vector<std::vector<RankOp>>& out);
