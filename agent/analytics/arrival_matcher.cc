@@ -84,27 +84,47 @@ void ArrivalMatcher::OnOp(const CommRegistry& registry, const Comm& comm,
   }
 }
 
-void ArrivalMatcher::Complete(const CommRegistry& registry, const Pending& instance) {
-  bool gpu = true;
-  for (const Arrival& a : instance.arrivals) gpu = gpu && a.gpu_ns != 0;
-  auto time_of = [gpu](const Arrival& a) { return gpu ? a.gpu_ns : a.enqueue_ns; };
-  std::uint64_t earliest = UINT64_MAX;
-  std::uint64_t latest = 0;
-  std::uint64_t second = 0;
-  std::int32_t last_rank = -1;
+ArrivalMatcher::ArrivalTimes ArrivalMatcher::Times(const Pending& instance) {
+  ArrivalTimes times;
+  for (const Arrival& a : instance.arrivals) times.gpu = times.gpu && a.gpu_ns != 0;
   for (const Arrival& a : instance.arrivals) {
-    const std::uint64_t t = time_of(a);
-    earliest = std::min(earliest, t);
-    if (last_rank < 0 || t > latest) {
+    const std::uint64_t t = times.Of(a);
+    times.earliest = std::min(times.earliest, t);
+    if (times.last_rank < 0 || t > times.latest) {
       // The previous latest is the second-last now (none yet for the first record: the last
       // arriver's record may well be the first one read).
-      if (last_rank >= 0) second = latest;
-      latest = t;
-      last_rank = a.rank;
+      if (times.last_rank >= 0) times.second = times.latest;
+      times.latest = t;
+      times.last_rank = a.rank;
     } else {
-      second = std::max(second, t);
+      times.second = std::max(times.second, t);
     }
   }
+  return times;
+}
+
+// The GPU's own witness (symmetric kernels' initial_sync), when every rank has it.
+ArrivalMatcher::SyncWitness ArrivalMatcher::Witness(const Pending& instance) {
+  SyncWitness sync;
+  std::uint64_t least = kNoSync;
+  std::uint64_t next = kNoSync;
+  for (const Arrival& a : instance.arrivals) {
+    if (a.sync_ns == kNoSync) return SyncWitness{};
+    if (a.sync_ns < least) {
+      next = least;
+      least = a.sync_ns;
+      sync.rank = a.rank;
+    } else {
+      next = std::min(next, a.sync_ns);
+    }
+  }
+  if (sync.rank < 0 || next == kNoSync) return SyncWitness{};
+  sync.delay_ns = next - least;
+  return sync;
+}
+
+void ArrivalMatcher::Complete(const CommRegistry& registry, const Pending& instance) {
+  const ArrivalTimes times = Times(instance);
   const std::uint32_t label = instance.comm_label;
   auto rank_labels = [&](std::int32_t rank) {
     return [&registry, label, rank] {
@@ -115,56 +135,32 @@ void ArrivalMatcher::Complete(const CommRegistry& registry, const Pending& insta
       return labels;
     };
   };
+  auto comm_labels = [&] {
+    std::string labels;
+    metrics::AppendLabel(labels, "comm", registry.Label(label));
+    return labels;
+  };
   for (const Arrival& a : instance.arrivals) {
     RankStats& s = ranks_.Get(RankKey(label, a.rank), label, rank_labels(a.rank));
-    s.lag.Observe(time_of(a) - earliest, instance.weight);
-    AddWeighted(s.wait_ns, latest - time_of(a), instance.weight);
+    s.lag.Observe(times.Of(a) - times.earliest, instance.weight);
+    AddWeighted(s.wait_ns, times.latest - times.Of(a), instance.weight);
   }
-  RankStats& last = ranks_.Get(RankKey(label, last_rank), label, rank_labels(last_rank));
+  RankStats& last =
+      ranks_.Get(RankKey(label, times.last_rank), label, rank_labels(times.last_rank));
   AddSat(last.last_arrivals, instance.weight);
-  AddWeighted(last.last_delay_ns, latest - second, instance.weight);
-  // The GPU's own witness (symmetric kernels' initial_sync), when every rank has it.
-  SyncWitness sync;
-  std::uint64_t least = kNoSync;
-  std::uint64_t next = kNoSync;
-  bool all_synced = true;
-  for (const Arrival& a : instance.arrivals) {
-    if (a.sync_ns == kNoSync) {
-      all_synced = false;
-      break;
-    }
-    if (a.sync_ns < least) {
-      next = least;
-      least = a.sync_ns;
-      sync.rank = a.rank;
-    } else {
-      next = std::min(next, a.sync_ns);
-    }
-  }
-  if (all_synced && sync.rank >= 0 && next != kNoSync) {
-    sync.delay_ns = next - least;
+  AddWeighted(last.last_delay_ns, times.latest - times.second, instance.weight);
+  const SyncWitness sync = Witness(instance);
+  if (sync.rank >= 0) {
     RankStats& quickest = ranks_.Get(RankKey(label, sync.rank), label, rank_labels(sync.rank));
     AddSat(quickest.least_sync_waits, instance.weight);
-    if (sync.rank != last_rank) {
-      AddSat(disagreements_.Get(label, label,
-                                [&] {
-                                  std::string labels;
-                                  metrics::AppendLabel(labels, "comm", registry.Label(label));
-                                  return labels;
-                                }),
-             instance.weight);
+    if (sync.rank != times.last_rank) {
+      AddSat(disagreements_.Get(label, label, comm_labels), instance.weight);
     }
-  } else {
-    sync = SyncWitness{};
   }
-  if (observer_) observer_(label, last_rank, latest - second, sync, instance.weight);
-  AddSat(matched_.Get(label, label,
-                      [&] {
-                        std::string labels;
-                        metrics::AppendLabel(labels, "comm", registry.Label(label));
-                        return labels;
-                      }),
-         instance.weight);
+  if (observer_) {
+    observer_(label, times.last_rank, times.latest - times.second, sync, instance.weight);
+  }
+  AddSat(matched_.Get(label, label, comm_labels), instance.weight);
 }
 
 void ArrivalMatcher::EndPass(const CommRegistry& registry, Clock::time_point now) {

@@ -131,6 +131,18 @@ class ArrivalMatcher {
     absl::InlinedVector<Arrival, 8> arrivals;
   };
 
+  // When the ranks of a matched instance arrived: by the GPU's clock when every rank has it, else
+  // by enqueue time; the last arriver and the second-last arrival.
+  struct ArrivalTimes {
+    bool gpu = true;
+    std::uint64_t earliest = UINT64_MAX;
+    std::uint64_t latest = 0;
+    std::uint64_t second = 0;
+    std::int32_t last_rank = -1;
+    std::uint64_t Of(const Arrival& a) const { return gpu ? a.gpu_ns : a.enqueue_ns; }
+  };
+  static ArrivalTimes Times(const Pending& instance);
+  static SyncWitness Witness(const Pending& instance);
   void Complete(const CommRegistry& registry, const Pending& instance);
   // Whether pool slot `index` still holds the instance created with `generation` (not completed,
   // evicted or reused since).

@@ -96,12 +96,6 @@ void NetworkWaits::DropLabels(const absl::flat_hash_set<std::uint32_t>& labels) 
 
 std::size_t NetworkWaits::series() const { return totals_.size() + channels_.size(); }
 
-const NetworkWaits::ChannelPeer* NetworkWaits::FindChannel(std::uint32_t comm_label,
-                                                           std::int32_t rank, int channel,
-                                                           std::int32_t peer, bool send) const {
-  return channels_.Find(ChannelKey(comm_label, rank, channel, peer, send));
-}
-
 void NetworkWaits::Render(metrics::TextWriter& out, bool per_channel) const {
   if (per_channel) {
     RenderChannels(out);

@@ -51,8 +51,6 @@ class NetworkWaits {
 
   std::size_t series() const;
   std::uint64_t refused() const { return totals_.refused() + channels_.refused(); }
-  const ChannelPeer* FindChannel(std::uint32_t comm_label, std::int32_t rank, int channel,
-                                 std::int32_t peer, bool send) const;
   static std::uint64_t ChannelKey(std::uint32_t comm_label, std::int32_t rank, int channel,
                                   std::int32_t peer, bool send);
 

@@ -84,74 +84,92 @@ void Discovery::Sweep() {
   for (const ProcessKey& process : gone) Forget(process);
 }
 
+// A library file a process maps, executable, found by its path in /proc/<pid>/maps.
+struct Discovery::Candidate {
+  Library library;
+  proc::Mapping mapping;
+};
+
 bool Discovery::Scan(pid_t pid) {
   ++scans_;
   const std::string dir = options_.proc_root + "/" + std::to_string(pid);
   const auto start = proc::StartTicks(options_.proc_root, pid);
-  // Any tracked process with this pid but another start time has exited.
-  std::vector<ProcessKey> stale;
-  for (auto it = processes_.lower_bound({pid, 0}); it != processes_.end() && it->first.pid == pid;
-       ++it) {
-    if (!start || it->first.start_ticks != *start) stale.push_back(it->first);
-  }
-  for (const ProcessKey& process : stale) Forget(process);
+  ForgetExited(pid, start);
   if (!start) return false;
   if (pid == options_.self_pid) return true;
   const ProcessKey process{pid, *start};
 
   const auto text = proc::ReadProcFile(dir + "/maps");
   if (!text) return false;
-  struct Candidate {
-    Library library;
-    proc::Mapping mapping;
-  };
+  const std::vector<Candidate> candidates = Candidates(*text);
+  std::vector<Held> now_held;
+  if (!candidates.empty()) {
+    std::optional<std::vector<ncclscope_vma_record>> real;
+    if (real_files_) real = real_files_(pid);
+    for (const Candidate& c : candidates) now_held.push_back(Acquire(process, c, real));
+  }
+  Hold(process, std::move(now_held));
+  return true;
+}
+
+// Any tracked process with this pid but another start time (or none: gone) has exited.
+void Discovery::ForgetExited(pid_t pid, const std::optional<std::uint64_t>& start) {
+  std::vector<ProcessKey> stale;
+  for (auto it = processes_.lower_bound({pid, 0}); it != processes_.end() && it->first.pid == pid;
+       ++it) {
+    if (!start || it->first.start_ticks != *start) stale.push_back(it->first);
+  }
+  for (const ProcessKey& process : stale) Forget(process);
+}
+
+std::vector<Discovery::Candidate> Discovery::Candidates(const std::string& maps) const {
   std::vector<Candidate> candidates;
   std::set<FileIdentity> seen;
-  for (proc::Mapping& m : proc::ParseMaps(*text)) {
+  for (proc::Mapping& m : proc::ParseMaps(maps)) {
     if (!m.executable || m.path.empty() || m.path.front() != '/') continue;
     const auto library = Match(m.path);
     if (!library || !seen.insert(FromMaps(m)).second) continue;
     candidates.push_back({*library, std::move(m)});
   }
+  return candidates;
+}
 
-  std::vector<Held> now_held;
-  if (!candidates.empty()) {
-    std::optional<std::vector<ncclscope_vma_record>> real;
-    if (real_files_) real = real_files_(pid);
-    for (const Candidate& c : candidates) {
-      FileIdentity id = FromMaps(c.mapping);
-      if (real) {
-        for (const auto& r : *real) {
-          if (r.vm_start == c.mapping.start) id = FromKernel(r);
-        }
-      }
-      const proc::Mapping& m = c.mapping;
-      auto open = [&](std::string* error) {
-        return proc::OpenMapping(options_.proc_root, pid, m, error);
-      };
-      std::string error;
-      const std::string shown = m.deleted ? m.path + " (deleted)" : m.path;
-      const auto outcome = registry_->Acquire(id, c.library, shown, process, open, &error);
-      if (outcome == AttachRegistry::Outcome::kAttached) {
-        NCCLSCOPE_LOG(kInfo, "ebpf") << "attached " << LibraryName(c.library) << " probes to "
-                                     << shown << " (pid " << pid << ")";
-      } else if (outcome == AttachRegistry::Outcome::kFailed) {
-        NCCLSCOPE_LOG(kWarn, "ebpf") << "cannot attach " << LibraryName(c.library) << " probes to "
-                                     << shown << " (pid " << pid << "): " << error;
-      }
-      bool known = false;
-      if (auto it = processes_.find(process); it != processes_.end()) {
-        for (const Held& h : it->second) known |= h.id == id;
-      }
-      if (!known) {
-        NCCLSCOPE_LOG(kDebug, "ebpf")
-            << "process " << pid << " maps " << LibraryName(c.library) << " " << shown;
-      }
-      now_held.push_back({c.library, id});
+Discovery::Held Discovery::Acquire(const ProcessKey& process, const Candidate& c,
+                                   const std::optional<std::vector<ncclscope_vma_record>>& real) {
+  const pid_t pid = process.pid;
+  FileIdentity id = FromMaps(c.mapping);
+  if (real) {
+    for (const auto& r : *real) {
+      if (r.vm_start == c.mapping.start) id = FromKernel(r);
     }
   }
+  const proc::Mapping& m = c.mapping;
+  auto open = [&](std::string* error) {
+    return proc::OpenMapping(options_.proc_root, pid, m, error);
+  };
+  std::string error;
+  const std::string shown = m.deleted ? m.path + " (deleted)" : m.path;
+  const auto outcome = registry_->Acquire(id, c.library, shown, process, open, &error);
+  if (outcome == AttachRegistry::Outcome::kAttached) {
+    NCCLSCOPE_LOG(kInfo, "ebpf") << "attached " << LibraryName(c.library) << " probes to " << shown
+                                 << " (pid " << pid << ")";
+  } else if (outcome == AttachRegistry::Outcome::kFailed) {
+    NCCLSCOPE_LOG(kWarn, "ebpf") << "cannot attach " << LibraryName(c.library) << " probes to "
+                                 << shown << " (pid " << pid << "): " << error;
+  }
+  bool known = false;
+  if (auto it = processes_.find(process); it != processes_.end()) {
+    for (const Held& h : it->second) known |= h.id == id;
+  }
+  if (!known) {
+    NCCLSCOPE_LOG(kDebug, "ebpf") << "process " << pid << " maps " << LibraryName(c.library) << " "
+                                  << shown;
+  }
+  return {c.library, id};
+}
 
-  // Release what the process no longer maps (dlclose, or a library replaced and reloaded).
+// Release what the process no longer maps (dlclose, or a library replaced and reloaded).
+void Discovery::Hold(const ProcessKey& process, std::vector<Held> now_held) {
   auto& held = processes_[process];
   for (const Held& old : held) {
     bool still = false;
@@ -163,7 +181,6 @@ bool Discovery::Scan(pid_t pid) {
   } else {
     held = std::move(now_held);
   }
-  return true;
 }
 
 std::set<ProcessKey> Discovery::tracked() const {

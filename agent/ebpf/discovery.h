@@ -76,6 +76,14 @@ class Discovery {
 
   std::optional<Library> Match(const std::string& path) const;
   void Forget(const ProcessKey& process);
+  // Scan()'s steps: forget the pid's exited processes; find the library files it maps; acquire
+  // each in the registry (by its real file when the kernel says which); keep what it holds now.
+  struct Candidate;  // discovery.cc
+  void ForgetExited(pid_t pid, const std::optional<std::uint64_t>& start);
+  std::vector<Candidate> Candidates(const std::string& maps) const;
+  Held Acquire(const ProcessKey& process, const Candidate& candidate,
+               const std::optional<std::vector<ncclscope_vma_record>>& real);
+  void Hold(const ProcessKey& process, std::vector<Held> now_held);
 
   Options options_;
   AttachRegistry* registry_;

@@ -20,28 +20,9 @@ metrics::Labels With(metrics::Labels labels,
   return labels;
 }
 
-}  // namespace
-
-void Runtime::Render(metrics::TextWriter& out) const {
-  std::lock_guard<std::mutex> lock(state_mutex_);
-  Totals t = totals_;
-  auto labels_of = [&](const ncclscope_proc_key& k) {
-    return attributor_->For({static_cast<pid_t>(k.tgid), k.start_ticks}, k.cgroup_id);
-  };
-  objects_->calls().ForEach([&](const ncclscope_proc_key& key, const ncclscope_call_counts& v) {
-    auto& total = t.calls[{labels_of(key), key.op}];
-    total.calls += v.calls;
-    total.bytes += v.bytes;
-  });
-  objects_->results().ForEach([&](const ncclscope_result_key& key, std::uint64_t v) {
-    t.results[{labels_of(key.proc), key.proc.op, key.value}] += v;
-  });
-  objects_->qp_states().ForEach([&](const ncclscope_result_key& key, std::uint64_t v) {
-    t.qp_states[{labels_of(key.proc), key.value}] += v;
-  });
-
+// The call, byte, result and QP-transition counters and the aborts, per pod and function.
+void RenderTotals(const Totals& t, metrics::FamilySet& families) {
   // Created in the order they are written (FamilySet: on first use).
-  metrics::FamilySet families;
   metrics::Family& nccl_calls = families.Get(kEbpfNcclCallsTotal);
   metrics::Family& nccl_bytes = families.Get(kEbpfNcclBytesTotal);
   metrics::Family& nccl_errors = families.Get(kEbpfNcclErrorsTotal);
@@ -80,9 +61,15 @@ void Runtime::Render(metrics::TextWriter& out) const {
   for (const auto& [labels, count] : t.aborts) {
     aborts.Add(PodLabelSet(labels), static_cast<double>(count));
   }
+}
+
+// Live communicators, counted per pod, process, size and rank.
+void RenderCommunicators(
+    const std::map<ProcessKey, std::map<std::uint64_t, Communicator>>& communicators,
+    metrics::FamilySet& families) {
   metrics::Family& comms = families.Get(kEbpfNcclCommunicators);
   std::map<std::tuple<PodLabels, pid_t, std::int32_t, std::int32_t>, int> grouped;
-  for (const auto& [process, list] : communicators_) {
+  for (const auto& [process, list] : communicators) {
     for (const auto& [handle, c] : list) ++grouped[{c.labels, process.pid, c.nranks, c.rank}];
   }
   auto show = [](std::int32_t n) { return n < 0 ? std::string("unknown") : std::to_string(n); };
@@ -92,11 +79,41 @@ void Runtime::Render(metrics::TextWriter& out) const {
                    {{"pid", std::to_string(pid)}, {"nranks", show(nranks)}, {"rank", show(rank)}}),
               count);
   }
+}
 
+}  // namespace
+
+void Runtime::Render(metrics::TextWriter& out) const {
+  std::lock_guard<std::mutex> lock(state_mutex_);
+  metrics::FamilySet families;
+  RenderTotals(LiveTotals(), families);
+  RenderCommunicators(communicators_, families);
   // As of the worker's last refresh (runtime_coverage.cc), at most kCoverageRefresh old.
   if (nccl_processes_) RenderCoverage(*nccl_processes_, families);
+  RenderSelfMetrics(families);
+  families.WriteTo(out);
+}
 
-  // Self-metrics of the probes.
+Totals Runtime::LiveTotals() const {
+  Totals t = totals_;
+  auto labels_of = [&](const ncclscope_proc_key& k) {
+    return attributor_->For({static_cast<pid_t>(k.tgid), k.start_ticks}, k.cgroup_id);
+  };
+  objects_->calls().ForEach([&](const ncclscope_proc_key& key, const ncclscope_call_counts& v) {
+    auto& total = t.calls[{labels_of(key), key.op}];
+    total.calls += v.calls;
+    total.bytes += v.bytes;
+  });
+  objects_->results().ForEach([&](const ncclscope_result_key& key, std::uint64_t v) {
+    t.results[{labels_of(key.proc), key.proc.op, key.value}] += v;
+  });
+  objects_->qp_states().ForEach([&](const ncclscope_result_key& key, std::uint64_t v) {
+    t.qp_states[{labels_of(key.proc), key.value}] += v;
+  });
+  return t;
+}
+
+void Runtime::RenderSelfMetrics(metrics::FamilySet& families) const {
   const AttachRegistry::Stats stats = registry_->stats();
   metrics::Family& files = families.Get(kEbpfAttachedFiles);
   metrics::Family& probes = families.Get(kEbpfAttachedProbes);
@@ -128,8 +145,6 @@ void Runtime::Render(metrics::TextWriter& out) const {
   for (const auto& [reason, value] : reasons) {
     dropped.Add({{"reason", reason}}, static_cast<double>(value));
   }
-
-  families.WriteTo(out);
 }
 
 }  // namespace ncclscope::ebpf

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "agent/config/config.h"
+#include "agent/core/metric_family.h"
 #include "agent/core/text_exposition.h"
 #include "agent/ebpf/attach/bpf_attacher.h"
 #include "agent/ebpf/attach/registry.h"
@@ -80,6 +81,11 @@ class Runtime {
   // Reads who holds a ring, which processes use NCCL and why each is covered or not (worker
   // only, every kCoverageRefresh; runtime_coverage.cc).
   void RefreshCoverage();
+
+  // Render's steps (state_mutex_ held; render.cc): the folded totals of exited processes plus
+  // what the BPF maps hold for live ones; the probes' own counters (attachments, scans, drops).
+  Totals LiveTotals() const;
+  void RenderSelfMetrics(metrics::FamilySet& families) const;
 
   config::EbpfConfig config_;
   Coverage coverage_;

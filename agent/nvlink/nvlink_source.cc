@@ -44,6 +44,30 @@ std::string GpuKey(const nvml::GpuReading& gpu) {
   return gpu.uuid.empty() ? "gpu" + std::to_string(gpu.index) : gpu.uuid;
 }
 
+metrics::Labels GpuLabels(const nvml::GpuReading& gpu) {
+  return {{"gpu", std::to_string(gpu.index)}, {"UUID", gpu.uuid}};
+}
+
+// Findings are series only while they hold (the rules test == 1; a finding at 0 would be a series
+// per GPU and link and finding kind for nothing: 296 on an 8 x 18-link node). `link` is "" for a
+// finding about the whole GPU.
+void AddFinding(metrics::FamilySet& out, const nvml::GpuReading& gpu, const std::string& link,
+                const std::string& finding, const std::string& severity) {
+  out.Get(kNvlinkFinding)
+      .Add({{"gpu", std::to_string(gpu.index)},
+            {"UUID", gpu.uuid},
+            {"nvlink", link},
+            {"finding", finding},
+            {"severity", severity}},
+           1);
+}
+
+// One link's value into its GPU's series (without nvlink.per_link_metrics): counters add up,
+// gauges (BER) keep the worst link's.
+void Accumulate(std::optional<double>& slot, double value, bool gauge) {
+  slot = !slot ? value : gauge ? std::max(*slot, value) : *slot + value;
+}
+
 }  // namespace
 
 NvlinkSource::NvlinkSource() : NvlinkSource(Deps{}) {}
@@ -109,153 +133,135 @@ std::string NvlinkSource::Render(const nvml::NvlinkSnapshot& snapshot, health::T
                                  double poll_seconds) {
   metrics::FamilySet out;
   out.Get(kNvmlAvailable).Add({}, 1);
-  for (const nvml::GpuReading& gpu : snapshot.gpus) {
-    const std::string index = std::to_string(gpu.index);
-    const std::string key = GpuKey(gpu);
-    const metrics::Labels gpu_labels = {{"gpu", index}, {"UUID", gpu.uuid}};
-    out.Get(kNvlinkGpuInfo)
-        .Add({{"gpu", index},
-              {"UUID", gpu.uuid},
-              {"pci_bus_id", gpu.pci_bus_id},
-              {"model_name", gpu.name},
-              {"gpu_bus_id", gpu.bus_id}},
-             1);
-    // Findings are series only while they hold (the rules test == 1; a finding at 0 would be a
-    // series per GPU and link and finding kind for nothing: 296 on an 8 x 18-link node).
-    if (gpu.lost) {
-      out.Get(kNvlinkFinding)
-          .Add({{"gpu", index},
-                {"UUID", gpu.uuid},
-                {"nvlink", ""},
-                {"finding", "gpu_lost"},
-                {"severity", "critical"}},
-               1);
-      continue;
-    }
-
-    GpuState& gpu_state = gpus_[key];
-    for (std::size_t i = 0; i < nvml::kGpuFields.size(); ++i) {
-      if (!gpu.totals[i]) continue;
-      gpu_state.totals[i].Update(*gpu.totals[i], counters::Behavior::kPlain64, 64);
-      out.Get(kNvlinkGpuFamilies[i]).Add(gpu_labels, gpu_state.totals[i].extended() * 1024);
-    }
-
-    // Without nvlink.per_link_metrics each per-link family is one series per GPU: counters summed
-    // over its links, BER gauges the worst link's. Findings still name the link.
-    const bool per_link = config_.per_link_metrics;
-    std::array<std::optional<double>, nvml::kErrorCounters> error_sums;
-    std::array<std::optional<double>, nvml::kLinkFields.size()> field_sums;
-    const auto accumulate = [](std::optional<double>& slot, double value, bool gauge) {
-      slot = !slot ? value : gauge ? std::max(*slot, value) : *slot + value;
-    };
-    unsigned active = 0;
-    for (const nvml::LinkReading& link : gpu.links) {
-      const std::string link_label = std::to_string(link.link);
-      const metrics::Labels labels = {{"gpu", index}, {"UUID", gpu.uuid}, {"nvlink", link_label}};
-      auto [it, inserted] = links_.try_emplace({key, link.link}, config_);
-      LinkState& state = it->second;
-      if (link.active) {
-        if (*link.active) ++active;
-        if (per_link) {
-          out.Get(kNvlinkLinkState).Add(labels, *link.active ? 1 : 0);
-        }
-      }
-      double error_total = 0;
-      bool any_error_counter = false;
-      for (std::size_t c = 0; c < nvml::kErrorCounters; ++c) {
-        if (!link.errors[c]) continue;
-        state.errors[c].Update(*link.errors[c], counters::Behavior::kPlain64, 64);
-        const double value = static_cast<double>(state.errors[c].extended());
-        if (per_link) {
-          out.Get(kNvlinkErrorCounters[c]).Add(labels, value);
-        } else {
-          accumulate(error_sums[c], value, false);
-        }
-      }
-      for (std::size_t c : kErrorTotalDl) {
-        if (!state.errors[c].seen()) continue;
-        error_total += state.errors[c].accumulated();
-        any_error_counter = true;
-      }
-      for (std::size_t f = 0; f < nvml::kLinkFields.size(); ++f) {
-        if (!link.fields[f]) continue;
-        const NvLinkFieldFamily& family = kNvlinkFieldFamilies[f];
-        if (family.def.type == metrics::MetricType::kGauge) {
-          const double ber = nvml::DecodeBer(*link.fields[f]);
-          if (per_link) {
-            out.Get(family.def).Add(labels, ber);
-          } else {
-            accumulate(field_sums[f], ber, true);
-          }
-          continue;
-        }
-        state.fields[f].Update(*link.fields[f], counters::Behavior::kPlain64, 64);
-        const double value = static_cast<double>(state.fields[f].extended()) * family.scale;
-        if (per_link) {
-          out.Get(family.def).Add(labels, value);
-        } else {
-          accumulate(field_sums[f], value, false);
-        }
-      }
-      for (unsigned id : kErrorTotalFields) {
-        const int slot = FieldSlot(id);
-        if (slot < 0 || !state.fields[slot].seen()) continue;
-        error_total += state.fields[slot].accumulated();
-        any_error_counter = true;
-      }
-      state.health.Observe(now, link.active ? (*link.active ? 1 : 0) : -1,
-                           any_error_counter ? error_total : -1);
-      if (state.health.Inactive(now)) {
-        out.Get(kNvlinkFinding)
-            .Add({{"gpu", index},
-                  {"UUID", gpu.uuid},
-                  {"nvlink", link_label},
-                  {"finding", "link_inactive"},
-                  {"severity", "critical"}},
-                 1);
-      }
-      if (state.health.error_severity() != "none" && state.health.Errors()) {
-        out.Get(kNvlinkFinding)
-            .Add({{"gpu", index},
-                  {"UUID", gpu.uuid},
-                  {"nvlink", link_label},
-                  {"finding", "link_errors"},
-                  {"severity", state.health.error_severity()}},
-                 1);
-      }
-    }
-    for (std::size_t c = 0; c < nvml::kErrorCounters; ++c) {
-      if (error_sums[c]) {
-        out.Get(kNvlinkErrorCounters[c]).Add(gpu_labels, *error_sums[c]);
-      }
-    }
-    for (std::size_t f = 0; f < nvml::kLinkFields.size(); ++f) {
-      if (!field_sums[f]) continue;
-      // The throughput summed over the links repeats NVML's own GPU total (the gpu_* families
-      // above; some drivers report the total in every link's field, which a sum multiplies):
-      // only where NVML gave no total. 28 series on an 8-GPU node (docs/metrics.md, "Cost").
-      if (const int total = GpuFieldSlot(nvml::kLinkFields[f]); total >= 0 && gpu.totals[total]) {
-        continue;
-      }
-      out.Get(kNvlinkFieldFamilies[f].def).Add(gpu_labels, *field_sums[f]);
-    }
-    out.Get(kNvlinkActiveLinks).Add(gpu_labels, active);
-    if (config_.expected_links > 0) {
-      out.Get(kNvlinkExpectedLinks).Add(gpu_labels, config_.expected_links);
-      if (active < config_.expected_links) {
-        out.Get(kNvlinkFinding)
-            .Add({{"gpu", index},
-                  {"UUID", gpu.uuid},
-                  {"nvlink", ""},
-                  {"finding", "links_below_expected"},
-                  {"severity", "critical"}},
-                 1);
-      }
-    }
-  }
+  for (const nvml::GpuReading& gpu : snapshot.gpus) RenderGpu(out, gpu, now);
   out.Get(kNvlinkPollsTotal).Add({}, static_cast<double>(polls_));
   out.Get(kNvlinkPollDurationSeconds).Add({}, poll_seconds);
   return out.Text();
+}
+
+void NvlinkSource::RenderGpu(metrics::FamilySet& out, const nvml::GpuReading& gpu,
+                             health::TimePoint now) {
+  const std::string index = std::to_string(gpu.index);
+  out.Get(kNvlinkGpuInfo)
+      .Add({{"gpu", index},
+            {"UUID", gpu.uuid},
+            {"pci_bus_id", gpu.pci_bus_id},
+            {"model_name", gpu.name},
+            {"gpu_bus_id", gpu.bus_id}},
+           1);
+  if (gpu.lost) {
+    AddFinding(out, gpu, "", "gpu_lost", "critical");
+    return;
+  }
+  RenderGpuTotals(out, gpu);
+  LinkSums sums;
+  for (const nvml::LinkReading& link : gpu.links) RenderLink(out, gpu, link, now, sums);
+  RenderLinkSums(out, gpu, sums);
+
+  const metrics::Labels gpu_labels = GpuLabels(gpu);
+  out.Get(kNvlinkActiveLinks).Add(gpu_labels, sums.active);
+  if (config_.expected_links > 0) {
+    out.Get(kNvlinkExpectedLinks).Add(gpu_labels, config_.expected_links);
+    if (sums.active < config_.expected_links) {
+      AddFinding(out, gpu, "", "links_below_expected", "critical");
+    }
+  }
+}
+
+void NvlinkSource::RenderGpuTotals(metrics::FamilySet& out, const nvml::GpuReading& gpu) {
+  GpuState& gpu_state = gpus_[GpuKey(gpu)];
+  const metrics::Labels gpu_labels = GpuLabels(gpu);
+  for (std::size_t i = 0; i < nvml::kGpuFields.size(); ++i) {
+    if (!gpu.totals[i]) continue;
+    gpu_state.totals[i].Update(*gpu.totals[i], counters::Behavior::kPlain64, 64);
+    out.Get(kNvlinkGpuFamilies[i]).Add(gpu_labels, gpu_state.totals[i].extended() * 1024);
+  }
+}
+
+void NvlinkSource::RenderLink(metrics::FamilySet& out, const nvml::GpuReading& gpu,
+                              const nvml::LinkReading& link, health::TimePoint now,
+                              LinkSums& sums) {
+  const std::string link_label = std::to_string(link.link);
+  const metrics::Labels labels = {
+      {"gpu", std::to_string(gpu.index)}, {"UUID", gpu.uuid}, {"nvlink", link_label}};
+  auto [it, inserted] = links_.try_emplace({GpuKey(gpu), link.link}, config_);
+  LinkState& state = it->second;
+  const bool per_link = config_.per_link_metrics;
+  if (link.active) {
+    if (*link.active) ++sums.active;
+    if (per_link) {
+      out.Get(kNvlinkLinkState).Add(labels, *link.active ? 1 : 0);
+    }
+  }
+  for (std::size_t c = 0; c < nvml::kErrorCounters; ++c) {
+    if (!link.errors[c]) continue;
+    state.errors[c].Update(*link.errors[c], counters::Behavior::kPlain64, 64);
+    const double value = static_cast<double>(state.errors[c].extended());
+    if (per_link) {
+      out.Get(kNvlinkErrorCounters[c]).Add(labels, value);
+    } else {
+      Accumulate(sums.errors[c], value, false);
+    }
+  }
+  for (std::size_t f = 0; f < nvml::kLinkFields.size(); ++f) {
+    if (!link.fields[f]) continue;
+    const NvLinkFieldFamily& family = kNvlinkFieldFamilies[f];
+    const bool gauge = family.def.type == metrics::MetricType::kGauge;
+    double value = 0;
+    if (gauge) {
+      value = nvml::DecodeBer(*link.fields[f]);
+    } else {
+      state.fields[f].Update(*link.fields[f], counters::Behavior::kPlain64, 64);
+      value = static_cast<double>(state.fields[f].extended()) * family.scale;
+    }
+    if (per_link) {
+      out.Get(family.def).Add(labels, value);
+    } else {
+      Accumulate(sums.fields[f], value, gauge);
+    }
+  }
+  const std::optional<double> error_total = ErrorTotal(state);
+  state.health.Observe(now, link.active ? (*link.active ? 1 : 0) : -1, error_total.value_or(-1));
+  if (state.health.Inactive(now)) {
+    AddFinding(out, gpu, link_label, "link_inactive", "critical");
+  }
+  if (state.health.error_severity() != "none" && state.health.Errors()) {
+    AddFinding(out, gpu, link_label, "link_errors", state.health.error_severity());
+  }
+}
+
+std::optional<double> NvlinkSource::ErrorTotal(const LinkState& state) {
+  std::optional<double> total;
+  for (std::size_t c : kErrorTotalDl) {
+    if (!state.errors[c].seen()) continue;
+    total = total.value_or(0) + state.errors[c].accumulated();
+  }
+  for (unsigned id : kErrorTotalFields) {
+    const int slot = FieldSlot(id);
+    if (slot < 0 || !state.fields[slot].seen()) continue;
+    total = total.value_or(0) + state.fields[slot].accumulated();
+  }
+  return total;
+}
+
+void NvlinkSource::RenderLinkSums(metrics::FamilySet& out, const nvml::GpuReading& gpu,
+                                  const LinkSums& sums) {
+  const metrics::Labels gpu_labels = GpuLabels(gpu);
+  for (std::size_t c = 0; c < nvml::kErrorCounters; ++c) {
+    if (sums.errors[c]) {
+      out.Get(kNvlinkErrorCounters[c]).Add(gpu_labels, *sums.errors[c]);
+    }
+  }
+  for (std::size_t f = 0; f < nvml::kLinkFields.size(); ++f) {
+    if (!sums.fields[f]) continue;
+    // The throughput summed over the links repeats NVML's own GPU total (the gpu_* families
+    // above; some drivers report the total in every link's field, which a sum multiplies):
+    // only where NVML gave no total. 28 series on an 8-GPU node (docs/metrics.md, "Cost").
+    if (const int total = GpuFieldSlot(nvml::kLinkFields[f]); total >= 0 && gpu.totals[total]) {
+      continue;
+    }
+    out.Get(kNvlinkFieldFamilies[f].def).Add(gpu_labels, *sums.fields[f]);
+  }
 }
 
 }  // namespace ncclscope::rdma

@@ -10,11 +10,13 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "agent/config/config.h"
+#include "agent/core/metric_family.h"
 #include "agent/core/polled_source.h"
 #include "rdma/counters/counter_state.h"
 #include "rdma/health/clock.h"
@@ -59,8 +61,26 @@ class NvlinkSource : public PolledSource {
     std::array<counters::CounterState, nvml::kGpuFields.size()> totals;
   };
 
+  // What one GPU's links add up to, for the per-GPU series (without nvlink.per_link_metrics each
+  // per-link family is one series per GPU: counters summed over its links, BER gauges the worst
+  // link's; findings still name the link).
+  struct LinkSums {
+    std::array<std::optional<double>, nvml::kErrorCounters> errors;
+    std::array<std::optional<double>, nvml::kLinkFields.size()> fields;
+    unsigned active = 0;
+  };
+
   std::string Render(const nvml::NvlinkSnapshot& snapshot, health::TimePoint now,
                      double poll_seconds);
+  void RenderGpu(metrics::FamilySet& out, const nvml::GpuReading& gpu, health::TimePoint now);
+  // NVML's own GPU-scope totals (nvml::kGpuFields).
+  void RenderGpuTotals(metrics::FamilySet& out, const nvml::GpuReading& gpu);
+  // One link: its counters (per link, or into `sums`), its health, its findings.
+  void RenderLink(metrics::FamilySet& out, const nvml::GpuReading& gpu,
+                  const nvml::LinkReading& link, health::TimePoint now, LinkSums& sums);
+  void RenderLinkSums(metrics::FamilySet& out, const nvml::GpuReading& gpu, const LinkSums& sums);
+  // The link's error total for the link_errors finding; nullopt before any counter was seen.
+  static std::optional<double> ErrorTotal(const LinkState& state);
 
   Deps deps_;
 

@@ -177,6 +177,21 @@ bool FullyAllocated(const struct stat& st, std::uint64_t file_size) {
   return static_cast<std::uint64_t>(st.st_blocks) * 512 >= file_size;
 }
 
+// Why a ring with this header, in a file of `st`, cannot be read; nullptr when it can.
+const char* HeaderRejection(const ncclscope_ring_header& header, const struct stat& st,
+                            const RingLimits& limits) {
+  if (header.magic != NCCLSCOPE_RING_MAGIC) return "magic";
+  if (header.version != NCCLSCOPE_RING_VERSION) return "version";
+  if (header.header_size != NCCLSCOPE_RING_HEADER_SIZE ||
+      header.record_size != NCCLSCOPE_RECORD_SIZE) {
+    return "format";
+  }
+  if (!GeometryOk(header, limits)) return "geometry";
+  if (static_cast<std::uint64_t>(st.st_size) < header.file_size) return "size";
+  if (!FullyAllocated(st, header.file_size)) return "sparse";
+  return nullptr;
+}
+
 }  // namespace
 
 std::unique_ptr<RingFile> RingFile::Open(const std::string& path, std::string* reason,
@@ -202,65 +217,53 @@ std::unique_ptr<RingFile> RingFile::Open(const std::string& path, std::string* r
     *reason = "size";
     return nullptr;
   }
-  if (header.magic != NCCLSCOPE_RING_MAGIC) {
-    *reason = "magic";
+  if (const char* rejection = HeaderRejection(header, st, limits)) {
+    *reason = rejection;
     return nullptr;
   }
-  if (header.version != NCCLSCOPE_RING_VERSION) {
-    *reason = "version";
-    return nullptr;
-  }
-  if (header.header_size != NCCLSCOPE_RING_HEADER_SIZE ||
-      header.record_size != NCCLSCOPE_RECORD_SIZE) {
-    *reason = "format";
-    return nullptr;
-  }
-  if (!GeometryOk(header, limits)) {
-    *reason = "geometry";
-    return nullptr;
-  }
-  if (static_cast<std::uint64_t>(st.st_size) < header.file_size) {
-    *reason = "size";
-    return nullptr;
-  }
-  if (!FullyAllocated(st, header.file_size)) {
-    *reason = "sparse";
-    return nullptr;
-  }
-  // Only the metadata is mapped; records are read with pread (see the header comment).
-  const std::uint64_t map_size = header.data_offset;
-  const int protection = PROT_READ | (ring->writable_ ? PROT_WRITE : 0);
-  void* map = ::mmap(nullptr, map_size, protection, MAP_SHARED, ring->fd_, 0);
-  if (map == MAP_FAILED) {
+  if (!ring->Map(header)) {
     *reason = "map";
     return nullptr;
   }
-  ring->map_ = static_cast<unsigned char*>(map);
-  ring->map_size_ = map_size;
-  ring->size_ = header.file_size;
-  ring->lanes_ = header.lane_count;
-  ring->capacity_ = header.lane_capacity;
-  ring->comm_slots_ = header.comm_slot_count;
-  ring->comm_table_offset_ = header.comm_table_offset;
-  ring->count_table_offset_ = header.count_table_offset;
-  ring->lanes_offset_ = header.lanes_offset;
-  ring->data_offset_ = header.data_offset;
-  ring->local_tails_.assign(ring->lanes_, 0);
-  ring->origin_.ring = BaseName(path);
-  ring->origin_.pid = header.pid;
-  ring->origin_.hostname = ring::FieldText(header.hostname);
-  ring->origin_.job_id = ring::FieldText(header.job_id);
-  ring->origin_.owner_uid = st.st_uid;
-  if (!ring->writable_) {
-    // Cannot commit tails: start from what is there now and keep our position in memory.
-    for (std::uint32_t i = 0; i < ring->lanes_; ++i) {
-      auto* lane = reinterpret_cast<ncclscope_lane*>(ring->map_ + ring->lanes_offset_ +
-                                                     i * NCCLSCOPE_LANE_SIZE);
-      std::uint64_t tail = 0;
-      if (GuardedLoad(&lane->tail, &tail)) ring->local_tails_[i] = tail;
-    }
-  }
+  ring->Adopt(header);
+  if (!ring->writable_) ring->StartAtCurrentTails();
   return ring;
+}
+
+bool RingFile::Map(const ncclscope_ring_header& header) {
+  // Only the metadata is mapped; records are read with pread (see the header comment).
+  const std::uint64_t map_size = header.data_offset;
+  const int protection = PROT_READ | (writable_ ? PROT_WRITE : 0);
+  void* map = ::mmap(nullptr, map_size, protection, MAP_SHARED, fd_, 0);
+  if (map == MAP_FAILED) return false;
+  map_ = static_cast<unsigned char*>(map);
+  map_size_ = map_size;
+  return true;
+}
+
+void RingFile::Adopt(const ncclscope_ring_header& header) {
+  size_ = header.file_size;
+  lanes_ = header.lane_count;
+  capacity_ = header.lane_capacity;
+  comm_slots_ = header.comm_slot_count;
+  comm_table_offset_ = header.comm_table_offset;
+  count_table_offset_ = header.count_table_offset;
+  lanes_offset_ = header.lanes_offset;
+  data_offset_ = header.data_offset;
+  local_tails_.assign(lanes_, 0);
+  origin_.ring = BaseName(path_);
+  origin_.pid = header.pid;
+  origin_.hostname = ring::FieldText(header.hostname);
+  origin_.job_id = ring::FieldText(header.job_id);
+  origin_.owner_uid = stat_.st_uid;
+}
+
+void RingFile::StartAtCurrentTails() {
+  for (std::uint32_t i = 0; i < lanes_; ++i) {
+    auto* lane = reinterpret_cast<ncclscope_lane*>(map_ + lanes_offset_ + i * NCCLSCOPE_LANE_SIZE);
+    std::uint64_t tail = 0;
+    if (GuardedLoad(&lane->tail, &tail)) local_tails_[i] = tail;
+  }
 }
 
 bool RingFile::CheckFile() {
@@ -283,6 +286,135 @@ DrainStats RingFile::Drain(RecordSink& sink, std::uint32_t max_per_lane) {
     }
   }
   return stats;
+}
+
+namespace {
+
+// The records of a copied batch (`copy` of them, the first at position `tail`), validated one by
+// one into `verdict`; returns how many to take so that no op is cut from its continuation records:
+// an op whose group crosses `take` but lies within the copy pulls `take` past its last record.
+std::uint64_t ValidateBatch(const std::vector<unsigned char>& bytes, std::uint64_t tail,
+                            std::uint64_t take, std::uint64_t copy,
+                            std::vector<CorruptReason>& verdict) {
+  verdict.resize(copy);
+  for (std::uint64_t i = 0; i < copy; ++i) {
+    verdict[i] = ValidateRecord(bytes.data() + i * NCCLSCOPE_RECORD_SIZE, tail + i);
+  }
+  for (std::uint64_t i = 0; i < take; ++i) {
+    if (verdict[i] != CorruptReason::kNone) continue;
+    ncclscope_record_header h{};
+    std::memcpy(&h, bytes.data() + i * NCCLSCOPE_RECORD_SIZE, sizeof(h));
+    if (h.type != NCCLSCOPE_REC_OP) continue;
+    const std::uint8_t n_cont =
+        bytes[i * NCCLSCOPE_RECORD_SIZE + offsetof(ncclscope_op_record, n_continuations)];
+    if (i + n_cont >= take && i + n_cont < copy) take = i + n_cont + 1;
+  }
+  return take;
+}
+
+// Delivers the op at `i` with its follower records; returns how many records it used.
+std::uint32_t DeliverOp(const RingOrigin& origin, const unsigned char* record,
+                        const std::vector<CorruptReason>& verdict, std::uint64_t i,
+                        std::uint64_t take, OpView& view, RecordSink& sink, DrainStats& stats) {
+  std::uint32_t consumed = 1;
+  // Continuations must themselves be valid records. Only the next kMaxContinuations can
+  // belong to this op: looking further made each drain quadratic in the batch size.
+  std::uint32_t valid_after = 0;
+  for (std::uint64_t k = i + 1;
+       k < take && k <= i + kMaxContinuations && verdict[k] == CorruptReason::kNone; ++k) {
+    ++valid_after;
+  }
+  if (!BuildOpView(record, valid_after + 1, &view, &consumed)) {
+    // Deliver the op with its inline channels; the rest are lost and counted.
+    ++stats.corrupt[static_cast<std::size_t>(CorruptReason::kContinuation)];
+    consumed = 1;
+  }
+  sink.OnOp(origin, view);
+  ++stats.by_type[NCCLSCOPE_REC_OP];
+  for (std::uint32_t k = 1; k < consumed; ++k) {
+    ncclscope_record_header follower{};
+    std::memcpy(&follower, record + static_cast<std::size_t>(k) * NCCLSCOPE_RECORD_SIZE,
+                sizeof(follower));
+    ++stats.by_type[follower.type];  // a validated type: at most NCCLSCOPE_REC_TYPE_MAX
+  }
+  stats.records += consumed;
+  return consumed;
+}
+
+// Delivers one record that is not an op (nor one of its followers, which DeliverOp takes).
+void DeliverSingle(const RingOrigin& origin, const unsigned char* record, std::uint16_t type,
+                   RecordSink& sink, DrainStats& stats) {
+  switch (type) {
+    case NCCLSCOPE_REC_OP_CHANNELS:
+    case NCCLSCOPE_REC_OP_DETAIL:
+    case NCCLSCOPE_REC_OP_PHASES:
+      ++stats.corrupt[static_cast<std::size_t>(CorruptReason::kContinuation)];  // orphan
+      return;
+    case NCCLSCOPE_REC_PROXY_OP: {
+      ncclscope_proxy_op_record rec{};
+      std::memcpy(&rec, record, sizeof(rec));
+      sink.OnProxyOp(origin, rec);
+      break;
+    }
+    case NCCLSCOPE_REC_COMM_INIT: {
+      ncclscope_comm_init_record rec{};
+      std::memcpy(&rec, record, sizeof(rec));
+      sink.OnCommInit(origin, rec);
+      break;
+    }
+    case NCCLSCOPE_REC_COMM_FINALIZE: {
+      ncclscope_comm_finalize_record rec{};
+      std::memcpy(&rec, record, sizeof(rec));
+      sink.OnCommFinalize(origin, rec);
+      break;
+    }
+    default:
+      return;
+  }
+  ++stats.by_type[type];
+  ++stats.records;
+}
+
+// Delivers the first `take` records of the batch, counting the corrupt ones.
+void DeliverBatch(const RingOrigin& origin, const std::vector<unsigned char>& bytes,
+                  const std::vector<CorruptReason>& verdict, std::uint64_t take, OpView& view,
+                  RecordSink& sink, DrainStats& stats) {
+  std::uint64_t i = 0;
+  while (i < take) {
+    const unsigned char* record = bytes.data() + i * NCCLSCOPE_RECORD_SIZE;
+    if (verdict[i] != CorruptReason::kNone) {
+      ++stats.corrupt[static_cast<std::size_t>(verdict[i])];
+      ++i;
+      continue;
+    }
+    ncclscope_record_header h{};
+    std::memcpy(&h, record, sizeof(h));
+    if (h.type == NCCLSCOPE_REC_OP) {
+      i += DeliverOp(origin, record, verdict, i, take, view, sink, stats);
+      continue;
+    }
+    DeliverSingle(origin, record, h.type, sink, stats);
+    ++i;
+  }
+}
+
+}  // namespace
+
+bool RingFile::ReadLaneRecords(std::uint32_t index, std::uint64_t tail, std::uint64_t copy,
+                               std::vector<unsigned char>& bytes) {
+  bytes.resize(copy * NCCLSCOPE_RECORD_SIZE);
+  // head - tail <= capacity and capacity <= 2^20 were checked, so these stay far from wrapping.
+  const std::uint64_t data =
+      data_offset_ + std::uint64_t{index} * capacity_ * NCCLSCOPE_RECORD_SIZE;
+  const std::uint64_t start_slot = tail & (capacity_ - 1);
+  const std::uint64_t first_run = capacity_ - start_slot < copy ? capacity_ - start_slot : copy;
+  if (!platform::PreadExactly(fd_, bytes.data(), first_run * NCCLSCOPE_RECORD_SIZE,
+                              data + start_slot * NCCLSCOPE_RECORD_SIZE)) {
+    return false;
+  }
+  return copy <= first_run ||
+         platform::PreadExactly(fd_, bytes.data() + first_run * NCCLSCOPE_RECORD_SIZE,
+                                (copy - first_run) * NCCLSCOPE_RECORD_SIZE, data);
 }
 
 bool RingFile::DrainLane(std::uint32_t index, RecordSink& sink, std::uint32_t max,
@@ -310,113 +442,12 @@ bool RingFile::DrainLane(std::uint32_t index, RecordSink& sink, std::uint32_t ma
   const std::uint64_t copy =
       available < take + kMaxContinuations ? available : take + kMaxContinuations;
   DrainScratch& scratch = Scratch();
-  std::vector<unsigned char>& bytes = scratch.records;
-  bytes.resize(copy * NCCLSCOPE_RECORD_SIZE);
-  // head - tail <= capacity and capacity <= 2^20 were checked, so these stay far from wrapping.
-  const std::uint64_t data =
-      data_offset_ + std::uint64_t{index} * capacity_ * NCCLSCOPE_RECORD_SIZE;
-  const std::uint64_t start_slot = tail & (capacity_ - 1);
-  const std::uint64_t first_run = capacity_ - start_slot < copy ? capacity_ - start_slot : copy;
-  if (!platform::PreadExactly(fd_, bytes.data(), first_run * NCCLSCOPE_RECORD_SIZE,
-                              data + start_slot * NCCLSCOPE_RECORD_SIZE)) {
-    return false;
-  }
-  if (copy > first_run &&
-      !platform::PreadExactly(fd_, bytes.data() + first_run * NCCLSCOPE_RECORD_SIZE,
-                              (copy - first_run) * NCCLSCOPE_RECORD_SIZE, data)) {
-    return false;
-  }
-  // Validate; find where to cut so that groups stay whole.
-  std::vector<CorruptReason>& verdict = scratch.verdict;
-  verdict.resize(copy);
-  for (std::uint64_t i = 0; i < copy; ++i) {
-    verdict[i] = ValidateRecord(bytes.data() + i * NCCLSCOPE_RECORD_SIZE, tail + i);
-  }
-  for (std::uint64_t i = 0; i < take; ++i) {
-    if (verdict[i] != CorruptReason::kNone) continue;
-    ncclscope_record_header h{};
-    std::memcpy(&h, bytes.data() + i * NCCLSCOPE_RECORD_SIZE, sizeof(h));
-    if (h.type != NCCLSCOPE_REC_OP) continue;
-    const std::uint8_t n_cont =
-        bytes[i * NCCLSCOPE_RECORD_SIZE + offsetof(ncclscope_op_record, n_continuations)];
-    if (i + n_cont >= take && i + n_cont < copy) take = i + n_cont + 1;
-  }
+  if (!ReadLaneRecords(index, tail, copy, scratch.records)) return false;
+  take = ValidateBatch(scratch.records, tail, take, copy, scratch.verdict);
   if (!commit(tail + take)) return false;
   stats.more = stats.more || take < available;
-
-  // Deliver from our copy.
-  std::uint64_t i = 0;
-  while (i < take) {
-    const unsigned char* record = bytes.data() + i * NCCLSCOPE_RECORD_SIZE;
-    if (verdict[i] != CorruptReason::kNone) {
-      ++stats.corrupt[static_cast<std::size_t>(verdict[i])];
-      ++i;
-      continue;
-    }
-    ncclscope_record_header h{};
-    std::memcpy(&h, record, sizeof(h));
-    switch (h.type) {
-      case NCCLSCOPE_REC_OP: {
-        OpView& view = scratch.view;  // reused: only its first n_channels entries are meaningful
-        std::uint32_t consumed = 1;
-        // Continuations must themselves be valid records. Only the next kMaxContinuations can
-        // belong to this op: looking further made each drain quadratic in the batch size.
-        std::uint32_t valid_after = 0;
-        for (std::uint64_t k = i + 1;
-             k < take && k <= i + kMaxContinuations && verdict[k] == CorruptReason::kNone; ++k) {
-          ++valid_after;
-        }
-        if (!BuildOpView(record, valid_after + 1, &view, &consumed)) {
-          // Deliver the op with its inline channels; the rest are lost and counted.
-          ++stats.corrupt[static_cast<std::size_t>(CorruptReason::kContinuation)];
-          consumed = 1;
-        }
-        sink.OnOp(origin_, view);
-        ++stats.by_type[NCCLSCOPE_REC_OP];
-        for (std::uint32_t k = 1; k < consumed; ++k) {
-          ncclscope_record_header follower{};
-          std::memcpy(&follower, record + static_cast<std::size_t>(k) * NCCLSCOPE_RECORD_SIZE,
-                      sizeof(follower));
-          ++stats.by_type[follower.type];  // a validated type: at most NCCLSCOPE_REC_TYPE_MAX
-        }
-        stats.records += consumed;
-        i += consumed;
-        continue;
-      }
-      case NCCLSCOPE_REC_OP_CHANNELS:
-      case NCCLSCOPE_REC_OP_DETAIL:
-      case NCCLSCOPE_REC_OP_PHASES:
-        ++stats.corrupt[static_cast<std::size_t>(CorruptReason::kContinuation)];  // orphan
-        break;
-      case NCCLSCOPE_REC_PROXY_OP: {
-        ncclscope_proxy_op_record rec{};
-        std::memcpy(&rec, record, sizeof(rec));
-        sink.OnProxyOp(origin_, rec);
-        ++stats.by_type[h.type];
-        ++stats.records;
-        break;
-      }
-      case NCCLSCOPE_REC_COMM_INIT: {
-        ncclscope_comm_init_record rec{};
-        std::memcpy(&rec, record, sizeof(rec));
-        sink.OnCommInit(origin_, rec);
-        ++stats.by_type[h.type];
-        ++stats.records;
-        break;
-      }
-      case NCCLSCOPE_REC_COMM_FINALIZE: {
-        ncclscope_comm_finalize_record rec{};
-        std::memcpy(&rec, record, sizeof(rec));
-        sink.OnCommFinalize(origin_, rec);
-        ++stats.by_type[h.type];
-        ++stats.records;
-        break;
-      }
-      default:
-        break;
-    }
-    ++i;
-  }
+  // Deliver from our copy. The view is reused: only its first n_channels entries are meaningful.
+  DeliverBatch(origin_, scratch.records, scratch.verdict, take, scratch.view, sink, stats);
   return true;
 }
 

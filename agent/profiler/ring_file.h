@@ -109,7 +109,16 @@ class RingFile {
 
  private:
   RingFile() = default;
+  // Open()'s steps after the header was validated: map the metadata; take the geometry and the
+  // origin from the header; a read-only ring, which cannot commit tails, starts from what is there
+  // now and keeps its position in memory.
+  bool Map(const ncclscope_ring_header& header);
+  void Adopt(const ncclscope_ring_header& header);
+  void StartAtCurrentTails();
   bool DrainLane(std::uint32_t lane, RecordSink& sink, std::uint32_t max, DrainStats& stats);
+  // Copies `copy` records of the lane from position `tail` on (the ring wraps: one or two preads).
+  bool ReadLaneRecords(std::uint32_t lane, std::uint64_t tail, std::uint64_t copy,
+                       std::vector<unsigned char>& bytes);
 
   std::string path_;
   RingOrigin origin_;

@@ -33,8 +33,8 @@ std::string PortLabel(std::uint32_t port) { return std::to_string(port); }
 struct PortAttributes {
   int state = -1;
   int phys_state = -1;
-  double gbps = -1;
-  std::string width, speed, link_layer;
+  sysfs::Rate rate{-1, {}, {}};  // gbps -1: unknown
+  std::string link_layer;
 };
 
 PortAttributes Attributes(const sysfs::PortLayout& layout, const sysfs::PortReading& reading,
@@ -43,18 +43,12 @@ PortAttributes Attributes(const sysfs::PortLayout& layout, const sysfs::PortRead
   a.link_layer = layout.link_layer;
   if (reading.state) a.state = reading.state->id;
   if (reading.phys_state) a.phys_state = reading.phys_state->id;
-  if (reading.rate) {
-    a.gbps = reading.rate->gbps;
-    a.width = reading.rate->width;
-    a.speed = reading.rate->speed;
-  }
+  if (reading.rate) a.rate = *reading.rate;
   if (verbs != nullptr) {
     if (a.state < 0) a.state = verbs->state;
     if (a.phys_state < 0) a.phys_state = verbs->phys_state;
-    if (a.gbps < 0 && !verbs->width.empty()) {
-      a.gbps = verbs->gbps;
-      a.width = verbs->width;
-      a.speed = verbs->speed;
+    if (a.rate.gbps < 0 && !verbs->width.empty()) {
+      a.rate = {verbs->gbps, verbs->width, verbs->speed};
     }
     if (a.link_layer.empty()) a.link_layer = verbs->link_layer;
   }
@@ -152,13 +146,7 @@ void RdmaSource::PollOnce() {
   const health::TimePoint now = deps_.clock->Now();
   sysfs::Snapshot snapshot = collector_->Poll(now);
   ++polls_;
-  files_read_ += snapshot.problems.files_read;
-  if (snapshot.problems.read_errors > 0) errors().Add("read", snapshot.problems.read_errors);
-  if (snapshot.problems.parse_errors > 0) errors().Add("parse", snapshot.problems.parse_errors);
-  for (const std::string& name : snapshot.vanished) {
-    errors().Add("vanished");
-    NCCLSCOPE_LOG(kWarn, "rdma") << "device " << name << " vanished while being read";
-  }
+  CountProblemsLocked(snapshot);
   if (snapshot.rediscovered) {
     // New layouts: bindings to the old ones are void (an address may even be reused).
     for (auto& [key, port] : ports_) port.bound_layout = nullptr;
@@ -168,22 +156,49 @@ void RdmaSource::PollOnce() {
       last_verbs_refresh_ = now;
     }
   }
+  RefreshVerbsIfNeededLocked(snapshot, now);
+  ObservePortsLocked(snapshot, now);
+  ObserveUnreadPortsLocked(snapshot, now);
 
-  // Verbs fill in what sysfs could not read: refreshed when such a port exists, at most once a
-  // minute (each refresh opens every device and queries every port).
-  if (config_.verbs && now - last_verbs_refresh_ >= kVerbsRefreshEvery) {
-    bool needed = false;
-    for (const sysfs::DeviceReading& device : snapshot.devices) {
-      for (std::size_t p = 0; p < device.ports.size(); ++p) {
-        needed = needed || NeedsVerbs(device.layout->ports[p], device.ports[p]);
-      }
-    }
-    if (needed) {
-      verbs_.Refresh(*deps_.verbs);
-      last_verbs_refresh_ = now;
+  const double poll_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  std::string text = RenderLocked(snapshot, now, poll_seconds);
+  SourceStatus status =
+      snapshot.class_dir_present
+          ? SourceStatus::Up()
+          : SourceStatus::Down("no RDMA devices: " + sysfs::ClassDir(config_.sysfs_root) + ": " +
+                               platform::ErrnoText(snapshot.list_error).c_str());
+  Publish(std::move(text), std::move(status));
+}
+
+void RdmaSource::CountProblemsLocked(const sysfs::Snapshot& snapshot) {
+  files_read_ += snapshot.problems.files_read;
+  if (snapshot.problems.read_errors > 0) errors().Add("read", snapshot.problems.read_errors);
+  if (snapshot.problems.parse_errors > 0) errors().Add("parse", snapshot.problems.parse_errors);
+  for (const std::string& name : snapshot.vanished) {
+    errors().Add("vanished");
+    NCCLSCOPE_LOG(kWarn, "rdma") << "device " << name << " vanished while being read";
+  }
+}
+
+// Verbs fill in what sysfs could not read: refreshed when such a port exists, at most once a
+// minute (each refresh opens every device and queries every port).
+void RdmaSource::RefreshVerbsIfNeededLocked(const sysfs::Snapshot& snapshot,
+                                            health::TimePoint now) {
+  if (!config_.verbs || now - last_verbs_refresh_ < kVerbsRefreshEvery) return;
+  bool needed = false;
+  for (const sysfs::DeviceReading& device : snapshot.devices) {
+    for (std::size_t p = 0; p < device.ports.size(); ++p) {
+      needed = needed || NeedsVerbs(device.layout->ports[p], device.ports[p]);
     }
   }
+  if (needed) {
+    verbs_.Refresh(*deps_.verbs);
+    last_verbs_refresh_ = now;
+  }
+}
 
+void RdmaSource::ObservePortsLocked(const sysfs::Snapshot& snapshot, health::TimePoint now) {
   for (auto& [key, port] : ports_) port.present = false;
   for (const sysfs::DeviceReading& device : snapshot.devices) {
     for (std::size_t p = 0; p < device.ports.size(); ++p) {
@@ -193,19 +208,7 @@ void RdmaSource::PollOnce() {
                                                LinkParams(config_.link));
       PortState& port = it->second;
       if (port.bound_layout != &layout || port.bound.size() != layout.files.size()) {
-        // Once per discovery: what each file is, and where its state lives (map nodes are
-        // stable), so a poll does no lookups.
-        port.bound.assign(layout.files.size(), nullptr);
-        port.states.assign(layout.files.size(), nullptr);
-        for (std::size_t f = 0; f < layout.files.size(); ++f) {
-          const sysfs::CounterFile& file = layout.files[f];
-          port.bound[f] = counters::Lookup(file.group, file.name);
-          const bool tracked =
-              port.bound[f] != nullptr ||
-              (config_.unknown_hw_counters && file.group == sysfs::CounterGroup::kHwCounters);
-          if (tracked) port.states[f] = &port.counters[file.key];
-        }
-        port.bound_layout = &layout;
+        BindCountersLocked(port, layout);
       }
       for (std::size_t f = 0; f < layout.files.size(); ++f) {
         if (!reading.values[f] || port.states[f] == nullptr) continue;
@@ -221,8 +224,27 @@ void RdmaSource::PollOnce() {
       port.last_present = now;
     }
   }
-  // Ports that were not read: vanished devices count as down for a while (a NIC falling off the
-  // bus is exactly a link going down); excluded ones are forgotten at once.
+}
+
+// Once per discovery: what each file is, and where its state lives (map nodes are stable), so a
+// poll does no lookups.
+void RdmaSource::BindCountersLocked(PortState& port, const sysfs::PortLayout& layout) {
+  port.bound.assign(layout.files.size(), nullptr);
+  port.states.assign(layout.files.size(), nullptr);
+  for (std::size_t f = 0; f < layout.files.size(); ++f) {
+    const sysfs::CounterFile& file = layout.files[f];
+    port.bound[f] = counters::Lookup(file.group, file.name);
+    const bool tracked =
+        port.bound[f] != nullptr ||
+        (config_.unknown_hw_counters && file.group == sysfs::CounterGroup::kHwCounters);
+    if (tracked) port.states[f] = &port.counters[file.key];
+  }
+  port.bound_layout = &layout;
+}
+
+// Ports that were not read: vanished devices count as down for a while (a NIC falling off the bus
+// is exactly a link going down); excluded ones are forgotten at once.
+void RdmaSource::ObserveUnreadPortsLocked(const sysfs::Snapshot& snapshot, health::TimePoint now) {
   for (auto it = ports_.begin(); it != ports_.end();) {
     PortState& port = it->second;
     const bool excluded = std::find(snapshot.excluded.begin(), snapshot.excluded.end(),
@@ -236,16 +258,6 @@ void RdmaSource::PollOnce() {
     }
     ++it;
   }
-
-  const double poll_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
-  std::string text = RenderLocked(snapshot, now, poll_seconds);
-  SourceStatus status =
-      snapshot.class_dir_present
-          ? SourceStatus::Up()
-          : SourceStatus::Down("no RDMA devices: " + sysfs::ClassDir(config_.sysfs_root) + ": " +
-                               platform::ErrnoText(snapshot.list_error).c_str());
-  Publish(std::move(text), std::move(status));
 }
 
 // The poll's rendering, one group of families at a time. The families are created on first use
@@ -277,7 +289,7 @@ RdmaSource::Judgement RdmaSource::JudgePorts(const sysfs::Snapshot& snapshot) co
       j.eligible = expected.link_layer == "any" || j.attrs.link_layer == expected.link_layer;
       if (j.eligible && j.attrs.state == sysfs::kStateActive &&
           j.attrs.phys_state == sysfs::kPhysStateLinkUp &&
-          (expected.rate_gbps == 0 || j.attrs.gbps >= expected.rate_gbps)) {
+          (expected.rate_gbps == 0 || j.attrs.rate.gbps >= expected.rate_gbps)) {
         ++judgement.good;
       }
       judgement.ports.push_back(std::move(j));
@@ -315,8 +327,8 @@ void RdmaSource::RenderPort(metrics::FamilySet& out, const JudgedPort& j, health
       .Add({{"device", d.name},
             {"port", port_label},
             {"link_layer", j.attrs.link_layer},
-            {"width", j.attrs.width},
-            {"speed", j.attrs.speed},
+            {"width", j.attrs.rate.width},
+            {"speed", j.attrs.rate.speed},
             {"netdev", layout.netdev}},
            1);
   if (j.attrs.state >= 0) {
@@ -325,8 +337,8 @@ void RdmaSource::RenderPort(metrics::FamilySet& out, const JudgedPort& j, health
   if (j.attrs.phys_state >= 0) {
     out.Get(kInfinibandPhysicalStateId).Add(labels, j.attrs.phys_state);
   }
-  if (j.attrs.gbps >= 0) {
-    out.Get(kInfinibandRateBytesPerSecond).Add(labels, j.attrs.gbps * 125'000'000.0);
+  if (j.attrs.rate.gbps >= 0) {
+    out.Get(kInfinibandRateBytesPerSecond).Add(labels, j.attrs.rate.BytesPerSecond());
   }
 
   RenderPortCounters(out, d.name, port_label, labels, layout, reading, port);
@@ -406,8 +418,8 @@ void RdmaSource::RenderPortHealth(metrics::FamilySet& out, const JudgedPort& j,
   port.health.Findings(now, below_expected && j.eligible, &findings);
   if (expected.rate_gbps > 0 && j.eligible) {
     findings.push_back({"rate_degraded", "warning",
-                        j.attrs.state == sysfs::kStateActive && j.attrs.gbps >= 0 &&
-                            j.attrs.gbps < expected.rate_gbps});
+                        j.attrs.state == sysfs::kStateActive && j.attrs.rate.gbps >= 0 &&
+                            j.attrs.rate.gbps < expected.rate_gbps});
   }
   for (const health::Finding& finding : findings) {
     if (!finding.active) continue;

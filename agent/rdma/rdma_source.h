@@ -73,6 +73,13 @@ class RdmaSource : public PolledSource {
 
   void ApplyConfigLocked(const config::RdmaConfig& config);
   void RefreshTopologyLocked(const sysfs::Snapshot& snapshot);
+  // PollOnce's steps (poll_mutex_ held): count what the read met; refresh verbs where sysfs fell
+  // short; feed every port read to its counters and health; age the ports that were not read.
+  void CountProblemsLocked(const sysfs::Snapshot& snapshot);
+  void RefreshVerbsIfNeededLocked(const sysfs::Snapshot& snapshot, health::TimePoint now);
+  void ObservePortsLocked(const sysfs::Snapshot& snapshot, health::TimePoint now);
+  void BindCountersLocked(PortState& port, const sysfs::PortLayout& layout);
+  void ObserveUnreadPortsLocked(const sysfs::Snapshot& snapshot, health::TimePoint now);
   // The poll's families as text, one group at a time (the poll lock held).
   std::string RenderLocked(const sysfs::Snapshot& snapshot, health::TimePoint now,
                            double poll_seconds);

@@ -135,81 +135,95 @@ NvlinkSnapshot NvlinkReader::Poll() {
   if (!discovered_ && !Discover(&snapshot)) return snapshot;
   bool rediscover = false;
   for (Gpu& gpu : gpus_) {
-    GpuReading reading;
-    reading.index = gpu.index;
-    reading.uuid = gpu.uuid;
-    reading.bus_id = gpu.bus_id;
-    reading.pci_bus_id = gpu.pci_bus_id;
-    reading.name = gpu.name;
-    reading.lost = gpu.handle == nullptr;
-    reading.links.resize(gpu.link_count);
-    for (unsigned link = 0; link < gpu.link_count && !reading.lost; ++link) {
-      LinkReading& out = reading.links[link];
-      out.link = link;
-      EnableState state = 0;
-      const Return r = library_->device_get_nvlink_state(gpu.handle, link, &state);
-      if (r == kSuccess) {
-        out.active = state == 1;
-      } else if (r == kErrorGpuIsLost) {
-        reading.lost = true;
-        break;
-      } else if (r != kErrorNotSupported) {
-        Note(&snapshot, "nvmlDeviceGetNvLinkState", r);
-      }
-      for (std::size_t c = 0; c < kErrorCounters; ++c) {
-        if (!gpu.error_supported[link][c]) continue;
-        unsigned long long value = 0;  // NOLINT(google-runtime-int): ABI type
-        const Return e = library_->device_get_nvlink_error_counter(
-            gpu.handle, link, static_cast<NvLinkErrorCounter>(c), &value);
-        if (e == kSuccess) {
-          out.errors[c] = value;
-        } else if (e == kErrorNotSupported) {
-          gpu.error_supported[link][c] = false;  // Blackwell: use the NVLink5 fields instead
-        } else if (e == kErrorGpuIsLost) {
-          reading.lost = true;
-          break;
-        } else {
-          Note(&snapshot, "nvmlDeviceGetNvLinkErrorCounter", e);
-        }
-      }
-    }
-    if (!reading.lost && !gpu.requests.empty()) {
-      std::vector<FieldValue> values = gpu.requests;
-      const Return r = library_->device_get_field_values(
-          gpu.handle, static_cast<int>(values.size()), values.data());
-      if (r == kErrorGpuIsLost) {
-        reading.lost = true;
-      } else if (r != kSuccess) {
-        Note(&snapshot, "nvmlDeviceGetFieldValues", r);
-      } else {
-        // SUCCESS means at least one value was filled: check each entry.
-        std::vector<FieldValue> keep;
-        keep.reserve(gpu.requests.size());
-        for (const FieldValue& value : values) {
-          if (value.nvmlReturn == kErrorNotSupported) continue;  // never ask again
-          FieldValue request{};
-          request.fieldId = value.fieldId;
-          request.scopeId = value.scopeId;
-          keep.push_back(request);
-          if (value.nvmlReturn != kSuccess) continue;
-          const std::optional<std::uint64_t> number = AsUnsigned(value);
-          if (!number) continue;
-          if (value.scopeId == kScopeAllLinks) {
-            if (const int slot = GpuSlot(value.fieldId); slot >= 0) reading.totals[slot] = number;
-          } else if (value.scopeId < gpu.link_count) {
-            if (const int slot = FieldSlot(value.fieldId); slot >= 0) {
-              reading.links[value.scopeId].fields[slot] = number;
-            }
-          }
-        }
-        gpu.requests = std::move(keep);
-      }
-    }
+    GpuReading reading = ReadGpu(gpu, &snapshot);
     if (reading.lost) rediscover = true;
     snapshot.gpus.push_back(std::move(reading));
   }
   if (rediscover) discovered_ = false;
   return snapshot;
+}
+
+GpuReading NvlinkReader::ReadGpu(Gpu& gpu, NvlinkSnapshot* snapshot) {
+  GpuReading reading;
+  reading.index = gpu.index;
+  reading.uuid = gpu.uuid;
+  reading.bus_id = gpu.bus_id;
+  reading.pci_bus_id = gpu.pci_bus_id;
+  reading.name = gpu.name;
+  reading.lost = gpu.handle == nullptr;
+  reading.links.resize(gpu.link_count);
+  for (unsigned link = 0; link < gpu.link_count && !reading.lost; ++link) {
+    ReadLink(gpu, link, &reading, snapshot);
+  }
+  if (!reading.lost && !gpu.requests.empty()) ReadFields(gpu, &reading, snapshot);
+  return reading;
+}
+
+void NvlinkReader::ReadLink(Gpu& gpu, unsigned link, GpuReading* reading,
+                            NvlinkSnapshot* snapshot) {
+  LinkReading& out = reading->links[link];
+  out.link = link;
+  EnableState state = 0;
+  const Return r = library_->device_get_nvlink_state(gpu.handle, link, &state);
+  if (r == kSuccess) {
+    out.active = state == 1;
+  } else if (r == kErrorGpuIsLost) {
+    reading->lost = true;
+    return;
+  } else if (r != kErrorNotSupported) {
+    Note(snapshot, "nvmlDeviceGetNvLinkState", r);
+  }
+  for (std::size_t c = 0; c < kErrorCounters; ++c) {
+    if (!gpu.error_supported[link][c]) continue;
+    unsigned long long value = 0;  // NOLINT(google-runtime-int): ABI type
+    const Return e = library_->device_get_nvlink_error_counter(
+        gpu.handle, link, static_cast<NvLinkErrorCounter>(c), &value);
+    if (e == kSuccess) {
+      out.errors[c] = value;
+    } else if (e == kErrorNotSupported) {
+      gpu.error_supported[link][c] = false;  // Blackwell: use the NVLink5 fields instead
+    } else if (e == kErrorGpuIsLost) {
+      reading->lost = true;
+      return;
+    } else {
+      Note(snapshot, "nvmlDeviceGetNvLinkErrorCounter", e);
+    }
+  }
+}
+
+void NvlinkReader::ReadFields(Gpu& gpu, GpuReading* reading, NvlinkSnapshot* snapshot) {
+  std::vector<FieldValue> values = gpu.requests;
+  const Return r =
+      library_->device_get_field_values(gpu.handle, static_cast<int>(values.size()), values.data());
+  if (r == kErrorGpuIsLost) {
+    reading->lost = true;
+    return;
+  }
+  if (r != kSuccess) {
+    Note(snapshot, "nvmlDeviceGetFieldValues", r);
+    return;
+  }
+  // SUCCESS means at least one value was filled: check each entry.
+  std::vector<FieldValue> keep;
+  keep.reserve(gpu.requests.size());
+  for (const FieldValue& value : values) {
+    if (value.nvmlReturn == kErrorNotSupported) continue;  // never ask again
+    FieldValue request{};
+    request.fieldId = value.fieldId;
+    request.scopeId = value.scopeId;
+    keep.push_back(request);
+    if (value.nvmlReturn != kSuccess) continue;
+    const std::optional<std::uint64_t> number = AsUnsigned(value);
+    if (!number) continue;
+    if (value.scopeId == kScopeAllLinks) {
+      if (const int slot = GpuSlot(value.fieldId); slot >= 0) reading->totals[slot] = number;
+    } else if (value.scopeId < gpu.link_count) {
+      if (const int slot = FieldSlot(value.fieldId); slot >= 0) {
+        reading->links[value.scopeId].fields[slot] = number;
+      }
+    }
+  }
+  gpu.requests = std::move(keep);
 }
 
 }  // namespace ncclscope::rdma::nvml

@@ -94,6 +94,11 @@ class NvlinkReader {
   };
   bool Discover(NvlinkSnapshot* snapshot);
   void Note(NvlinkSnapshot* snapshot, const char* what, Return code);
+  // Poll()'s steps for one GPU: its links' state and error counters one link at a time, then its
+  // field values (throughput, NVLink5 errors) in one call. A lost GPU stops the reading.
+  GpuReading ReadGpu(Gpu& gpu, NvlinkSnapshot* snapshot);
+  void ReadLink(Gpu& gpu, unsigned link, GpuReading* reading, NvlinkSnapshot* snapshot);
+  void ReadFields(Gpu& gpu, GpuReading* reading, NvlinkSnapshot* snapshot);
 
   Library* library_;
   std::vector<Gpu> gpus_;

@@ -197,6 +197,69 @@ std::vector<StepTimes> JobModel::RecvSteps(const std::vector<StepTimes>& sent,
   return out;
 }
 
+// How one collective instance's ring moves, channel by channel.
+struct JobModel::RingPace {
+  bool network = false;  // a multi-node ring: every hop of it crosses the network
+  double bus = 0;        // bus bytes (BusBytes)
+  double per_channel = 0;
+  int steps = 1;
+  double fast = 0;                          // healthy bytes per ns of a channel
+  std::vector<std::uint64_t> channel_time;  // per channel: latency + transfer
+  std::vector<double> step_ns;              // per channel: the ring's pace
+  std::vector<bool> slow_hop;               // [sender node][channel]
+  std::uint64_t longest = 0;
+  bool SlowHop(int sender_node, int channel) const {
+    return slow_hop[static_cast<std::size_t>(sender_node) * step_ns.size() +
+                    static_cast<std::size_t>(channel)];
+  }
+};
+
+std::vector<const CommInstance*> JobModel::InstancesOf(CommKind kind) const {
+  std::vector<const CommInstance*> instances;
+  for (const CommInstance& c : comms_) {
+    if (c.kind == kind) instances.push_back(&c);
+  }
+  return instances;
+}
+
+JobModel::RingPace JobModel::Pace(const WorkItem& item, std::uint64_t bytes,
+                                  const CommInstance& comm, std::uint64_t flow) const {
+  const int channels = options_.channels;
+  RingPace pace;
+  pace.bus = BusBytes(item.func, bytes, comm.nranks());
+  pace.per_channel = pace.bus / channels;
+  pace.network = comm.nnodes > 1;
+  pace.steps = static_cast<int>(std::clamp<std::uint64_t>(
+      (static_cast<std::uint64_t>(pace.per_channel) + kStepBytes - 1) / kStepBytes, 1, kMaxSteps));
+  pace.channel_time.resize(static_cast<std::size_t>(channels));
+  pace.step_ns.resize(static_cast<std::size_t>(channels));
+  pace.slow_hop.resize(static_cast<std::size_t>(options_.nodes) *
+                       static_cast<std::size_t>(channels));
+  pace.fast = ChannelBandwidth(pace.network, 0);
+  for (int c = 0; c < channels; ++c) {
+    // A ring moves at its slowest hop's pace: every hop of a multi-node ring crosses the
+    // network (world: each node's exit GPU to the next node; dp: each rank to the next node).
+    bool slow = false;
+    if (pace.network) {
+      for (int node = 0; node < options_.nodes; ++node) {
+        const bool hop = HopSlow(c, node, flow);
+        pace.slow_hop[static_cast<std::size_t>(node) * static_cast<std::size_t>(channels) +
+                      static_cast<std::size_t>(c)] = hop;
+        slow = slow || hop;
+      }
+    }
+    const double bw = slow ? pace.fast / options_.slow_factor : pace.fast;
+    pace.step_ns[static_cast<std::size_t>(c)] = pace.per_channel / pace.steps / bw;
+    const double transfer = pace.network ? std::llround(pace.step_ns[static_cast<std::size_t>(c)]) *
+                                               static_cast<double>(pace.steps)
+                                         : pace.per_channel / bw;
+    pace.channel_time[static_cast<std::size_t>(c)] =
+        options_.latency_ns + static_cast<std::uint64_t>(std::llround(transfer));
+    pace.longest = std::max(pace.longest, pace.channel_time[static_cast<std::size_t>(c)]);
+  }
+  return pace;
+}
+
 void JobModel::Collective(const WorkItem& item, std::uint64_t bytes,
                           const std::vector<std::uint64_t>& arrival,
                           std::vector<std::uint64_t>& ready,
@@ -204,55 +267,19 @@ void JobModel::Collective(const WorkItem& item, std::uint64_t bytes,
   const int gpus = options_.gpus;
   const int channels = options_.channels;
   // Every instance of the item's communicator kind runs it concurrently.
-  std::vector<const CommInstance*> instances;
-  for (const CommInstance& c : comms_) {
-    if (c.kind == item.comm) instances.push_back(&c);
-  }
-  for (const CommInstance* comm : instances) {
+  for (const CommInstance* comm : InstancesOf(item.comm)) {
     const int n = comm->nranks();
     std::uint64_t flow = 0;
     for (const int m : comm->members) flow = std::max(flow, arrival[static_cast<std::size_t>(m)]);
-    const double bus = BusBytes(item.func, bytes, n);
-    const double per_channel = bus / channels;
-    const bool network = comm->nnodes > 1;
-    const int steps = static_cast<int>(std::clamp<std::uint64_t>(
-        (static_cast<std::uint64_t>(per_channel) + kStepBytes - 1) / kStepBytes, 1, kMaxSteps));
-    std::vector<std::uint64_t> channel_time(static_cast<std::size_t>(channels));
-    std::vector<double> step_ns(static_cast<std::size_t>(channels));  // the ring's pace
-    std::vector<bool> slow_hop(static_cast<std::size_t>(options_.nodes) *
-                               static_cast<std::size_t>(channels));  // [sender node][channel]
-    std::uint64_t longest = 0;
-    const double fast = ChannelBandwidth(network, 0);
-    for (int c = 0; c < channels; ++c) {
-      // A ring moves at its slowest hop's pace: every hop of a multi-node ring crosses the
-      // network (world: each node's exit GPU to the next node; dp: each rank to the next node).
-      bool slow = false;
-      if (network) {
-        for (int node = 0; node < options_.nodes; ++node) {
-          const bool hop = HopSlow(c, node, flow);
-          slow_hop[static_cast<std::size_t>(node) * static_cast<std::size_t>(channels) +
-                   static_cast<std::size_t>(c)] = hop;
-          slow = slow || hop;
-        }
-      }
-      const double bw = slow ? fast / options_.slow_factor : fast;
-      step_ns[static_cast<std::size_t>(c)] = per_channel / steps / bw;
-      const double transfer =
-          network ? std::llround(step_ns[static_cast<std::size_t>(c)]) * static_cast<double>(steps)
-                  : per_channel / bw;
-      channel_time[static_cast<std::size_t>(c)] =
-          options_.latency_ns + static_cast<std::uint64_t>(std::llround(transfer));
-      longest = std::max(longest, channel_time[static_cast<std::size_t>(c)]);
-    }
+    const RingPace pace = Pace(item, bytes, *comm, flow);
     std::uint64_t& seq = seq_[static_cast<std::size_t>(comm - comms_.data()) * 6 +
                               static_cast<std::size_t>(FuncSlot(item.func))];
     const std::uint64_t this_seq = seq++;
-    for (const int m : comm->members) ready[static_cast<std::size_t>(m)] = Add(flow, longest);
+    for (const int m : comm->members) ready[static_cast<std::size_t>(m)] = Add(flow, pace.longest);
 
     for (int r = 0; r < n; ++r) {
       const int global = comm->members[static_cast<std::size_t>(r)];
       if (global / gpus != options_.node) continue;
-      const int local = global % gpus;
       const std::uint64_t a = arrival[static_cast<std::size_t>(global)];
       if (a == kNever) continue;  // never gets here: nothing to issue
       RankOp op;
@@ -264,65 +291,104 @@ void JobModel::Collective(const WorkItem& item, std::uint64_t bytes,
       op.bytes = bytes;
       op.arrival_ns = a;
       op.enqueue_ns = a > kEnqueueLeadNs ? a - kEnqueueLeadNs : a;
-      op.bus_bytes = bus;
+      op.bus_bytes = pace.bus;
       for (int c = 0; c < channels; ++c) {
         op.channel_start.push_back(a + static_cast<std::uint64_t>(c) * kChannelSkewNs);
-        op.channel_end.push_back(Add(flow, channel_time[static_cast<std::size_t>(c)]));
+        op.channel_end.push_back(Add(flow, pace.channel_time[static_cast<std::size_t>(c)]));
       }
-      if (network) {
-        // Who sends to / receives from the network on channel c: on world rings the node's exit
-        // and entry GPUs of that channel (different GPUs on different channels, as NCCL spreads
-        // rings over NICs); on dp rings (one rank per node) every rank, every channel.
-        const int node = global / gpus;
-        const int nodes = options_.nodes;
-        for (int c = 0; c < channels; ++c) {
-          const int exit = (c + gpus - 1) % gpus;
-          const int entry = c % gpus;
-          int send_to = -1;
-          int recv_from = -1;
-          if (comm->kind == CommKind::kWorld) {
-            if (local == exit) send_to = ((node + 1) % nodes) * gpus + entry;
-            if (local == entry) recv_from = ((node + nodes - 1) % nodes) * gpus + exit;
-          } else {
-            send_to = comm->members[static_cast<std::size_t>((r + 1) % n)];
-            recv_from = comm->members[static_cast<std::size_t>((r + n - 1) % n)];
-          }
-          const double d = step_ns[static_cast<std::size_t>(c)];
-          // This hop's own wire time per step: the ring's pace on the slow hop, the healthy
-          // rate on the others.
-          auto wire = [&](int sender_node) {
-            const bool hop_slow = slow_hop[static_cast<std::size_t>(sender_node) *
-                                               static_cast<std::size_t>(channels) +
-                                           static_cast<std::size_t>(c)];
-            return hop_slow ? d : per_channel / steps / fast;
-          };
-          const auto step_bytes = static_cast<std::uint64_t>(per_channel / steps);
-          if (send_to >= 0) {
-            NetOp net;
-            net.channel = c;
-            net.send = true;
-            net.peer = comm->RankOf(send_to);
-            net.step_bytes = step_bytes;
-            net.steps = SendSteps(a, arrival[static_cast<std::size_t>(send_to)], flow, steps, d,
-                                  wire(node));
-            op.net.push_back(std::move(net));
-          }
-          if (recv_from >= 0) {
-            const std::uint64_t from = arrival[static_cast<std::size_t>(recv_from)];
-            NetOp net;
-            net.channel = c;
-            net.send = false;
-            net.peer = comm->RankOf(recv_from);
-            net.step_bytes = step_bytes;
-            net.steps =
-                RecvSteps(SendSteps(from, a, flow, steps, d, wire((node + nodes - 1) % nodes)), a);
-            op.net.push_back(std::move(net));
-          }
-        }
-      }
-      out[static_cast<std::size_t>(local)].push_back(std::move(op));
+      if (pace.network) AddRingNetOps(*comm, r, arrival, flow, pace, op);
+      out[static_cast<std::size_t>(global % gpus)].push_back(std::move(op));
     }
   }
+}
+
+// Who sends to / receives from the network on channel c: on world rings the node's exit and entry
+// GPUs of that channel (different GPUs on different channels, as NCCL spreads rings over NICs);
+// on dp rings (one rank per node) every rank, every channel.
+void JobModel::AddRingNetOps(const CommInstance& comm, int r,
+                             const std::vector<std::uint64_t>& arrival, std::uint64_t flow,
+                             const RingPace& pace, RankOp& op) const {
+  const int gpus = options_.gpus;
+  const int n = comm.nranks();
+  const int global = comm.members[static_cast<std::size_t>(r)];
+  const int local = global % gpus;
+  const int node = global / gpus;
+  const int nodes = options_.nodes;
+  const std::uint64_t a = op.arrival_ns;
+  const int steps = pace.steps;
+  for (int c = 0; c < options_.channels; ++c) {
+    const int exit = (c + gpus - 1) % gpus;
+    const int entry = c % gpus;
+    int send_to = -1;
+    int recv_from = -1;
+    if (comm.kind == CommKind::kWorld) {
+      if (local == exit) send_to = ((node + 1) % nodes) * gpus + entry;
+      if (local == entry) recv_from = ((node + nodes - 1) % nodes) * gpus + exit;
+    } else {
+      send_to = comm.members[static_cast<std::size_t>((r + 1) % n)];
+      recv_from = comm.members[static_cast<std::size_t>((r + n - 1) % n)];
+    }
+    const double d = pace.step_ns[static_cast<std::size_t>(c)];
+    // This hop's own wire time per step: the ring's pace on the slow hop, the healthy
+    // rate on the others.
+    auto wire = [&](int sender_node) {
+      return pace.SlowHop(sender_node, c) ? d : pace.per_channel / steps / pace.fast;
+    };
+    const auto step_bytes = static_cast<std::uint64_t>(pace.per_channel / steps);
+    if (send_to >= 0) {
+      NetOp net;
+      net.channel = c;
+      net.send = true;
+      net.peer = comm.RankOf(send_to);
+      net.step_bytes = step_bytes;
+      net.steps =
+          SendSteps(a, arrival[static_cast<std::size_t>(send_to)], flow, steps, d, wire(node));
+      op.net.push_back(std::move(net));
+    }
+    if (recv_from >= 0) {
+      const std::uint64_t from = arrival[static_cast<std::size_t>(recv_from)];
+      NetOp net;
+      net.channel = c;
+      net.send = false;
+      net.peer = comm.RankOf(recv_from);
+      net.step_bytes = step_bytes;
+      net.steps =
+          RecvSteps(SendSteps(from, a, flow, steps, d, wire((node + nodes - 1) % nodes)), a);
+      op.net.push_back(std::move(net));
+    }
+  }
+}
+
+// One pair (from -> to) of a SendRecv: it flows once both arrived; each pair uses kP2pChannels
+// channels.
+struct JobModel::P2pPair {
+  bool network = false;
+  std::uint64_t flow = 0;
+  std::uint64_t end = 0;
+  int steps = 1;
+  double step_ns = 0;
+};
+
+JobModel::P2pPair JobModel::Pair(const CommInstance& comm, int from, int to, std::uint64_t bytes,
+                                 const std::vector<std::uint64_t>& arrival) const {
+  const int gpus = options_.gpus;
+  P2pPair pair;
+  const int gf = comm.members[static_cast<std::size_t>(from)];
+  const int gt = comm.members[static_cast<std::size_t>(to)];
+  pair.network = gf / gpus != gt / gpus;
+  pair.flow =
+      std::max(arrival[static_cast<std::size_t>(gf)], arrival[static_cast<std::size_t>(gt)]);
+  const double per_channel = static_cast<double>(bytes) / kP2pChannels;
+  pair.steps = static_cast<int>(std::clamp<std::uint64_t>(
+      (static_cast<std::uint64_t>(per_channel) + kStepBytes - 1) / kStepBytes, 1, kMaxSteps));
+  const double bw = ChannelBandwidth(pair.network, -1);
+  pair.step_ns = per_channel / pair.steps / bw;
+  const double transfer = pair.network
+                              ? std::llround(pair.step_ns) * static_cast<double>(pair.steps)
+                              : per_channel / bw;
+  pair.end =
+      Add(pair.flow, options_.latency_ns + static_cast<std::uint64_t>(std::llround(transfer)));
+  return pair;
 }
 
 void JobModel::SendRecv(const WorkItem& item, std::uint64_t bytes,
@@ -330,87 +396,21 @@ void JobModel::SendRecv(const WorkItem& item, std::uint64_t bytes,
                         std::vector<std::uint64_t>& ready, std::vector<std::vector<RankOp>>& out) {
   const int gpus = options_.gpus;
   const std::uint64_t group = group_counter_++;
-  std::vector<const CommInstance*> instances;
-  for (const CommInstance& c : comms_) {
-    if (c.kind == item.comm) instances.push_back(&c);
-  }
-  for (const CommInstance* comm : instances) {
+  for (const CommInstance* comm : InstancesOf(item.comm)) {
     const int n = comm->nranks();
     if (n < 2) continue;
-    // Pair (r -> r+1): flows once both arrived; each pair uses kP2pChannels channels.
-    auto pair = [&](int from, int to, bool* network, std::uint64_t* flow, std::uint64_t* end,
-                    int* steps, double* step_ns) {
-      const int gf = comm->members[static_cast<std::size_t>(from)];
-      const int gt = comm->members[static_cast<std::size_t>(to)];
-      *network = gf / gpus != gt / gpus;
-      *flow =
-          std::max(arrival[static_cast<std::size_t>(gf)], arrival[static_cast<std::size_t>(gt)]);
-      const double per_channel = static_cast<double>(bytes) / kP2pChannels;
-      *steps = static_cast<int>(std::clamp<std::uint64_t>(
-          (static_cast<std::uint64_t>(per_channel) + kStepBytes - 1) / kStepBytes, 1, kMaxSteps));
-      const double bw = ChannelBandwidth(*network, -1);
-      *step_ns = per_channel / *steps / bw;
-      const double transfer =
-          *network ? std::llround(*step_ns) * static_cast<double>(*steps) : per_channel / bw;
-      *end = Add(*flow, options_.latency_ns + static_cast<std::uint64_t>(std::llround(transfer)));
-    };
     std::vector<std::uint64_t> done(static_cast<std::size_t>(n), 0);
     for (int r = 0; r < n; ++r) {
-      bool net_send = false;
-      bool net_recv = false;
-      std::uint64_t flow_send = 0;
-      std::uint64_t flow_recv = 0;
-      std::uint64_t end_send = 0;
-      std::uint64_t end_recv = 0;
-      int steps = 1;
-      double step_ns = 0;
-      pair(r, (r + 1) % n, &net_send, &flow_send, &end_send, &steps, &step_ns);
-      pair((r + n - 1) % n, r, &net_recv, &flow_recv, &end_recv, &steps, &step_ns);
-      done[static_cast<std::size_t>(r)] = std::max(end_send, end_recv);
+      const P2pPair send = Pair(*comm, r, (r + 1) % n, bytes, arrival);
+      const P2pPair recv = Pair(*comm, (r + n - 1) % n, r, bytes, arrival);
+      done[static_cast<std::size_t>(r)] = std::max(send.end, recv.end);
       const int global = comm->members[static_cast<std::size_t>(r)];
       if (global / gpus != options_.node) continue;
       const std::uint64_t a = arrival[static_cast<std::size_t>(global)];
       if (a == kNever) continue;
-      for (int dir = 0; dir < 2; ++dir) {
-        const bool send = dir == 0;
-        const int peer = send ? (r + 1) % n : (r + n - 1) % n;
-        RankOp op;
-        op.item = &item;
-        op.comm = comm;
-        op.comm_rank = r;
-        op.func = send ? "Send" : "Recv";
-        op.peer = peer;
-        op.bytes = bytes;
-        op.arrival_ns = a;
-        op.enqueue_ns = a > kEnqueueLeadNs ? a - kEnqueueLeadNs : a;
-        op.bus_bytes = static_cast<double>(bytes);
-        op.p2p = true;
-        op.group = group;
-        for (int c = 0; c < kP2pChannels; ++c) {
-          op.channel_start.push_back(a + static_cast<std::uint64_t>(c) * kChannelSkewNs);
-          op.channel_end.push_back(send ? end_send : end_recv);
-        }
-        const bool network = send ? net_send : net_recv;
-        if (network) {
-          const int other = comm->members[static_cast<std::size_t>(peer)];
-          const std::uint64_t other_arrival = arrival[static_cast<std::size_t>(other)];
-          const std::uint64_t flow = send ? flow_send : flow_recv;
-          for (int c = 0; c < kP2pChannels; ++c) {
-            NetOp net;
-            net.channel = c;
-            net.send = send;
-            net.peer = peer;
-            net.step_bytes =
-                static_cast<std::uint64_t>(static_cast<double>(bytes) / kP2pChannels / steps);
-            if (send) {
-              net.steps = SendSteps(a, other_arrival, flow, steps, step_ns, step_ns);
-            } else {
-              net.steps = RecvSteps(SendSteps(other_arrival, a, flow, steps, step_ns, step_ns), a);
-            }
-            op.net.push_back(std::move(net));
-          }
-        }
-        out[static_cast<std::size_t>(global % gpus)].push_back(std::move(op));
+      for (const bool is_send : {true, false}) {
+        out[static_cast<std::size_t>(global % gpus)].push_back(
+            P2pOp(item, *comm, r, is_send, bytes, group, a, is_send ? send : recv, recv, arrival));
       }
     }
     for (int r = 0; r < n; ++r) {
@@ -418,6 +418,49 @@ void JobModel::SendRecv(const WorkItem& item, std::uint64_t bytes,
           done[static_cast<std::size_t>(r)];
     }
   }
+}
+
+RankOp JobModel::P2pOp(const WorkItem& item, const CommInstance& comm, int r, bool send,
+                       std::uint64_t bytes, std::uint64_t group, std::uint64_t a,
+                       const P2pPair& pair, const P2pPair& pace,
+                       const std::vector<std::uint64_t>& arrival) const {
+  const int n = comm.nranks();
+  const int peer = send ? (r + 1) % n : (r + n - 1) % n;
+  RankOp op;
+  op.item = &item;
+  op.comm = &comm;
+  op.comm_rank = r;
+  op.func = send ? "Send" : "Recv";
+  op.peer = peer;
+  op.bytes = bytes;
+  op.arrival_ns = a;
+  op.enqueue_ns = a > kEnqueueLeadNs ? a - kEnqueueLeadNs : a;
+  op.bus_bytes = static_cast<double>(bytes);
+  op.p2p = true;
+  op.group = group;
+  for (int c = 0; c < kP2pChannels; ++c) {
+    op.channel_start.push_back(a + static_cast<std::uint64_t>(c) * kChannelSkewNs);
+    op.channel_end.push_back(pair.end);
+  }
+  if (!pair.network) return op;
+  const int other = comm.members[static_cast<std::size_t>(peer)];
+  const std::uint64_t other_arrival = arrival[static_cast<std::size_t>(other)];
+  const int steps = pace.steps;
+  const double step_ns = pace.step_ns;
+  for (int c = 0; c < kP2pChannels; ++c) {
+    NetOp net;
+    net.channel = c;
+    net.send = send;
+    net.peer = peer;
+    net.step_bytes = static_cast<std::uint64_t>(static_cast<double>(bytes) / kP2pChannels / steps);
+    if (send) {
+      net.steps = SendSteps(a, other_arrival, pair.flow, steps, step_ns, step_ns);
+    } else {
+      net.steps = RecvSteps(SendSteps(other_arrival, a, pair.flow, steps, step_ns, step_ns), a);
+    }
+    op.net.push_back(std::move(net));
+  }
+  return op;
 }
 
 std::vector<std::vector<RankOp>> JobModel::NextIteration() {

@@ -115,9 +115,27 @@ class JobModel {
   void ReadFaultEndFile();
   // Whether the network hop that `sender_node` sends on `channel` is the slow link at `at`.
   bool HopSlow(int channel, int sender_node, std::uint64_t at) const;
+  // The communicator instances of a kind (every one runs the item concurrently).
+  std::vector<const CommInstance*> InstancesOf(CommKind kind) const;
+  // Collective()'s steps: how the instance's ring moves once the data flows at `flow`; the
+  // network sends and receives of rank `r`'s op.
+  struct RingPace;  // job_model.cc
+  RingPace Pace(const WorkItem& item, std::uint64_t bytes, const CommInstance& comm,
+                std::uint64_t flow) const;
+  void AddRingNetOps(const CommInstance& comm, int r, const std::vector<std::uint64_t>& arrival,
+                     std::uint64_t flow, const RingPace& pace, RankOp& op) const;
   void Collective(const WorkItem& item, std::uint64_t bytes,
                   const std::vector<std::uint64_t>& arrival, std::vector<std::uint64_t>& ready,
                   std::vector<std::vector<RankOp>>& out);
+  // SendRecv()'s steps: how one pair's transfer goes; one rank's send or receive op. The network
+  // steps of both directions take the pace (`pace`) of the pair the rank receives from, as the
+  // model always has.
+  struct P2pPair;  // job_model.cc
+  P2pPair Pair(const CommInstance& comm, int from, int to, std::uint64_t bytes,
+               const std::vector<std::uint64_t>& arrival) const;
+  RankOp P2pOp(const WorkItem& item, const CommInstance& comm, int r, bool send,
+               std::uint64_t bytes, std::uint64_t group, std::uint64_t a, const P2pPair& pair,
+               const P2pPair& pace, const std::vector<std::uint64_t>& arrival) const;
   void SendRecv(const WorkItem& item, std::uint64_t bytes,
                 const std::vector<std::uint64_t>& arrival, std::vector<std::uint64_t>& ready,
                 std::vector<std::vector<RankOp>>& out);

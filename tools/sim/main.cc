@@ -58,38 +58,31 @@ int RunRank(const Options& o, const std::string& plugin_path, int local, std::ui
   return runner.Run() ? 0 : 3;
 }
 
-int Main(int argc, char** argv) {
-  std::string error;
-  const std::optional<Options> parsed = ParseOptions(argc, argv, &error);
-  if (!parsed) {
-    if (!error.empty()) std::fprintf(stderr, "ncclscope-sim: %s\n\n", error.c_str());
-    std::fputs(UsageText().c_str(), error.empty() ? stdout : stderr);
-    return error.empty() ? 0 : 2;
-  }
-  const Options& o = *parsed;
-  const std::string plugin_path =
-      o.plugin.empty() ? Find("libnccl-profiler-ncclscope.so", NCCLSCOPE_SIM_PLUGIN_PATH)
-                       : o.plugin;
-  // The simulated CUDA driver names each rank's GPU for the plugin (sim_cuda.c).
+// What every rank needs before the first one starts: the simulated CUDA driver, which names
+// each rank's GPU for the plugin (sim_cuda.c), and the environment the plugin reads at its first
+// init (before any thread of ours exists).
+void PrepareProcess(const Options& o) {
   const std::string cuda = Find("libncclscope-sim-cuda.so", NCCLSCOPE_SIM_CUDA_PATH);
   if (dlopen(cuda.c_str(), RTLD_NOW | RTLD_GLOBAL) == nullptr) {
     std::fprintf(stderr, "ncclscope-sim: no simulated CUDA driver (%s): GPUs stay unnamed\n",
                  dlerror());
   }
-  // Read by the plugin at its first init (before any thread of ours exists).
   setenv("NCCLSCOPE_JOB_ID", o.job_id.c_str(), 0);  // NOLINT(concurrency-mt-unsafe)
   // The simulated ranks share this node's cores with each other and the agent, so the plugin's
   // wall-clock timing of its calls includes the simulator's own crowding and its overhead
   // governor would react to that. Off unless the environment sets a budget (to try it).
-  setenv("NCCLSCOPE_OVERHEAD_BUDGET", "0", 0);               // NOLINT(concurrency-mt-unsafe)
-  const char* ring_dir = std::getenv("NCCLSCOPE_RING_DIR");  // NOLINT(concurrency-mt-unsafe)
+  setenv("NCCLSCOPE_OVERHEAD_BUDGET", "0", 0);  // NOLINT(concurrency-mt-unsafe)
 
   struct sigaction action = {};
   action.sa_handler = OnSignal;
   sigemptyset(&action.sa_mask);
   sigaction(SIGINT, &action, nullptr);
   sigaction(SIGTERM, &action, nullptr);
+}
 
+// The job and the faults injected into it, on stderr: a simulated job says so.
+void Announce(const Options& o, const std::string& plugin_path) {
+  const char* ring_dir = std::getenv("NCCLSCOPE_RING_DIR");  // NOLINT(concurrency-mt-unsafe)
   const int first = o.node * o.gpus;
   std::fprintf(stderr,
                "ncclscope-sim: SIMULATED job %s: %d node(s) x %d GPU(s), this is node %d (ranks "
@@ -120,37 +113,38 @@ int Main(int argc, char** argv) {
                  static_cast<unsigned long long>(o.hang_iteration));
   }
   std::fflush(stderr);
-  // Time for every rank to come up; or the job's start every node's simulator was given.
-  const std::uint64_t t0 =
-      o.start_at_ns != 0 ? o.start_at_ns : platform::RealtimeNs() + 200'000'000;
+}
 
-  if (o.threads) {
-    std::vector<int> codes(static_cast<std::size_t>(o.gpus), 0);
-    std::vector<std::thread> threads;
-    threads.reserve(static_cast<std::size_t>(o.gpus));
-    replay::ProfilerPlugin plugin(plugin_path);
-    if (!plugin.ok() || !plugin.Has(o.abi)) {
-      std::fprintf(stderr, "ncclscope-sim: cannot use %s (ABI v%d): %s\n", plugin_path.c_str(),
-                   o.abi, plugin.error().c_str());
-      return 2;
-    }
-    std::vector<std::unique_ptr<RankRunner>> runners;
-    runners.reserve(static_cast<std::size_t>(o.gpus));
-    for (int local = 0; local < o.gpus; ++local) {
-      runners.push_back(std::make_unique<RankRunner>(o, plugin, local, t0, g_stop));
-    }
-    for (int local = 0; local < o.gpus; ++local) {
-      threads.emplace_back([&, local] {
-        codes[static_cast<std::size_t>(local)] =
-            runners[static_cast<std::size_t>(local)]->Run() ? 0 : 3;
-      });
-    }
-    for (std::thread& t : threads) t.join();
-    int worst = 0;
-    for (const int c : codes) worst = std::max(worst, c);
-    return worst;
+// --threads: every rank a thread of this process, sharing one loaded plugin.
+int RunThreads(const Options& o, const std::string& plugin_path, std::uint64_t t0) {
+  std::vector<int> codes(static_cast<std::size_t>(o.gpus), 0);
+  std::vector<std::thread> threads;
+  threads.reserve(static_cast<std::size_t>(o.gpus));
+  replay::ProfilerPlugin plugin(plugin_path);
+  if (!plugin.ok() || !plugin.Has(o.abi)) {
+    std::fprintf(stderr, "ncclscope-sim: cannot use %s (ABI v%d): %s\n", plugin_path.c_str(), o.abi,
+                 plugin.error().c_str());
+    return 2;
   }
+  std::vector<std::unique_ptr<RankRunner>> runners;
+  runners.reserve(static_cast<std::size_t>(o.gpus));
+  for (int local = 0; local < o.gpus; ++local) {
+    runners.push_back(std::make_unique<RankRunner>(o, plugin, local, t0, g_stop));
+  }
+  for (int local = 0; local < o.gpus; ++local) {
+    threads.emplace_back([&, local] {
+      codes[static_cast<std::size_t>(local)] =
+          runners[static_cast<std::size_t>(local)]->Run() ? 0 : 3;
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  int worst = 0;
+  for (const int c : codes) worst = std::max(worst, c);
+  return worst;
+}
 
+// One process per rank, as NCCL jobs run; a stop signal is forwarded to every child.
+int RunProcesses(const Options& o, const std::string& plugin_path, std::uint64_t t0) {
   std::fflush(nullptr);
   std::vector<pid_t> children;
   for (int local = 0; local < o.gpus; ++local) {
@@ -179,6 +173,25 @@ int Main(int argc, char** argv) {
     worst = std::max(worst, code);
   }
   return worst;
+}
+
+int Main(int argc, char** argv) {
+  std::string error;
+  const std::optional<Options> parsed = ParseOptions(argc, argv, &error);
+  if (!parsed) {
+    if (!error.empty()) std::fprintf(stderr, "ncclscope-sim: %s\n\n", error.c_str());
+    std::fputs(UsageText().c_str(), error.empty() ? stdout : stderr);
+    return error.empty() ? 0 : 2;
+  }
+  const Options& o = *parsed;
+  const std::string plugin_path =
+      o.plugin.empty() ? Find("libnccl-profiler-ncclscope.so", NCCLSCOPE_SIM_PLUGIN_PATH)
+                       : o.plugin;
+  PrepareProcess(o);
+  Announce(o, plugin_path);
+  // Time for every rank to come up; or the job's start every node's simulator was given.
+  const std::uint64_t t0 = o.start_at_ns != 0 ? o.start_at_ns : platform::RealtimeNs() + 200'000'000;
+  return o.threads ? RunThreads(o, plugin_path, t0) : RunProcesses(o, plugin_path, t0);
 }
 
 }  // namespace

@@ -11,12 +11,15 @@
 #include <atomic>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "tools/replay/nccl_replay.h"
 #include "tools/sim/job_model.h"
 #include "tools/sim/sim_options.h"
+#include "tools/sim/timed_executor.h"
 
 namespace ncclscope::sim {
 
@@ -44,6 +47,26 @@ class RankRunner {
   std::string Summary() const;
 
  private:
+  // Run()'s steps: initialize this rank's communicators; run the iterations until done, out of
+  // time, stopped or blocked in an op that never ends (returns whether blocked).
+  bool InitComms(replay::ReplayProcess& process, const JobModel& model,
+                 std::vector<std::unique_ptr<replay::ReplayComm>>& comms,
+                 std::map<std::uint64_t, replay::ReplayComm*>& by_id);
+  bool RunIterations(JobModel& model, std::map<std::uint64_t, replay::ReplayComm*>& by_id,
+                     TimedExecutor& executor, std::uint64_t deadline);
+  bool RunIteration(const std::vector<RankOp>& ops,
+                    std::map<std::uint64_t, replay::ReplayComm*>& by_id, TimedExecutor& executor,
+                    std::uint64_t deadline, bool* out_of_time);
+  // Enqueues the p2p group starting at ops[i] (one ncclGroup); returns the index past it.
+  std::size_t EnqueueP2pGroup(const std::vector<RankOp>& ops, std::size_t i,
+                              replay::ReplayComm* comm, TimedExecutor& executor);
+  void EnqueueCollective(const RankOp& op, replay::ReplayComm* comm, TimedExecutor& executor);
+  // Posts an enqueued op's kernel and proxy events at their times, and counts what it will
+  // complete (Summary()).
+  void Schedule(TimedExecutor& executor, const RankOp& op, replay::ReplayComm* comm,
+                const replay::EnqueuedOp& e);
+  void Expect(const RankOp& op, std::uint64_t end);
+
   const Options& options_;
   const replay::ProfilerPlugin& plugin_;
   int local_;

@@ -130,185 +130,209 @@ Other:    --plugin PATH  --abi 4|5|6 (6)  --threads (ranks as threads of one pro
 )";
 }
 
+namespace {
+
+// The command line, one option at a time. Each reader takes the option's value, checks it and
+// says what is wrong in *error.
+class ArgReader {
+ public:
+  ArgReader(int argc, char** argv, std::string* error) : argc_(argc), argv_(argv), error_(error) {}
+
+  bool Next() {
+    if (++i_ >= argc_) return false;
+    arg_ = argv_[i_];
+    return true;
+  }
+  const std::string& arg() const { return arg_; }
+
+  std::optional<std::string> Value() {
+    if (i_ + 1 >= argc_) {
+      *error_ = arg_ + " needs a value";
+      return std::nullopt;
+    }
+    return std::string(argv_[++i_]);
+  }
+  bool Text(std::string* out) {
+    const auto v = Value();
+    if (v) *out = *v;
+    return v.has_value();
+  }
+  template <typename T>
+  bool Integer(T* out, long long min, long long max) {
+    const auto v = Value();
+    if (!v) return false;
+    char* end = nullptr;
+    const long long n = std::strtoll(v->c_str(), &end, 10);
+    if (end == v->c_str() || *end != '\0' || n < min || n > max) {
+      *error_ = arg_ + ": '" + *v + "' is not a number in [" + std::to_string(min) + ", " +
+                std::to_string(max) + "]";
+      return false;
+    }
+    *out = static_cast<T>(n);
+    return true;
+  }
+  bool Real(double* out, double min) {
+    const auto v = Value();
+    if (!v) return false;
+    char* end = nullptr;
+    const double d = std::strtod(v->c_str(), &end);
+    if (end == v->c_str() || *end != '\0' || !(d >= min)) {
+      *error_ = arg_ + ": '" + *v + "' is not a number >= " + std::to_string(min);
+      return false;
+    }
+    *out = d;
+    return true;
+  }
+  bool Duration(std::uint64_t* out) {
+    const auto v = Value();
+    if (!v) return false;
+    std::string why;
+    const auto d = config::Duration::Parse(*v, &why);
+    if (!d) {
+      *error_ = arg_;
+      *error_ += ": ";
+      *error_ += why;
+      return false;
+    }
+    *out = static_cast<std::uint64_t>(d->value().count());
+    return true;
+  }
+  bool Workload(std::vector<WorkItem>* out) {
+    const auto v = Value();
+    return v.has_value() && ParseWorkload(*v, out, error_);
+  }
+  bool Seconds(double* out) {
+    std::uint64_t ns = 0;
+    const bool ok = Duration(&ns);
+    *out = static_cast<double>(ns) * 1e-9;
+    return ok;
+  }
+  bool UnixMs(std::uint64_t* out_ns) {
+    const auto v = Value();
+    char* end = nullptr;
+    const double ms = v ? std::strtod(v->c_str(), &end) : 0;
+    const bool ok = v.has_value() && end != v->c_str() && *end == '\0' && ms > 0;
+    if (!ok && v) *error_ = arg_ + ": '" + *v + "' is not a unix time in milliseconds";
+    *out_ns = static_cast<std::uint64_t>(ms * 1e6);
+    return ok;
+  }
+
+ private:
+  int argc_;
+  char** argv_;
+  std::string* error_;
+  int i_ = 0;
+  std::string arg_;
+};
+
+// Whether an option group knew the option, and whether its value was good.
+enum class Took { kNotMine, kOk, kBad };
+Took Result(bool ok) { return ok ? Took::kOk : Took::kBad; }
+
+// The groups of the usage text: Job, Pace and Noise, Links and Faults, Other.
+Took JobOption(ArgReader& in, Options& o) {
+  const std::string& arg = in.arg();
+  if (arg == "--nodes") return Result(in.Integer(&o.nodes, 1, 4096));
+  if (arg == "--gpus") return Result(in.Integer(&o.gpus, 1, 64));
+  if (arg == "--node") return Result(in.Integer(&o.node, 0, 4095));
+  if (arg == "--channels") return Result(in.Integer(&o.channels, 1, 64));
+  if (arg == "--algo") return Result(in.Text(&o.algo));
+  if (arg == "--proto") return Result(in.Text(&o.proto));
+  if (arg == "--workload") return Result(in.Workload(&o.workload));
+  return Took::kNotMine;
+}
+
+Took PaceOption(ArgReader& in, Options& o) {
+  const std::string& arg = in.arg();
+  if (arg == "--rate") return Result(in.Real(&o.rate, 0.001));
+  if (arg == "--iterations") return Result(in.Integer(&o.iterations, 0, 1LL << 40));
+  if (arg == "--duration") return Result(in.Seconds(&o.duration_s));
+  if (arg == "--linger") return Result(in.Seconds(&o.linger_s));
+  if (arg == "--compute-gap") return Result(in.Duration(&o.compute_gap_ns));
+  if (arg == "--jitter") return Result(in.Duration(&o.jitter_ns));
+  if (arg == "--latency") return Result(in.Duration(&o.latency_ns));
+  if (arg == "--pause-every") return Result(in.Duration(&o.pause_every_ns));
+  if (arg == "--pause-for") return Result(in.Duration(&o.pause_for_ns));
+  if (arg == "--resize-every") return Result(in.Duration(&o.resize_every_ns));
+  if (arg == "--resize-factor") return Result(in.Real(&o.resize_factor, 0.001));
+  return Took::kNotMine;
+}
+
+Took FaultOption(ArgReader& in, Options& o) {
+  const std::string& arg = in.arg();
+  if (arg == "--nvlink-gbps") return Result(in.Real(&o.nvlink_gbps, 0.001));
+  if (arg == "--network-gbps") return Result(in.Real(&o.network_gbps, 0.001));
+  if (arg == "--slow-rank") return Result(in.Integer(&o.slow_rank, 0, 1 << 24));
+  if (arg == "--slow-by") return Result(in.Duration(&o.slow_by_ns));
+  if (arg == "--slow-channel") return Result(in.Integer(&o.slow_channel, 0, 63));
+  if (arg == "--slow-node") return Result(in.Integer(&o.slow_node, 0, 4095));
+  if (arg == "--slow-factor") return Result(in.Real(&o.slow_factor, 1));
+  if (arg == "--fault-start") return Result(in.Duration(&o.fault_start_ns));
+  if (arg == "--fault-end") return Result(in.Duration(&o.fault_end_ns));
+  if (arg == "--fault-end-file") return Result(in.Text(&o.fault_end_file));
+  if (arg == "--hang-at") return Result(in.Duration(&o.hang_at_ns));
+  if (arg == "--hang-rank") return Result(in.Integer(&o.hang_rank, 0, 1 << 24));
+  if (arg == "--hang-iteration") return Result(in.Integer(&o.hang_iteration, 0, 1LL << 40));
+  return Took::kNotMine;
+}
+
+Took OtherOption(ArgReader& in, Options& o) {
+  const std::string& arg = in.arg();
+  if (arg == "--plugin") return Result(in.Text(&o.plugin));
+  if (arg == "--abi") return Result(in.Integer(&o.abi, 4, 6));
+  if (arg == "--start-at") return Result(in.UnixMs(&o.start_at_ns));
+  if (arg == "--seed") return Result(in.Integer(&o.seed, 0, 1LL << 62));
+  if (arg == "--job-id") return Result(in.Text(&o.job_id));
+  if (arg == "--tick") return Result(in.Duration(&o.tick_ns));
+  if (arg == "--threads") {
+    o.threads = true;
+    return Took::kOk;
+  }
+  if (arg == "--quiet") {
+    o.quiet = true;
+    return Took::kOk;
+  }
+  return Took::kNotMine;
+}
+
+// What the options say together that none says alone; nullptr when they agree.
+const char* Disagreement(const Options& o) {
+  if (o.node >= o.nodes) return "--node must be below --nodes";
+  const int ranks = o.nodes * o.gpus;
+  if (o.slow_rank >= ranks || o.hang_rank >= ranks) {
+    return "--slow-rank/--hang-rank must name a rank below nodes x gpus";
+  }
+  if (o.slow_channel >= o.channels) return "--slow-channel must be below --channels";
+  if (o.slow_node >= o.nodes) return "--slow-node must be below --nodes";
+  if (o.fault_end_ns <= o.fault_start_ns) return "--fault-end must be after --fault-start";
+  return nullptr;
+}
+
+}  // namespace
+
 std::optional<Options> ParseOptions(int argc, char** argv, std::string* error) {
   Options o;
   ParseWorkload("AllReduce:world:64MiB,AllGather:tp:16MiB,ReduceScatter:tp:16MiB,SendRecv:dp:4MiB",
                 &o.workload, error);
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto value = [&]() -> std::optional<std::string> {
-      if (i + 1 >= argc) {
-        *error = arg + " needs a value";
-        return std::nullopt;
-      }
-      return std::string(argv[++i]);
-    };
-    auto integer = [&](auto* out, long long min, long long max) {
-      const auto v = value();
-      if (!v) return false;
-      char* end = nullptr;
-      const long long n = std::strtoll(v->c_str(), &end, 10);
-      if (end == v->c_str() || *end != '\0' || n < min || n > max) {
-        *error = arg + ": '" + *v + "' is not a number in [" + std::to_string(min) + ", " +
-                 std::to_string(max) + "]";
-        return false;
-      }
-      *out = static_cast<std::remove_pointer_t<decltype(out)>>(n);
-      return true;
-    };
-    auto real = [&](double* out, double min) {
-      const auto v = value();
-      if (!v) return false;
-      char* end = nullptr;
-      const double d = std::strtod(v->c_str(), &end);
-      if (end == v->c_str() || *end != '\0' || !(d >= min)) {
-        *error = arg + ": '" + *v + "' is not a number >= " + std::to_string(min);
-        return false;
-      }
-      *out = d;
-      return true;
-    };
-    auto duration = [&](std::uint64_t* out) {
-      const auto v = value();
-      if (!v) return false;
-      std::string why;
-      const auto d = config::Duration::Parse(*v, &why);
-      if (!d) {
-        *error = arg;
-        *error += ": ";
-        *error += why;
-        return false;
-      }
-      *out = static_cast<std::uint64_t>(d->value().count());
-      return true;
-    };
-    bool ok = true;
-    if (arg == "--help" || arg == "-h") {
+  ArgReader in(argc, argv, error);
+  while (in.Next()) {
+    if (in.arg() == "--help" || in.arg() == "-h") {
       *error = "";
       return std::nullopt;
-    } else if (arg == "--plugin") {
-      const auto v = value();
-      ok = v.has_value();
-      if (ok) o.plugin = *v;
-    } else if (arg == "--abi") {
-      ok = integer(&o.abi, 4, 6);
-    } else if (arg == "--nodes") {
-      ok = integer(&o.nodes, 1, 4096);
-    } else if (arg == "--gpus") {
-      ok = integer(&o.gpus, 1, 64);
-    } else if (arg == "--node") {
-      ok = integer(&o.node, 0, 4095);
-    } else if (arg == "--channels") {
-      ok = integer(&o.channels, 1, 64);
-    } else if (arg == "--algo") {
-      const auto v = value();
-      ok = v.has_value();
-      if (ok) o.algo = *v;
-    } else if (arg == "--proto") {
-      const auto v = value();
-      ok = v.has_value();
-      if (ok) o.proto = *v;
-    } else if (arg == "--workload") {
-      const auto v = value();
-      ok = v.has_value() && ParseWorkload(*v, &o.workload, error);
-    } else if (arg == "--rate") {
-      ok = real(&o.rate, 0.001);
-    } else if (arg == "--iterations") {
-      ok = integer(&o.iterations, 0, 1LL << 40);
-    } else if (arg == "--duration") {
-      std::uint64_t ns = 0;
-      ok = duration(&ns);
-      o.duration_s = static_cast<double>(ns) * 1e-9;
-    } else if (arg == "--linger") {
-      std::uint64_t ns = 0;
-      ok = duration(&ns);
-      o.linger_s = static_cast<double>(ns) * 1e-9;
-    } else if (arg == "--compute-gap") {
-      ok = duration(&o.compute_gap_ns);
-    } else if (arg == "--jitter") {
-      ok = duration(&o.jitter_ns);
-    } else if (arg == "--latency") {
-      ok = duration(&o.latency_ns);
-    } else if (arg == "--nvlink-gbps") {
-      ok = real(&o.nvlink_gbps, 0.001);
-    } else if (arg == "--network-gbps") {
-      ok = real(&o.network_gbps, 0.001);
-    } else if (arg == "--slow-rank") {
-      ok = integer(&o.slow_rank, 0, 1 << 24);
-    } else if (arg == "--slow-by") {
-      ok = duration(&o.slow_by_ns);
-    } else if (arg == "--slow-channel") {
-      ok = integer(&o.slow_channel, 0, 63);
-    } else if (arg == "--slow-node") {
-      ok = integer(&o.slow_node, 0, 4095);
-    } else if (arg == "--fault-start") {
-      ok = duration(&o.fault_start_ns);
-    } else if (arg == "--fault-end") {
-      ok = duration(&o.fault_end_ns);
-    } else if (arg == "--fault-end-file") {
-      const auto v = value();
-      ok = v.has_value();
-      if (ok) o.fault_end_file = *v;
-    } else if (arg == "--hang-at") {
-      ok = duration(&o.hang_at_ns);
-    } else if (arg == "--pause-every") {
-      ok = duration(&o.pause_every_ns);
-    } else if (arg == "--pause-for") {
-      ok = duration(&o.pause_for_ns);
-    } else if (arg == "--resize-every") {
-      ok = duration(&o.resize_every_ns);
-    } else if (arg == "--resize-factor") {
-      ok = real(&o.resize_factor, 0.001);
-    } else if (arg == "--slow-factor") {
-      ok = real(&o.slow_factor, 1);
-    } else if (arg == "--hang-rank") {
-      ok = integer(&o.hang_rank, 0, 1 << 24);
-    } else if (arg == "--hang-iteration") {
-      ok = integer(&o.hang_iteration, 0, 1LL << 40);
-    } else if (arg == "--start-at") {
-      const auto v = value();
-      char* end = nullptr;
-      const double ms = v ? std::strtod(v->c_str(), &end) : 0;
-      ok = v.has_value() && end != v->c_str() && *end == '\0' && ms > 0;
-      if (!ok && v) *error = arg + ": '" + *v + "' is not a unix time in milliseconds";
-      o.start_at_ns = static_cast<std::uint64_t>(ms * 1e6);
-    } else if (arg == "--threads") {
-      o.threads = true;
-    } else if (arg == "--seed") {
-      ok = integer(&o.seed, 0, 1LL << 62);
-    } else if (arg == "--job-id") {
-      const auto v = value();
-      ok = v.has_value();
-      if (ok) o.job_id = *v;
-    } else if (arg == "--tick") {
-      ok = duration(&o.tick_ns);
-    } else if (arg == "--quiet") {
-      o.quiet = true;
-    } else {
-      *error = "unknown option " + arg;
+    }
+    Took took = Took::kNotMine;
+    for (Took (*group)(ArgReader&, Options&) : {JobOption, PaceOption, FaultOption, OtherOption}) {
+      took = group(in, o);
+      if (took != Took::kNotMine) break;
+    }
+    if (took == Took::kNotMine) {
+      *error = "unknown option " + in.arg();
       return std::nullopt;
     }
-    if (!ok) return std::nullopt;
+    if (took == Took::kBad) return std::nullopt;
   }
-  if (o.node >= o.nodes) {
-    *error = "--node must be below --nodes";
-    return std::nullopt;
-  }
-  const int ranks = o.nodes * o.gpus;
-  if (o.slow_rank >= ranks || o.hang_rank >= ranks) {
-    *error = "--slow-rank/--hang-rank must name a rank below nodes x gpus";
-    return std::nullopt;
-  }
-  if (o.slow_channel >= o.channels) {
-    *error = "--slow-channel must be below --channels";
-    return std::nullopt;
-  }
-  if (o.slow_node >= o.nodes) {
-    *error = "--slow-node must be below --nodes";
-    return std::nullopt;
-  }
-  if (o.fault_end_ns <= o.fault_start_ns) {
-    *error = "--fault-end must be after --fault-start";
+  if (const char* why = Disagreement(o)) {
+    *error = why;
     return std::nullopt;
   }
   if (o.tick_ns == 0) o.tick_ns = 1;

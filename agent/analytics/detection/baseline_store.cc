@@ -151,6 +151,48 @@ bool BaselineStore::DecodeName(const std::string& text, std::string* name) {
   return name->size() <= kMaxCommNameBytes;
 }
 
+// One entry line's twelve fields into `n`; the reason when the line is not one.
+std::string BaselineStore::ParseEntry(std::string_view line, Node* n) {
+  const std::vector<std::string_view> f = Split(line);
+  if (f.size() != 12) return "expected 12 fields, found " + std::to_string(f.size());
+  if (!DecodeName(std::string(f[0]), &n->key.comm_name)) return "bad communicator name";
+  if (!ParseInt<std::int32_t>(f[1], 1, 1 << 24, &n->key.nranks) ||
+      !ParseInt<std::int32_t>(f[2], 1, 1 << 24, &n->key.nnodes) ||
+      !ParseInt<std::int32_t>(f[3], 0, n->key.nranks - 1, &n->key.rank)) {
+    return "bad nranks, nnodes or rank";
+  }
+  if (!ParseName(f[4], NCCLSCOPE_FUNC_COUNT, ncclscope_func_name, &n->key.func) ||
+      !ParseName(f[5], NCCLSCOPE_ALGO_COUNT, ncclscope_algo_name, &n->key.algo) ||
+      !ParseName(f[6], NCCLSCOPE_PROTO_COUNT, ncclscope_proto_name, &n->key.proto) ||
+      !ParseName(
+          f[7], kSizeBuckets,
+          [](unsigned i) { return SizeBucketLabel(static_cast<std::uint8_t>(i)); }, &n->key.size)) {
+    return "unknown function, algorithm, protocol or size";
+  }
+  if (!ParseDouble(f[8], &n->entry.p99_s) || n->entry.p99_s <= 0 || n->entry.p99_s > 3600) {
+    return "bad p99 (seconds, > 0, < 3600)";
+  }
+  if (!ParseInt<std::uint32_t>(f[9], 1, UINT32_MAX, &n->entry.windows) ||
+      !ParseInt<std::uint32_t>(f[10], 0, UINT32_MAX, &n->entry.anomalous) ||
+      !ParseInt<std::int64_t>(f[11], 0, INT64_MAX, &n->entry.last_seen_s)) {
+    return "bad windows, anomalous or last-seen field";
+  }
+  return {};
+}
+
+// Most recently seen first, as the file was written; forgotten and surplus entries dropped. The
+// reason when two entries share a key.
+std::string BaselineStore::Adopt(std::vector<Node>& nodes, std::int64_t now_s) {
+  for (Node& n : nodes) {
+    if (now_s - n.entry.last_seen_s > kForgetAfterS) continue;
+    if (index_.size() >= max_keys_) break;
+    if (index_.contains(n.key)) return "duplicate key " + EncodeName(n.key.comm_name);
+    lru_.push_back(std::move(n));
+    index_.emplace(lru_.back().key, std::prev(lru_.end()));
+  }
+  return {};
+}
+
 BaselineStore::LoadStatus BaselineStore::Load(const std::string& path, std::int64_t now_s,
                                               std::string* error) {
   lru_.clear();
@@ -202,44 +244,13 @@ BaselineStore::LoadStatus BaselineStore::Load(const std::string& path, std::int6
       ended = true;
       continue;
     }
-    const std::vector<std::string_view> f = Split(line);
-    if (f.size() != 12) return fail("expected 12 fields, found " + std::to_string(f.size()));
     Node n;
-    if (!DecodeName(std::string(f[0]), &n.key.comm_name)) return fail("bad communicator name");
-    if (!ParseInt<std::int32_t>(f[1], 1, 1 << 24, &n.key.nranks) ||
-        !ParseInt<std::int32_t>(f[2], 1, 1 << 24, &n.key.nnodes) ||
-        !ParseInt<std::int32_t>(f[3], 0, n.key.nranks - 1, &n.key.rank)) {
-      return fail("bad nranks, nnodes or rank");
-    }
-    if (!ParseName(f[4], NCCLSCOPE_FUNC_COUNT, ncclscope_func_name, &n.key.func) ||
-        !ParseName(f[5], NCCLSCOPE_ALGO_COUNT, ncclscope_algo_name, &n.key.algo) ||
-        !ParseName(f[6], NCCLSCOPE_PROTO_COUNT, ncclscope_proto_name, &n.key.proto) ||
-        !ParseName(
-            f[7], kSizeBuckets,
-            [](unsigned i) { return SizeBucketLabel(static_cast<std::uint8_t>(i)); },
-            &n.key.size)) {
-      return fail("unknown function, algorithm, protocol or size");
-    }
-    if (!ParseDouble(f[8], &n.entry.p99_s) || n.entry.p99_s <= 0 || n.entry.p99_s > 3600) {
-      return fail("bad p99 (seconds, > 0, < 3600)");
-    }
-    if (!ParseInt<std::uint32_t>(f[9], 1, UINT32_MAX, &n.entry.windows) ||
-        !ParseInt<std::uint32_t>(f[10], 0, UINT32_MAX, &n.entry.anomalous) ||
-        !ParseInt<std::int64_t>(f[11], 0, INT64_MAX, &n.entry.last_seen_s)) {
-      return fail("bad windows, anomalous or last-seen field");
-    }
+    if (std::string why = ParseEntry(line, &n); !why.empty()) return fail(why);
     nodes.push_back(std::move(n));
   }
   if (line_no == 0) return fail("empty file");
   if (!ended) return fail("no end line (a write cut short)");
-  // Most recently seen first, as the file was written; forgotten and surplus entries dropped.
-  for (Node& n : nodes) {
-    if (now_s - n.entry.last_seen_s > kForgetAfterS) continue;
-    if (index_.size() >= max_keys_) break;
-    if (index_.contains(n.key)) return fail("duplicate key " + EncodeName(n.key.comm_name));
-    lru_.push_back(std::move(n));
-    index_.emplace(lru_.back().key, std::prev(lru_.end()));
-  }
+  if (std::string why = Adopt(nodes, now_s); !why.empty()) return fail(why);
   return LoadStatus::kLoaded;
 }
 

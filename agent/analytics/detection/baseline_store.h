@@ -87,6 +87,9 @@ class BaselineStore {
     BaselineEntry entry;
   };
   void Touch(std::list<Node>::iterator it);
+  // Load()'s steps: one entry line; the parsed entries into the store.
+  static std::string ParseEntry(std::string_view line, Node* n);
+  std::string Adopt(std::vector<Node>& nodes, std::int64_t now_s);
 
   std::size_t max_keys_;
   std::list<Node> lru_;  // most recently used first

@@ -43,6 +43,47 @@ struct RawSymbol {
   const Elf64_Sym* sym = nullptr;
 };
 
+// A name Resolve() was asked for, and what the tables hold for it.
+struct Want {
+  std::string base;
+  std::string version;  // empty: the default (or the only, unversioned) one
+  std::vector<FunctionSymbol> found;
+  std::vector<FunctionSymbol> hidden;  // non-default versions, when no version was asked for
+};
+
+struct Wants {
+  std::map<std::string, Want, std::less<>> by_name;
+  std::map<std::string, std::vector<std::string>, std::less<>> by_base;  // base -> asked names
+};
+
+// Splits each wanted name into base name and requested version.
+Wants ParseWants(const std::vector<std::string>& names) {
+  Wants wants;
+  for (const std::string& name : names) {
+    Want want;
+    const auto at = name.find('@');
+    want.base = name.substr(0, at);
+    if (at != std::string::npos) {
+      want.version = name.substr(name.find_first_not_of('@', at));
+    }
+    wants.by_base[want.base].push_back(name);
+    wants.by_name.emplace(name, std::move(want));
+  }
+  return wants;
+}
+
+FunctionSymbol MakeSymbol(std::string_view name, const Elf64_Sym& sym, bool from_symtab,
+                          std::string version) {
+  FunctionSymbol f;
+  f.name = std::string(name);
+  f.version = std::move(version);
+  f.address = sym.st_value;
+  f.size = sym.st_size;
+  f.weak = ELF64_ST_BIND(sym.st_info) == STB_WEAK;
+  f.from_symtab = from_symtab;
+  return f;
+}
+
 }  // namespace
 
 struct SymbolFile::Impl {
@@ -55,6 +96,21 @@ struct SymbolFile::Impl {
   Table symtab;
   std::optional<std::uint32_t> versym_section;
   std::optional<std::uint32_t> verdef_section;
+
+  // Open()'s steps after the ELF header: each checks against the file size and the limits and
+  // says why not in *error.
+  bool ReadProgramHeaders(const Elf64_Ehdr& eh, std::string* error);
+  bool ReadSectionHeaders(const Elf64_Ehdr& eh, std::string* error);
+  // Finds .dynsym, .symtab and the version sections; a section a symbol lookup reads must lie
+  // within the file.
+  bool FindTables(std::string* error);
+
+  // Resolve()'s steps: gather candidates from .dynsym (with their versions) and from .symtab,
+  // then pick one per name or say why not.
+  std::vector<std::uint16_t> ReadVersym() const;
+  void FindInDynsym(Wants& wants, std::string* error) const;
+  void FindInSymtab(Wants& wants, std::string* error) const;
+  Resolution Choose(const Want& want, const std::string& error) const;
 
   bool LoadStrings(std::uint32_t section, std::string* out, std::string* error) const {
     if (section == 0 || section >= sections.size()) {
@@ -152,6 +208,93 @@ struct SymbolFile::Impl {
   }
 };
 
+namespace {
+
+// Why the ELF header is not one this reader handles; nullptr when it is.
+const char* ElfHeaderRejection(const Elf64_Ehdr& eh) {
+  if (std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0) return "not an ELF file";
+  if (eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_ident[EI_DATA] != ELFDATA2LSB) {
+    return "not a 64-bit little-endian ELF file";
+  }
+  if (eh.e_machine != kMachine) return "ELF file for another architecture";
+  if (eh.e_type != ET_DYN && eh.e_type != ET_EXEC) {
+    return "ELF file is not an executable or shared object";
+  }
+  return nullptr;
+}
+
+bool IsSymbolSection(std::uint32_t type) {
+  return type == SHT_DYNSYM || type == SHT_SYMTAB || type == SHT_STRTAB || type == SHT_GNU_versym ||
+         type == SHT_GNU_verdef;
+}
+
+}  // namespace
+
+bool SymbolFile::Impl::ReadProgramHeaders(const Elf64_Ehdr& eh, std::string* error) {
+  if (eh.e_phnum == 0 || eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum == PN_XNUM ||
+      !Within(eh.e_phoff, std::uint64_t{eh.e_phnum} * sizeof(Elf64_Phdr), file_size)) {
+    *error = "bad program header table";
+    return false;
+  }
+  segments.resize(eh.e_phnum);
+  if (!platform::PreadExactly(fd, segments.data(), eh.e_phnum * sizeof(Elf64_Phdr), eh.e_phoff)) {
+    *error = "cannot read program headers";
+    return false;
+  }
+  return true;
+}
+
+bool SymbolFile::Impl::ReadSectionHeaders(const Elf64_Ehdr& eh, std::string* error) {
+  // Extended numbering (e_shnum == 0 with a non-zero e_shoff) is not used by shared libraries;
+  // reject it rather than guess.
+  if (eh.e_shnum == 0 || eh.e_shentsize != sizeof(Elf64_Shdr) || eh.e_shnum > limits.max_sections ||
+      !Within(eh.e_shoff, std::uint64_t{eh.e_shnum} * sizeof(Elf64_Shdr), file_size)) {
+    *error = "bad or missing section header table (stripped of sections?)";
+    return false;
+  }
+  sections.resize(eh.e_shnum);
+  if (!platform::PreadExactly(fd, sections.data(), eh.e_shnum * sizeof(Elf64_Shdr), eh.e_shoff)) {
+    *error = "cannot read section headers";
+    return false;
+  }
+  return true;
+}
+
+bool SymbolFile::Impl::FindTables(std::string* error) {
+  for (std::uint32_t i = 0; i < sections.size(); ++i) {
+    const Elf64_Shdr& s = sections[i];
+    if (s.sh_type == SHT_NOBITS || s.sh_type == SHT_NULL) continue;
+    if (!Within(s.sh_offset, s.sh_size, file_size)) {
+      if (IsSymbolSection(s.sh_type)) {
+        *error = "section " + std::to_string(i) + " extends past the end of the file";
+        return false;
+      }
+      continue;
+    }
+    Table* table = s.sh_type == SHT_DYNSYM ? &dynsym : s.sh_type == SHT_SYMTAB ? &symtab : nullptr;
+    if (table != nullptr && !table->present) {
+      if (s.sh_entsize != sizeof(Elf64_Sym) || s.sh_size % sizeof(Elf64_Sym) != 0) {
+        *error = "symbol table with a bad entry size";
+        return false;
+      }
+      if (s.sh_size / sizeof(Elf64_Sym) > limits.max_symbols) {
+        *error = "symbol table larger than the limit";
+        return false;
+      }
+      *table = {true, s.sh_offset, s.sh_size / sizeof(Elf64_Sym), s.sh_link, i};
+    } else if (s.sh_type == SHT_GNU_versym) {
+      versym_section = i;
+    } else if (s.sh_type == SHT_GNU_verdef) {
+      verdef_section = i;
+    }
+  }
+  if (!dynsym.present && !symtab.present) {
+    *error = "no symbol table (stripped)";
+    return false;
+  }
+  return true;
+}
+
 std::unique_ptr<SymbolFile> SymbolFile::Open(int fd, std::string* error, Limits limits) {
   auto impl = std::make_unique<Impl>();
   impl->fd = fd;
@@ -175,79 +318,14 @@ std::unique_ptr<SymbolFile> SymbolFile::Open(int fd, std::string* error, Limits 
     *error = "too short for an ELF header";
     return nullptr;
   }
-  if (std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0) {
-    *error = "not an ELF file";
+  if (const char* rejection = ElfHeaderRejection(eh)) {
+    *error = rejection;
     return nullptr;
   }
-  if (eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_ident[EI_DATA] != ELFDATA2LSB) {
-    *error = "not a 64-bit little-endian ELF file";
-    return nullptr;
-  }
-  if (eh.e_machine != kMachine) {
-    *error = "ELF file for another architecture";
-    return nullptr;
-  }
-  if (eh.e_type != ET_DYN && eh.e_type != ET_EXEC) {
-    *error = "ELF file is not an executable or shared object";
-    return nullptr;
-  }
-  // Program headers: needed to turn addresses into file offsets.
-  if (eh.e_phnum == 0 || eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum == PN_XNUM ||
-      !Within(eh.e_phoff, std::uint64_t{eh.e_phnum} * sizeof(Elf64_Phdr), impl->file_size)) {
-    *error = "bad program header table";
-    return nullptr;
-  }
-  impl->segments.resize(eh.e_phnum);
-  if (!platform::PreadExactly(fd, impl->segments.data(), eh.e_phnum * sizeof(Elf64_Phdr),
-                              eh.e_phoff)) {
-    *error = "cannot read program headers";
-    return nullptr;
-  }
-  // Section headers: where the symbol tables are. Extended numbering (e_shnum == 0 with a
-  // non-zero e_shoff) is not used by shared libraries; reject it rather than guess.
-  if (eh.e_shnum == 0 || eh.e_shentsize != sizeof(Elf64_Shdr) || eh.e_shnum > limits.max_sections ||
-      !Within(eh.e_shoff, std::uint64_t{eh.e_shnum} * sizeof(Elf64_Shdr), impl->file_size)) {
-    *error = "bad or missing section header table (stripped of sections?)";
-    return nullptr;
-  }
-  impl->sections.resize(eh.e_shnum);
-  if (!platform::PreadExactly(fd, impl->sections.data(), eh.e_shnum * sizeof(Elf64_Shdr),
-                              eh.e_shoff)) {
-    *error = "cannot read section headers";
-    return nullptr;
-  }
-  for (std::uint32_t i = 0; i < impl->sections.size(); ++i) {
-    const Elf64_Shdr& s = impl->sections[i];
-    if (s.sh_type == SHT_NOBITS || s.sh_type == SHT_NULL) continue;
-    if (!Within(s.sh_offset, s.sh_size, impl->file_size)) {
-      if (s.sh_type == SHT_DYNSYM || s.sh_type == SHT_SYMTAB || s.sh_type == SHT_STRTAB ||
-          s.sh_type == SHT_GNU_versym || s.sh_type == SHT_GNU_verdef) {
-        *error = "section " + std::to_string(i) + " extends past the end of the file";
-        return nullptr;
-      }
-      continue;
-    }
-    Table* table = s.sh_type == SHT_DYNSYM   ? &impl->dynsym
-                   : s.sh_type == SHT_SYMTAB ? &impl->symtab
-                                             : nullptr;
-    if (table != nullptr && !table->present) {
-      if (s.sh_entsize != sizeof(Elf64_Sym) || s.sh_size % sizeof(Elf64_Sym) != 0) {
-        *error = "symbol table with a bad entry size";
-        return nullptr;
-      }
-      if (s.sh_size / sizeof(Elf64_Sym) > limits.max_symbols) {
-        *error = "symbol table larger than the limit";
-        return nullptr;
-      }
-      *table = {true, s.sh_offset, s.sh_size / sizeof(Elf64_Sym), s.sh_link, i};
-    } else if (s.sh_type == SHT_GNU_versym) {
-      impl->versym_section = i;
-    } else if (s.sh_type == SHT_GNU_verdef) {
-      impl->verdef_section = i;
-    }
-  }
-  if (!impl->dynsym.present && !impl->symtab.present) {
-    *error = "no symbol table (stripped)";
+  // Program headers turn addresses into file offsets; section headers say where the symbol
+  // tables are.
+  if (!impl->ReadProgramHeaders(eh, error) || !impl->ReadSectionHeaders(eh, error) ||
+      !impl->FindTables(error)) {
     return nullptr;
   }
   return std::unique_ptr<SymbolFile>(new SymbolFile(std::move(impl)));
@@ -259,147 +337,122 @@ SymbolFile::~SymbolFile() = default;
 bool SymbolFile::has_dynsym() const { return impl_->dynsym.present; }
 bool SymbolFile::has_symtab() const { return impl_->symtab.present; }
 
+std::vector<std::uint16_t> SymbolFile::Impl::ReadVersym() const {
+  std::vector<std::uint16_t> versym;
+  if (!versym_section) return versym;
+  const Elf64_Shdr& s = sections[*versym_section];
+  if (s.sh_size == dynsym.count * sizeof(std::uint16_t)) {
+    versym.resize(dynsym.count);
+    if (!platform::PreadExactly(fd, versym.data(), s.sh_size, s.sh_offset)) versym.clear();
+  }
+  return versym;
+}
+
+void SymbolFile::Impl::FindInDynsym(Wants& wants, std::string* error) const {
+  std::string dynstr;
+  if (!LoadStrings(dynsym.link, &dynstr, error)) return;
+  const std::vector<std::uint16_t> versym = ReadVersym();
+  const auto version_names = VersionNames(dynstr);
+  Walk(dynsym, dynstr, error,
+       [&](std::string_view name, const Elf64_Sym& sym, std::uint64_t index) {
+         if (ELF64_ST_BIND(sym.st_info) == STB_LOCAL) return;
+         auto base = wants.by_base.find(name);
+         if (base == wants.by_base.end()) return;
+         std::string version;
+         bool hidden = false;
+         if (index < versym.size()) {
+           hidden = (versym[index] & 0x8000) != 0;
+           const auto v = version_names.find(versym[index] & 0x7fff);
+           // Index 1 is the file's own base definition: treat as unversioned.
+           if (v != version_names.end() && (versym[index] & 0x7fff) > 1) {
+             version = v->second;
+           }
+         }
+         for (const std::string& wanted : base->second) {
+           Want& want = wants.by_name.at(wanted);
+           FunctionSymbol f = MakeSymbol(name, sym, false, version);
+           if (!want.version.empty()) {
+             if (want.version == version) want.found.push_back(std::move(f));
+           } else if (hidden) {
+             want.hidden.push_back(std::move(f));
+           } else {
+             want.found.push_back(std::move(f));
+           }
+         }
+       });
+}
+
+void SymbolFile::Impl::FindInSymtab(Wants& wants, std::string* error) const {
+  std::string strtab;
+  if (!LoadStrings(symtab.link, &strtab, error)) return;
+  Walk(symtab, strtab, error, [&](std::string_view name, const Elf64_Sym& sym, std::uint64_t) {
+    auto base = wants.by_base.find(name);
+    if (base == wants.by_base.end()) return;
+    for (const std::string& wanted : base->second) {
+      Want& want = wants.by_name.at(wanted);
+      if (!want.version.empty() || !want.hidden.empty()) continue;
+      if (want.found.empty() || want.found.front().from_symtab) {
+        want.found.push_back(MakeSymbol(name, sym, true, ""));
+      }
+    }
+  });
+}
+
+Resolution SymbolFile::Impl::Choose(const Want& want, const std::string& error) const {
+  Resolution r;
+  const std::vector<FunctionSymbol>& found = want.found;
+  if (found.empty()) {
+    r.error = !want.hidden.empty() ? "only non-default versions (e.g. " + want.base + "@" +
+                                         want.hidden.front().version + ")"
+              : !error.empty() ? error
+                               : "not found";
+    return r;
+  }
+  // Several definitions: fine when they share one address (aliases); otherwise prefer
+  // non-weak, and refuse to guess between two different strong definitions.
+  std::set<std::uint64_t> addresses;
+  for (const auto& f : found) addresses.insert(f.address);
+  const FunctionSymbol* pick = &found.front();
+  if (addresses.size() > 1) {
+    std::vector<const FunctionSymbol*> strong;
+    for (const auto& f : found) {
+      if (!f.weak) strong.push_back(&f);
+    }
+    std::set<std::uint64_t> strong_addresses;
+    for (const auto* f : strong) strong_addresses.insert(f->address);
+    if (strong_addresses.size() != 1) {
+      r.error = "ambiguous: " + std::to_string(addresses.size()) + " definitions";
+      return r;
+    }
+    pick = strong.front();
+  }
+  const auto offset = FileOffset(pick->address);
+  if (!offset) {
+    r.error = "address is outside every executable segment";
+    return r;
+  }
+  r.symbol = *pick;
+  r.symbol->offset = *offset;
+  return r;
+}
+
 std::map<std::string, Resolution, std::less<>> SymbolFile::Resolve(
     const std::vector<std::string>& names) {
-  // Split each wanted name into base name and requested version.
-  struct Want {
-    std::string base;
-    std::string version;  // empty: the default (or the only, unversioned) one
-    std::vector<FunctionSymbol> found;
-    std::vector<FunctionSymbol> hidden;  // non-default versions, when no version was asked for
-  };
-  std::map<std::string, Want, std::less<>> wants;
-  std::map<std::string, std::vector<std::string>, std::less<>> by_base;
-  for (const std::string& name : names) {
-    Want want;
-    const auto at = name.find('@');
-    want.base = name.substr(0, at);
-    if (at != std::string::npos) {
-      want.version = name.substr(name.find_first_not_of('@', at));
-    }
-    by_base[want.base].push_back(name);
-    wants.emplace(name, std::move(want));
-  }
-
-  std::map<std::string, Resolution, std::less<>> out;
-  auto make = [&](std::string_view name, const Elf64_Sym& sym, bool from_symtab,
-                  std::string version) {
-    FunctionSymbol f;
-    f.name = std::string(name);
-    f.version = std::move(version);
-    f.address = sym.st_value;
-    f.size = sym.st_size;
-    f.weak = ELF64_ST_BIND(sym.st_info) == STB_WEAK;
-    f.from_symtab = from_symtab;
-    return f;
-  };
-
+  Wants wants = ParseWants(names);
   std::string error;
-  if (impl_->dynsym.present) {
-    std::string dynstr;
-    if (impl_->LoadStrings(impl_->dynsym.link, &dynstr, &error)) {
-      std::vector<std::uint16_t> versym;
-      if (impl_->versym_section) {
-        const Elf64_Shdr& s = impl_->sections[*impl_->versym_section];
-        if (s.sh_size == impl_->dynsym.count * sizeof(std::uint16_t)) {
-          versym.resize(impl_->dynsym.count);
-          if (!platform::PreadExactly(impl_->fd, versym.data(), s.sh_size, s.sh_offset))
-            versym.clear();
-        }
-      }
-      const auto version_names = impl_->VersionNames(dynstr);
-      impl_->Walk(impl_->dynsym, dynstr, &error,
-                  [&](std::string_view name, const Elf64_Sym& sym, std::uint64_t index) {
-                    if (ELF64_ST_BIND(sym.st_info) == STB_LOCAL) return;
-                    auto base = by_base.find(name);
-                    if (base == by_base.end()) return;
-                    std::string version;
-                    bool hidden = false;
-                    if (index < versym.size()) {
-                      hidden = (versym[index] & 0x8000) != 0;
-                      const auto v = version_names.find(versym[index] & 0x7fff);
-                      // Index 1 is the file's own base definition: treat as unversioned.
-                      if (v != version_names.end() && (versym[index] & 0x7fff) > 1) {
-                        version = v->second;
-                      }
-                    }
-                    for (const std::string& wanted : base->second) {
-                      Want& want = wants.at(wanted);
-                      FunctionSymbol f = make(name, sym, false, version);
-                      if (!want.version.empty()) {
-                        if (want.version == version) want.found.push_back(std::move(f));
-                      } else if (hidden) {
-                        want.hidden.push_back(std::move(f));
-                      } else {
-                        want.found.push_back(std::move(f));
-                      }
-                    }
-                  });
-    }
-  }
+  if (impl_->dynsym.present) impl_->FindInDynsym(wants, &error);
   // .symtab for names .dynsym did not have (static NCCL inside another library).
   bool need_symtab = false;
-  for (const auto& [name, want] : wants) need_symtab |= want.found.empty() && want.hidden.empty();
+  for (const auto& [name, want] : wants.by_name) {
+    need_symtab |= want.found.empty() && want.hidden.empty();
+  }
   if (need_symtab && impl_->symtab.present) {
-    std::string strtab;
     std::string symtab_error;
-    if (impl_->LoadStrings(impl_->symtab.link, &strtab, &symtab_error)) {
-      impl_->Walk(impl_->symtab, strtab, &symtab_error,
-                  [&](std::string_view name, const Elf64_Sym& sym, std::uint64_t) {
-                    auto base = by_base.find(name);
-                    if (base == by_base.end()) return;
-                    for (const std::string& wanted : base->second) {
-                      Want& want = wants.at(wanted);
-                      if (!want.version.empty() || !want.hidden.empty()) continue;
-                      if (want.found.empty() || want.found.front().from_symtab) {
-                        want.found.push_back(make(name, sym, true, ""));
-                      }
-                    }
-                  });
-    }
+    impl_->FindInSymtab(wants, &symtab_error);
     if (error.empty()) error = symtab_error;
   }
-
-  for (auto& [name, want] : wants) {
-    Resolution r;
-    std::vector<FunctionSymbol>& found = want.found;
-    if (found.empty()) {
-      r.error = !want.hidden.empty() ? "only non-default versions (e.g. " + want.base + "@" +
-                                           want.hidden.front().version + ")"
-                : !error.empty() ? error
-                                 : "not found";
-      out.emplace(name, std::move(r));
-      continue;
-    }
-    // Several definitions: fine when they share one address (aliases); otherwise prefer
-    // non-weak, and refuse to guess between two different strong definitions.
-    std::set<std::uint64_t> addresses;
-    for (const auto& f : found) addresses.insert(f.address);
-    const FunctionSymbol* pick = &found.front();
-    if (addresses.size() > 1) {
-      std::vector<const FunctionSymbol*> strong;
-      for (const auto& f : found) {
-        if (!f.weak) strong.push_back(&f);
-      }
-      std::set<std::uint64_t> strong_addresses;
-      for (const auto* f : strong) strong_addresses.insert(f->address);
-      if (strong_addresses.size() != 1) {
-        r.error = "ambiguous: " + std::to_string(addresses.size()) + " definitions";
-        out.emplace(name, std::move(r));
-        continue;
-      }
-      pick = strong.front();
-    }
-    const auto offset = impl_->FileOffset(pick->address);
-    if (!offset) {
-      r.error = "address is outside every executable segment";
-      out.emplace(name, std::move(r));
-      continue;
-    }
-    r.symbol = *pick;
-    r.symbol->offset = *offset;
-    out.emplace(name, std::move(r));
-  }
+  std::map<std::string, Resolution, std::less<>> out;
+  for (const auto& [name, want] : wants.by_name) out.emplace(name, impl_->Choose(want, error));
   return out;
 }
 
