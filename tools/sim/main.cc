@@ -190,7 +190,8 @@ int Main(int argc, char** argv) {
   PrepareProcess(o);
   Announce(o, plugin_path);
   // Time for every rank to come up; or the job's start every node's simulator was given.
-  const std::uint64_t t0 = o.start_at_ns != 0 ? o.start_at_ns : platform::RealtimeNs() + 200'000'000;
+  const std::uint64_t t0 =
+      o.start_at_ns != 0 ? o.start_at_ns : platform::RealtimeNs() + 200'000'000;
   return o.threads ? RunThreads(o, plugin_path, t0) : RunProcesses(o, plugin_path, t0);
 }
 
