@@ -110,7 +110,7 @@ void BM_NvlinkPoll(benchmark::State& state) {
   ncclscope::testing::WriteFakeNvmlState(path, text);
   setenv("FAKE_NVML_STATE", path.c_str(), 1);  // NOLINT(concurrency-mt-unsafe): before threads
   auto clock = std::make_shared<ncclscope::rdma::health::ManualClock>();
-  ncclscope::rdma::NvlinkSource source({clock});
+  ncclscope::nvlink::NvlinkSource source({clock});
   ncclscope::config::NvlinkConfig config;
   config.library = NCCLSCOPE_FAKE_NVML;
   source.Configure(config);

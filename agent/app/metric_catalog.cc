@@ -24,10 +24,11 @@ std::vector<metrics::MetricDef> MetricCatalog() {
   for (const rdma::counters::CounterInfo& info : rdma::counters::Catalogue()) {
     all.push_back(rdma::CounterFamily(info));
   }
-  add(rdma::kNvlinkMetrics);
-  all.insert(all.end(), rdma::kNvlinkErrorCounters.begin(), rdma::kNvlinkErrorCounters.end());
-  for (const rdma::NvLinkFieldFamily& field : rdma::kNvlinkFieldFamilies) all.push_back(field.def);
-  all.insert(all.end(), rdma::kNvlinkGpuFamilies.begin(), rdma::kNvlinkGpuFamilies.end());
+  add(nvlink::kNvlinkMetrics);
+  all.insert(all.end(), nvlink::kNvlinkErrorCounters.begin(), nvlink::kNvlinkErrorCounters.end());
+  for (const nvlink::NvlinkFieldFamily& field : nvlink::kNvlinkFieldFamilies)
+    all.push_back(field.def);
+  all.insert(all.end(), nvlink::kNvlinkGpuFamilies.begin(), nvlink::kNvlinkGpuFamilies.end());
   return all;
 }
 

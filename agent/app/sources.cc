@@ -17,7 +17,7 @@ std::vector<std::shared_ptr<Source>> MakeSources() {
   // reads the profiler's ring files.
   sources.push_back(std::make_shared<ebpf::EbpfSource>(&profiler::RingWriterAbis));
   sources.push_back(std::make_shared<rdma::RdmaSource>());
-  sources.push_back(std::make_shared<rdma::NvlinkSource>());
+  sources.push_back(std::make_shared<nvlink::NvlinkSource>());
   return sources;
 }
 

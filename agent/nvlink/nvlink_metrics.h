@@ -8,7 +8,10 @@
 #include "agent/core/metric_def.h"
 #include "rdma/nvml/nvlink_reader.h"
 
-namespace ncclscope::rdma {
+namespace ncclscope::nvlink {
+
+// NVML and the link-health rules live in the fabric library (rdma/, docs/developing.md "Names").
+namespace nvml = rdma::nvml;
 
 inline constexpr metrics::MetricDef kNvmlAvailable =
     metrics::Gauge("ncclscope_nvml_available", "",
@@ -50,11 +53,11 @@ inline constexpr std::array<metrics::MetricDef, nvml::kErrorCounters> kNvlinkErr
 
 // Field-value families, aligned with nvml::kLinkFields; scale converts to base units. The
 // bit error rates are gauges, the rest counters.
-struct NvLinkFieldFamily {
+struct NvlinkFieldFamily {
   metrics::MetricDef def;
   double scale = 1;
 };
-inline constexpr std::array<NvLinkFieldFamily, nvml::kLinkFields.size()> kNvlinkFieldFamilies = {{
+inline constexpr std::array<NvlinkFieldFamily, nvml::kLinkFields.size()> kNvlinkFieldFamilies = {{
     {metrics::Counter(
          "ncclscope_nvlink_data_transmitted_bytes_total", "bytes",
          "Payload bytes transmitted on the link (NVML throughput field 138, KiB x 1024)."),
@@ -148,4 +151,4 @@ inline constexpr std::array kNvlinkMetrics = {&kNvmlAvailable,
                                               &kNvlinkPollDurationSeconds,
                                               &kNvlinkFinding};
 
-}  // namespace ncclscope::rdma
+}  // namespace ncclscope::nvlink

@@ -9,9 +9,9 @@
 #include "agent/core/text_exposition.h"
 #include "agent/nvlink/nvlink_metrics.h"
 
-namespace ncclscope::rdma {
+namespace ncclscope::nvlink {
 
-health::NvLinkHealthParams NvLinkParams(const config::NvlinkConfig& config) {
+health::NvlinkHealthParams NvlinkParams(const config::NvlinkConfig& config) {
   return {config.down_after.value(),
           {config.errors.increase, config.errors.window.value(), config.errors.severity}};
 }
@@ -91,7 +91,7 @@ void NvlinkSource::Configure(const config::NvlinkConfig& config) {
     gpus_.clear();
   }
   config_ = config;
-  for (auto& [key, link] : links_) link.health.Reconfigure(NvLinkParams(config));
+  for (auto& [key, link] : links_) link.health.Reconfigure(NvlinkParams(config));
 }
 
 void NvlinkSource::PollOnce() {
@@ -205,7 +205,7 @@ void NvlinkSource::RenderLink(metrics::FamilySet& out, const nvml::GpuReading& g
   }
   for (std::size_t f = 0; f < nvml::kLinkFields.size(); ++f) {
     if (!link.fields[f]) continue;
-    const NvLinkFieldFamily& family = kNvlinkFieldFamilies[f];
+    const NvlinkFieldFamily& family = kNvlinkFieldFamilies[f];
     const bool gauge = family.def.type == metrics::MetricType::kGauge;
     double value = 0;
     if (gauge) {
@@ -264,4 +264,4 @@ void NvlinkSource::RenderLinkSums(metrics::FamilySet& out, const nvml::GpuReadin
   }
 }
 
-}  // namespace ncclscope::rdma
+}  // namespace ncclscope::nvlink

@@ -24,10 +24,15 @@
 #include "rdma/nvml/nvlink_reader.h"
 #include "rdma/nvml/nvml_library.h"
 
-namespace ncclscope::rdma {
+namespace ncclscope::nvlink {
+
+// NVML and the link-health rules live in the fabric library (rdma/, docs/developing.md "Names").
+namespace counters = rdma::counters;
+namespace health = rdma::health;
+namespace nvml = rdma::nvml;
 
 // nvlink.down_after and nvlink.errors in the health library's own terms.
-health::NvLinkHealthParams NvLinkParams(const config::NvlinkConfig& config);
+health::NvlinkHealthParams NvlinkParams(const config::NvlinkConfig& config);
 
 class NvlinkSource : public PolledSource {
  public:
@@ -54,8 +59,8 @@ class NvlinkSource : public PolledSource {
   struct LinkState {
     std::array<counters::CounterState, nvml::kErrorCounters> errors;
     std::array<counters::CounterState, nvml::kLinkFields.size()> fields;
-    health::NvLinkHealth health;
-    explicit LinkState(const config::NvlinkConfig& config) : health(NvLinkParams(config)) {}
+    health::NvlinkHealth health;
+    explicit LinkState(const config::NvlinkConfig& config) : health(NvlinkParams(config)) {}
   };
   struct GpuState {
     std::array<counters::CounterState, nvml::kGpuFields.size()> totals;
@@ -94,4 +99,4 @@ class NvlinkSource : public PolledSource {
   std::uint64_t polls_ = 0;
 };
 
-}  // namespace ncclscope::rdma
+}  // namespace ncclscope::nvlink

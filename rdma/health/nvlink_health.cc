@@ -3,7 +3,7 @@
 namespace ncclscope::rdma::health {
 namespace {
 
-LinkHistoryParams Params(const NvLinkHealthParams& p) {
+LinkHistoryParams Params(const NvlinkHealthParams& p) {
   LinkHistoryParams params;
   params.down_after = p.down_after;
   params.down_hold = std::chrono::seconds(0);
@@ -12,13 +12,13 @@ LinkHistoryParams Params(const NvLinkHealthParams& p) {
 
 }  // namespace
 
-NvLinkHealth::NvLinkHealth(const NvLinkHealthParams& params)
+NvlinkHealth::NvlinkHealth(const NvlinkHealthParams& params)
     : history_(Params(params)), errors_(params.errors.window) {
   limit_ = params.errors.increase;
   severity_ = params.errors.severity;
 }
 
-void NvLinkHealth::Reconfigure(const NvLinkHealthParams& params) {
+void NvlinkHealth::Reconfigure(const NvlinkHealthParams& params) {
   history_.SetParams(Params(params));
   if (params.errors.window != std::chrono::nanoseconds(0)) {
     errors_ = IncreaseWindow(params.errors.window);
@@ -27,12 +27,12 @@ void NvLinkHealth::Reconfigure(const NvLinkHealthParams& params) {
   severity_ = params.errors.severity;
 }
 
-void NvLinkHealth::Observe(TimePoint now, int active, double error_total) {
+void NvlinkHealth::Observe(TimePoint now, int active, double error_total) {
   if (active >= 0) history_.Observe(now, active == 1);
   if (error_total >= 0) errors_.Add(now, error_total);
 }
 
-bool NvLinkHealth::Errors() const {
+bool NvlinkHealth::Errors() const {
   return severity_ != "none" && !errors_.empty() && errors_.Increase() > limit_;
 }
 

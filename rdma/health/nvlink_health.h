@@ -15,15 +15,15 @@
 
 namespace ncclscope::rdma::health {
 
-struct NvLinkHealthParams {
+struct NvlinkHealthParams {
   std::chrono::nanoseconds down_after{std::chrono::minutes(2)};  // link_inactive after this
   Threshold errors;                                              // link_errors
 };
 
-class NvLinkHealth {
+class NvlinkHealth {
  public:
-  explicit NvLinkHealth(const NvLinkHealthParams& params);
-  void Reconfigure(const NvLinkHealthParams& params);
+  explicit NvlinkHealth(const NvlinkHealthParams& params);
+  void Reconfigure(const NvlinkHealthParams& params);
 
   // `active` unknown (nullopt-like -1) is skipped; `error_total` < 0 when no counter is readable.
   void Observe(TimePoint now, int active, double error_total);

@@ -293,9 +293,9 @@ TEST(PortHealthTest, VanishedPortGoesDownAfterTheDropWindow) {
   EXPECT_TRUE(port.Active(t, "link_down"));
 }
 
-TEST(NvLinkHealthTest, InactiveAfterDownAfterAndErrorsOverTheWindow) {
-  const NvLinkHealthParams config = NvLinkParams(config::NvlinkConfig{});  // the defaults
-  NvLinkHealth link(config);
+TEST(NvlinkHealthTest, InactiveAfterDownAfterAndErrorsOverTheWindow) {
+  const NvlinkHealthParams config = nvlink::NvlinkParams(config::NvlinkConfig{});  // the defaults
+  NvlinkHealth link(config);
   TimePoint t = kT0;
   link.Observe(t, 1, 0);
   for (int i = 0; i < 11; ++i) link.Observe(t += seconds(10), 0, 0);
@@ -307,7 +307,7 @@ TEST(NvLinkHealthTest, InactiveAfterDownAfterAndErrorsOverTheWindow) {
   EXPECT_TRUE(link.Errors());
   EXPECT_FALSE(link.Inactive(t));  // down_hold is 0 for NVLink
 
-  NvLinkHealth by_design(config);  // never active: a link unused by design stays quiet
+  NvlinkHealth by_design(config);  // never active: a link unused by design stays quiet
   for (int i = 0; i < 100; ++i) by_design.Observe(kT0 + seconds(10 * i), 0, -1);
   EXPECT_FALSE(by_design.Inactive(kT0 + seconds(1000)));
 }

@@ -12,7 +12,7 @@
 #include "tests/unit/rdma/fake_nvml_control.h"
 #include "tests/unit/rdma/source_test_util.h"
 
-namespace ncclscope::rdma {
+namespace ncclscope::nvlink {
 namespace {
 
 using ncclscope::testing::TempDir;
@@ -206,4 +206,4 @@ TEST(NvlinkSourceTest, WithoutNvmlTheSourceSaysSoAndRetries) {
 }
 
 }  // namespace
-}  // namespace ncclscope::rdma
+}  // namespace ncclscope::nvlink
