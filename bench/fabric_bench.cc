@@ -49,8 +49,8 @@ void BuildNode(SysfsTree& tree, int ports) {
 
 struct RdmaNode {
   SysfsTree tree;
-  std::shared_ptr<ncclscope::rdma::health::ManualClock> clock =
-      std::make_shared<ncclscope::rdma::health::ManualClock>();
+  std::shared_ptr<ncclscope::platform::ManualClock> clock =
+      std::make_shared<ncclscope::platform::ManualClock>();
   ncclscope::rdma::RdmaSource source{{nullptr, std::make_shared<NoVerbs>(), clock}};
 
   explicit RdmaNode(int ports) {
@@ -109,7 +109,7 @@ void BM_NvlinkPoll(benchmark::State& state) {
   }
   ncclscope::testing::WriteFakeNvmlState(path, text);
   setenv("FAKE_NVML_STATE", path.c_str(), 1);  // NOLINT(concurrency-mt-unsafe): before threads
-  auto clock = std::make_shared<ncclscope::rdma::health::ManualClock>();
+  auto clock = std::make_shared<ncclscope::platform::ManualClock>();
   ncclscope::nvlink::NvlinkSource source({clock});
   ncclscope::config::NvlinkConfig config;
   config.library = NCCLSCOPE_FAKE_NVML;

@@ -9,6 +9,8 @@
 
 #include <time.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 
 namespace ncclscope::platform {
@@ -28,5 +30,37 @@ inline std::uint64_t MonotonicNs() { return ClockNs(CLOCK_MONOTONIC); }
 
 // CLOCK_REALTIME now, in seconds since the Unix epoch (Prometheus' *_timestamp_seconds).
 inline double UnixSeconds() { return static_cast<double>(RealtimeNs()) / 1e9; }
+
+// Monotonic time for code whose results depend on history (how long a port has been down, how
+// many episodes in the last hour): it takes a Clock, so tests drive a ManualClock through hours of
+// scenarios in microseconds while the agent passes a SteadyClock. std::chrono::steady_clock's time
+// points, read through MonotonicNs() (the same CLOCK_MONOTONIC; steady_clock::now() would need
+// libstdc++'s run time, which the plugin does not link).
+using SteadyTime = std::chrono::steady_clock::time_point;
+
+class Clock {
+ public:
+  virtual ~Clock() = default;
+  virtual SteadyTime Now() const = 0;
+};
+
+class SteadyClock : public Clock {
+ public:
+  SteadyTime Now() const override {
+    return SteadyTime(std::chrono::nanoseconds(static_cast<std::int64_t>(MonotonicNs())));
+  }
+};
+
+// A clock that moves only when told to. Thread-safe.
+class ManualClock : public Clock {
+ public:
+  explicit ManualClock(SteadyTime start = SteadyTime{} + std::chrono::hours(1)) : now_(start) {}
+  SteadyTime Now() const override { return now_.load(); }
+  void Set(SteadyTime t) { now_.store(t); }
+  void Advance(SteadyTime::duration d) { now_.store(now_.load() + d); }
+
+ private:
+  std::atomic<SteadyTime> now_;
+};
 
 }  // namespace ncclscope::platform

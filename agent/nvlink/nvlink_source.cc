@@ -73,7 +73,7 @@ void Accumulate(std::optional<double>& slot, double value, bool gauge) {
 NvlinkSource::NvlinkSource() : NvlinkSource(Deps{}) {}
 
 NvlinkSource::NvlinkSource(Deps deps) : PolledSource("nvlink"), deps_(std::move(deps)) {
-  if (!deps_.clock) deps_.clock = std::make_shared<health::SteadyClock>();
+  if (!deps_.clock) deps_.clock = std::make_shared<platform::SteadyClock>();
 }
 
 NvlinkSource::~NvlinkSource() {

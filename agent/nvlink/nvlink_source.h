@@ -37,7 +37,7 @@ health::NvlinkHealthParams NvlinkParams(const config::NvlinkConfig& config);
 class NvlinkSource : public PolledSource {
  public:
   struct Deps {
-    std::shared_ptr<health::Clock> clock;
+    std::shared_ptr<platform::Clock> clock;
   };
 
   NvlinkSource();

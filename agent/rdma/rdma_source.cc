@@ -10,6 +10,7 @@
 #include "agent/core/text_exposition.h"
 #include "agent/rdma/health_config.h"
 #include "agent/rdma/rdma_metrics.h"
+#include "platform/clock.h"
 #include "platform/errno_text.h"
 #include "rdma/counters/counter_state.h"
 #include "rdma/sysfs/attributes.h"
@@ -22,10 +23,6 @@ using counters::Behavior;
 using counters::CounterInfo;
 
 constexpr std::chrono::seconds kVerbsRefreshEvery{60};
-
-double UnixNow() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 std::string PortLabel(std::uint32_t port) { return std::to_string(port); }
 
@@ -80,7 +77,7 @@ RdmaSource::RdmaSource() : RdmaSource(Deps{}) {}
 RdmaSource::RdmaSource(Deps deps) : PolledSource("rdma"), deps_(std::move(deps)) {
   if (!deps_.reader) deps_.reader = std::make_shared<sysfs::PosixFileReader>();
   if (!deps_.verbs) deps_.verbs = std::make_shared<verbs::LibibverbsApi>();
-  if (!deps_.clock) deps_.clock = std::make_shared<health::SteadyClock>();
+  if (!deps_.clock) deps_.clock = std::make_shared<platform::SteadyClock>();
 }
 
 RdmaSource::~RdmaSource() { StopPolling(); }
@@ -506,7 +503,7 @@ void RdmaSource::RenderSelf(metrics::FamilySet& out, const sysfs::Snapshot& snap
   out.Get(kRdmaPollsTotal).Add({}, static_cast<double>(polls_));
   out.Get(kRdmaFileReadsTotal).Add({}, static_cast<double>(files_read_));
   out.Get(kRdmaPollDurationSeconds).Add({}, poll_seconds);
-  out.Get(kRdmaLastPollTimestampSeconds).Add({}, UnixNow());
+  out.Get(kRdmaLastPollTimestampSeconds).Add({}, platform::UnixSeconds());
 }
 
 }  // namespace ncclscope::rdma

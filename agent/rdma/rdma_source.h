@@ -31,7 +31,7 @@ class RdmaSource : public PolledSource {
   struct Deps {
     std::shared_ptr<sysfs::FileReader> reader;
     std::shared_ptr<verbs::VerbsApi> verbs;
-    std::shared_ptr<health::Clock> clock;
+    std::shared_ptr<platform::Clock> clock;
   };
 
   RdmaSource();

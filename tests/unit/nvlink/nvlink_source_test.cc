@@ -33,7 +33,7 @@ std::string Hopper(int link2_state, int crc_flit) {
 struct Fixture {
   TempDir dir;
   FakeNvmlControl fake{dir};
-  std::shared_ptr<health::ManualClock> clock = std::make_shared<health::ManualClock>();
+  std::shared_ptr<platform::ManualClock> clock = std::make_shared<platform::ManualClock>();
   NvlinkSource source{{clock}};
   config::NvlinkConfig config;
 

@@ -39,7 +39,7 @@ struct Fixture {
   SysfsTree tree;
   std::shared_ptr<FaultReader> reader = std::make_shared<FaultReader>();
   std::shared_ptr<CannedVerbs> verbs = std::make_shared<CannedVerbs>();
-  std::shared_ptr<health::ManualClock> clock = std::make_shared<health::ManualClock>();
+  std::shared_ptr<platform::ManualClock> clock = std::make_shared<platform::ManualClock>();
   config::RdmaConfig config;
   RdmaSource source{{reader, verbs, clock}};
 
@@ -353,7 +353,7 @@ TEST(RdmaSourceTest, DeviceVanishingKeepsTheAgentAndItsFindings) {
 
 TEST(RdmaSourceTest, NoRdmaDriverMeansDownWithAReason) {
   ncclscope::testing::TempDir empty;
-  auto clock = std::make_shared<health::ManualClock>();
+  auto clock = std::make_shared<platform::ManualClock>();
   RdmaSource source({nullptr, std::make_shared<CannedVerbs>(), clock});
   config::RdmaConfig config;
   config.sysfs_root = empty.path();
