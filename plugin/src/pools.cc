@@ -159,9 +159,4 @@ std::uint32_t ThreadLaneHint() {
   return t_lane - 1;
 }
 
-std::uint32_t ThreadCachesInUse() {
-  const std::uint32_t n = g_cache_count.load(std::memory_order_acquire);
-  return n < kMaxThreadCaches ? n : kMaxThreadCaches;
-}
-
 }  // namespace ncclscope::plugin

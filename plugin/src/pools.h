@@ -78,7 +78,4 @@ std::uint32_t ThreadLaneHint();
 // 0 when there are more threads than caches).
 std::uint32_t ThreadToken();
 
-// Thread caches in use (for tests and diagnostics).
-std::uint32_t ThreadCachesInUse();
-
 }  // namespace ncclscope::plugin
