@@ -215,8 +215,8 @@ Asked AskedBy(const int* mask) {
           (m & (abi::kProxyStep | abi::kNetPlugin)) != 0};
 }
 
-// The Coll event of every collective here (a 1 MiB float AllReduce on kChannels channels), in
-// v6's or v7's descriptor (the same coll fields).
+// The Coll event of a 1 MiB float AllReduce on kChannels channels (the grouped benchmark then sets
+// its own function, size and channels), in v6's or v7's descriptor (the same coll fields).
 template <typename Descr>
 void DescribeColl(Descr& d, std::uint64_t seq, void* parent, void* group) {
   std::memset(&d, 0, sizeof(d));
@@ -364,18 +364,10 @@ void GroupedPlan(const abi::ProfilerV6* p, void* context, std::uint64_t seq) {
   p->startEvent(context, &group, &d);
   void* coll[kOps] = {};
   for (int i = 0; i < kOps; ++i) {
-    std::memset(&d, 0, sizeof(d));
-    d.type = abi::kColl;
-    d.parentObj = coll_api[i];
-    d.coll.seqNumber = seq;
+    DescribeColl(d, seq, coll_api[i], group);
     d.coll.func = kFuncs[i];
     d.coll.count = 1u << (20 - i);
-    d.coll.datatype = "ncclFloat32";
     d.coll.nChannels = kOpChannels;
-    d.coll.nWarps = 16;
-    d.coll.algo = "RING";
-    d.coll.proto = "SIMPLE";
-    d.coll.parentGroup = group;
     p->startEvent(context, &coll[i], &d);
   }
   const std::uint64_t t0 = 1'700'000'000'000'000'000ull + seq * 100'000;
