@@ -215,6 +215,24 @@ Asked AskedBy(const int* mask) {
           (m & (abi::kProxyStep | abi::kNetPlugin)) != 0};
 }
 
+// The Coll event of a 1 MiB float AllReduce on kChannels channels (the grouped benchmark then sets
+// its own function, size and channels), in v6's or v7's descriptor (the same coll fields).
+template <typename Descr>
+void DescribeColl(Descr& d, std::uint64_t seq, void* parent, void* group) {
+  std::memset(&d, 0, sizeof(d));
+  d.type = abi::kColl;
+  d.parentObj = parent;
+  d.coll.seqNumber = seq;
+  d.coll.func = "AllReduce";
+  d.coll.count = 1 << 20;
+  d.coll.datatype = "ncclFloat32";
+  d.coll.nChannels = kChannels;
+  d.coll.nWarps = 16;
+  d.coll.algo = "RING";
+  d.coll.proto = "SIMPLE";
+  d.coll.parentGroup = group;
+}
+
 // One collective as the v6 table sees it. With `api`, the GroupApi/CollApi/Group events that
 // NCCL 2.28+ emits around every collective are included. Returns what the mask asked for.
 Asked Collective(const abi::ProfilerV6* p, void* context, std::uint64_t seq, bool api,
@@ -241,18 +259,7 @@ Asked Collective(const abi::ProfilerV6* p, void* context, std::uint64_t seq, boo
     d.type = abi::kGroup;
     p->startEvent(context, &group, &d);
   }
-  std::memset(&d, 0, sizeof(d));
-  d.type = abi::kColl;
-  d.parentObj = coll_api;
-  d.coll.seqNumber = seq;
-  d.coll.func = "AllReduce";
-  d.coll.count = 1 << 20;
-  d.coll.datatype = "ncclFloat32";
-  d.coll.nChannels = kChannels;
-  d.coll.nWarps = 16;
-  d.coll.algo = "RING";
-  d.coll.proto = "SIMPLE";
-  d.coll.parentGroup = group;
+  DescribeColl(d, seq, coll_api, group);
   void* coll = nullptr;
   p->startEvent(context, &coll, &d);
 
@@ -357,18 +364,10 @@ void GroupedPlan(const abi::ProfilerV6* p, void* context, std::uint64_t seq) {
   p->startEvent(context, &group, &d);
   void* coll[kOps] = {};
   for (int i = 0; i < kOps; ++i) {
-    std::memset(&d, 0, sizeof(d));
-    d.type = abi::kColl;
-    d.parentObj = coll_api[i];
-    d.coll.seqNumber = seq;
+    DescribeColl(d, seq, coll_api[i], group);
     d.coll.func = kFuncs[i];
     d.coll.count = 1u << (20 - i);
-    d.coll.datatype = "ncclFloat32";
     d.coll.nChannels = kOpChannels;
-    d.coll.nWarps = 16;
-    d.coll.algo = "RING";
-    d.coll.proto = "SIMPLE";
-    d.coll.parentGroup = group;
     p->startEvent(context, &coll[i], &d);
   }
   const std::uint64_t t0 = 1'700'000'000'000'000'000ull + seq * 100'000;
@@ -500,16 +499,7 @@ void CollectiveV7(const abi::ProfilerV7* p, void* context, std::uint64_t seq, bo
   const bool kernel = (m & abi::kKernelCh) != 0;
   const bool phased = phases && (m & abi::kKernelPhase) != 0;
   abi::EventDescrV7 d{};
-  std::memset(&d, 0, sizeof(d));
-  d.type = abi::kColl;
-  d.coll.seqNumber = seq;
-  d.coll.func = "AllReduce";
-  d.coll.count = 1 << 20;
-  d.coll.datatype = "ncclFloat32";
-  d.coll.nChannels = kChannels;
-  d.coll.nWarps = 16;
-  d.coll.algo = "RING";
-  d.coll.proto = "SIMPLE";
+  DescribeColl(d, seq, nullptr, nullptr);
   void* coll = nullptr;
   p->startEvent(context, &coll, &d);
   const std::uint64_t t0 = 1'700'000'000'000'000'000ull + seq * 100'000;

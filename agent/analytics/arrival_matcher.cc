@@ -127,13 +127,7 @@ void ArrivalMatcher::Complete(const CommRegistry& registry, const Pending& insta
   const ArrivalTimes times = Times(instance);
   const std::uint32_t label = instance.comm_label;
   auto rank_labels = [&](std::int32_t rank) {
-    return [&registry, label, rank] {
-      std::string labels;
-      metrics::AppendLabel(labels, "comm", registry.Label(label));
-      labels += ',';
-      metrics::AppendLabel(labels, "rank", std::to_string(rank));
-      return labels;
-    };
+    return [&registry, label, rank] { return CommRankLabels(registry.Label(label), rank); };
   };
   auto comm_labels = [&] {
     std::string labels;

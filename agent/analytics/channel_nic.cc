@@ -113,11 +113,8 @@ void ChannelNic::Observe(const CommRegistry& registry, const Comm* comm, const R
   const bool send = record.is_send != 0;
   const std::uint64_t key = ChannelKey(label, record.rank, record.channel, send);
   Channel& channel = channels_.Get(key, label, [&] {
-    std::string labels;
-    metrics::AppendLabel(labels, "comm",
-                         label == kUnknownCommLabel ? "unknown" : registry.Label(label));
-    labels += ',';
-    metrics::AppendLabel(labels, "rank", std::to_string(record.rank));
+    std::string labels =
+        CommRankLabels(label == kUnknownCommLabel ? "unknown" : registry.Label(label), record.rank);
     labels += ',';
     metrics::AppendLabel(labels, "channel", std::to_string(record.channel));
     labels += ',';

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "agent/core/text_exposition.h"
 #include "platform/clock.h"
 #include "plugin/ring/ring_text.h"
 
@@ -30,6 +31,14 @@ void Place(LocalRank& r, const profiler::RingOrigin& origin) {
 }
 
 }  // namespace
+
+std::string CommRankLabels(std::string_view comm, std::int32_t rank) {
+  std::string labels;
+  metrics::AppendLabel(labels, "comm", comm);
+  labels += ',';
+  metrics::AppendLabel(labels, "rank", std::to_string(rank));
+  return labels;
+}
 
 std::string CommLabel(std::uint64_t comm_id) {
   char text[24];

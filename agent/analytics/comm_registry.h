@@ -220,4 +220,7 @@ class CommRegistry {
 // "0x" + 16 hex digits.
 std::string CommLabel(std::uint64_t comm_id);
 
+// `comm="…",rank="…"`: the labels every per-rank series starts with (`comm`: a Label()).
+std::string CommRankLabels(std::string_view comm, std::int32_t rank);
+
 }  // namespace ncclscope::analytics

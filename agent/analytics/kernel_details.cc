@@ -19,10 +19,7 @@ const char* PhaseName(std::uint32_t phase) {
 
 std::string RankLabels(const CommRegistry& registry, std::uint32_t comm_label,
                        const ncclscope_op_record& op) {
-  std::string text;
-  metrics::AppendLabel(text, "comm", registry.Label(comm_label));
-  text += ',';
-  metrics::AppendLabel(text, "rank", std::to_string(op.rank));
+  std::string text = CommRankLabels(registry.Label(comm_label), op.rank);
   text += ',';
   metrics::AppendLabel(text, "func", ncclscope_func_name(op.func));
   return text;

@@ -203,11 +203,24 @@ void NcclAnalytics::EndPass(Clock::time_point now) {
 }
 
 namespace {
-// One more label of a sample's label list, comma-separated (the comm_info families list many).
-void AppendCommaLabel(std::string& labels, std::string_view name, std::string_view value) {
-  if (!labels.empty()) labels += ',';
-  metrics::AppendLabel(labels, name, value);
-}
+// A rank's label list in the comm_info families (they list many), one label at a time, comma-
+// separated; each starts with the communicator, its name and the rank.
+class RankInfoLabels {
+ public:
+  RankInfoLabels(const CommRegistry& registry, const Comm& comm, const LocalRank& r) {
+    Add("comm", registry.Label(comm.label));
+    Add("comm_name", comm.name);
+    Add("rank", std::to_string(r.rank));
+  }
+  void Add(std::string_view name, std::string_view value) {
+    if (!text_.empty()) text_ += ',';
+    metrics::AppendLabel(text_, name, value);
+  }
+  const std::string& text() const { return text_; }
+
+ private:
+  std::string text_;
+};
 }  // namespace
 
 void NcclAnalytics::RenderInfo(metrics::TextWriter& out) const {
@@ -234,34 +247,28 @@ void NcclAnalytics::RenderInfo(metrics::TextWriter& out) const {
       if (r.finalized) continue;
       const int this_local = local_rank++;
       if (!r.in_table) continue;
-      std::string labels;
-      const auto add = [&labels](std::string_view name, std::string_view value) {
-        AppendCommaLabel(labels, name, value);
-      };
-      add("comm", registry_.Label(comm.label));
-      add("comm_name", comm.name);
-      add("rank", std::to_string(r.rank));
+      RankInfoLabels labels(registry_, comm, r);
       const auto world = worlds.find({r.owner_ring, r.cuda_device});
-      add("global_rank", world != worlds.end() && world->second.rank >= 0
-                             ? std::to_string(world->second.rank)
-                             : "");
-      add("local_rank", std::to_string(this_local));
-      add("nranks", std::to_string(comm.nranks));
-      add("nnodes", std::to_string(comm.nnodes));
-      add("pid", std::to_string(r.pid));
+      labels.Add("global_rank", world != worlds.end() && world->second.rank >= 0
+                                    ? std::to_string(world->second.rank)
+                                    : "");
+      labels.Add("local_rank", std::to_string(this_local));
+      labels.Add("nranks", std::to_string(comm.nranks));
+      labels.Add("nnodes", std::to_string(comm.nnodes));
+      labels.Add("pid", std::to_string(r.pid));
       // The name the process saw (the pod's in Kubernetes, the node's on Slurm): not `hostname`,
       // which dcgm-exporter uses for the node.
-      add("process_hostname", r.hostname);
-      add("job_id", r.job_id);
-      add("namespace", r.namespace_name);
-      add("pod", r.pod);
-      add("container", r.container);
-      add("attribution", r.attribution);
-      add("cuda_device", r.cuda_device >= 0 ? std::to_string(r.cuda_device) : "");
-      add("gpu", r.gpu_index >= 0 ? std::to_string(r.gpu_index) : "");
-      add("UUID", r.gpu_uuid);
-      add("pci_bus_id", DcgmPciBusId(r.pci_bus_id));
-      out.Sample(kNcclCommInfo, labels, std::uint64_t{1});
+      labels.Add("process_hostname", r.hostname);
+      labels.Add("job_id", r.job_id);
+      labels.Add("namespace", r.namespace_name);
+      labels.Add("pod", r.pod);
+      labels.Add("container", r.container);
+      labels.Add("attribution", r.attribution);
+      labels.Add("cuda_device", r.cuda_device >= 0 ? std::to_string(r.cuda_device) : "");
+      labels.Add("gpu", r.gpu_index >= 0 ? std::to_string(r.gpu_index) : "");
+      labels.Add("UUID", r.gpu_uuid);
+      labels.Add("pci_bus_id", DcgmPciBusId(r.pci_bus_id));
+      out.Sample(kNcclCommInfo, labels.text(), std::uint64_t{1});
     }
   });
   // Ended jobs' ranks, as long as their series are kept: what the node page shows once the job
@@ -270,20 +277,14 @@ void NcclAnalytics::RenderInfo(metrics::TextWriter& out) const {
   registry_.ForEach([&](const Comm& comm) {
     if (comm.label == LabelCap::kOverflow || comm.live || comm.ended_unix_ms == 0) return;
     for (const LocalRank& r : comm.ranks) {
-      std::string labels;
-      const auto add = [&labels](std::string_view name, std::string_view value) {
-        AppendCommaLabel(labels, name, value);
-      };
-      add("comm", registry_.Label(comm.label));
-      add("comm_name", comm.name);
-      add("rank", std::to_string(r.rank));
-      add("nranks", std::to_string(comm.nranks));
-      add("job_id", r.job_id);
-      add("namespace", r.namespace_name);
-      add("pod", r.pod);
-      add("gpu", r.gpu_index >= 0 ? std::to_string(r.gpu_index) : "");
-      add("UUID", r.gpu_uuid);
-      out.Sample(kNcclCommEndTimestampSeconds, labels,
+      RankInfoLabels labels(registry_, comm, r);
+      labels.Add("nranks", std::to_string(comm.nranks));
+      labels.Add("job_id", r.job_id);
+      labels.Add("namespace", r.namespace_name);
+      labels.Add("pod", r.pod);
+      labels.Add("gpu", r.gpu_index >= 0 ? std::to_string(r.gpu_index) : "");
+      labels.Add("UUID", r.gpu_uuid);
+      out.Sample(kNcclCommEndTimestampSeconds, labels.text(),
                  static_cast<double>(comm.ended_unix_ms) / 1000.0);
     }
   });

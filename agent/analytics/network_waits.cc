@@ -24,12 +24,8 @@ const std::string& StateLabel(std::uint32_t state) {
 
 std::string CommRankLabels(const CommRegistry& registry, std::uint32_t comm_label,
                            std::int32_t rank) {
-  std::string labels;
-  metrics::AppendLabel(labels, "comm",
-                       comm_label == kUnknownCommLabel ? "unknown" : registry.Label(comm_label));
-  labels += ',';
-  metrics::AppendLabel(labels, "rank", std::to_string(rank));
-  return labels;
+  return analytics::CommRankLabels(
+      comm_label == kUnknownCommLabel ? "unknown" : registry.Label(comm_label), rank);
 }
 
 }  // namespace

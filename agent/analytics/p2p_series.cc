@@ -17,10 +17,7 @@ void P2pSeries::Observe(const CommRegistry& registry, const Comm& comm,
                                 .Add(size, 4)
                                 .key();
   Stats& s = table_.Get(key, comm.label, [&] {
-    std::string labels;
-    metrics::AppendLabel(labels, "comm", registry.Label(comm.label));
-    labels += ',';
-    metrics::AppendLabel(labels, "rank", std::to_string(op.rank));
+    std::string labels = CommRankLabels(registry.Label(comm.label), op.rank);
     labels += ',';
     metrics::AppendLabel(labels, "func", ncclscope_func_name(op.func));
     labels += ',';

@@ -568,6 +568,19 @@ void CopyCounts(void* arg) {
 
 }  // namespace
 
+// Only the slots the plugin ever took (ncclscope_ring.h, comm_slots_used; 0: not kept, read all):
+// with 256 slots of 512 bytes, checking every slot's state was one cold cache line each, 3.5 % of
+// the agent's samples at 8 rings (docs/benchmarks.md, "NCCL analytics").
+bool RingFile::SlotsUsed(std::uint32_t* slots) {
+  std::uint32_t used = 0;
+  if (!GuardedLoad(&reinterpret_cast<ncclscope_ring_header*>(map_)->comm_slots_used, &used)) {
+    healthy_ = false;
+    return false;
+  }
+  *slots = used != 0 && used < comm_slots_ ? used : comm_slots_;
+  return true;
+}
+
 std::vector<CommSlotSnapshot> RingFile::ReadCommTable() {
   std::vector<CommSlotSnapshot> slots;
   slots_over_limit_ = 0;
@@ -578,17 +591,9 @@ std::vector<CommSlotSnapshot> RingFile::ReadCommTable() {
   scratch.table.resize(max_copied);
   scratch.versions.resize(max_copied);
   scratch.index.resize(max_copied);
-  // Only the slots the plugin ever took (ncclscope_ring.h, comm_slots_used; 0: not kept, read
-  // all): with 256 slots of 512 bytes, checking every slot's state was one cold cache line each,
-  // 3.5 % of the agent's samples at 8 rings (docs/benchmarks.md, "NCCL analytics").
-  std::uint32_t used = 0;
-  if (!GuardedLoad(&reinterpret_cast<ncclscope_ring_header*>(map_)->comm_slots_used, &used)) {
-    healthy_ = false;
-    return slots;
-  }
   TableCopy t;
+  if (!SlotsUsed(&t.slots)) return slots;
   t.table = map_ + comm_table_offset_;
-  t.slots = used != 0 && used < comm_slots_ ? used : comm_slots_;
   t.out = scratch.table.data();
   t.version_after = scratch.versions.data();
   t.index = scratch.index.data();
@@ -674,15 +679,10 @@ bool RingFile::OwnerAlive() {
 std::vector<OpCounts> RingFile::ReadCounts() {
   std::vector<OpCounts> result;
   if (!healthy_ || comm_slots_ == 0 || count_table_offset_ == 0) return result;
-  std::uint32_t used = 0;
-  if (!GuardedLoad(&reinterpret_cast<ncclscope_ring_header*>(map_)->comm_slots_used, &used)) {
-    healthy_ = false;
-    return result;
-  }
   CountsCopy c;
+  if (!SlotsUsed(&c.slots)) return result;
   c.table = map_ + comm_table_offset_;
   c.counts = map_ + count_table_offset_;
-  c.slots = used != 0 && used < comm_slots_ ? used : comm_slots_;
   c.max_copied = c.slots < limits_.max_live_slots ? c.slots : limits_.max_live_slots;
   std::vector<OpCounts> ids(c.max_copied);
   DrainScratch& scratch = Scratch();

@@ -119,6 +119,9 @@ class RingFile {
   // Copies `copy` records of the lane from position `tail` on (the ring wraps: one or two preads).
   bool ReadLaneRecords(std::uint32_t lane, std::uint64_t tail, std::uint64_t copy,
                        std::vector<unsigned char>& bytes);
+  // How many comm slots to read: those the plugin ever took, or all. False (and unhealthy) when the
+  // header cannot be read.
+  bool SlotsUsed(std::uint32_t* slots);
 
   std::string path_;
   RingOrigin origin_;

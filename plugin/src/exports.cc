@@ -478,37 +478,10 @@ abi::Result InitOld(void** context, int* mask) {
   return InitAny(context, 0, mask, nullptr, 0, 0, -1, StderrLogger(), kVersion);
 }
 
-// NCCL's names for v1's numbers (v2+ pass the strings themselves).
-const char* FuncOf(const abi::EventDescrV1* d) { return names::FuncV1(d->coll.func); }
-const char* DatatypeOf(const abi::EventDescrV1* d) { return names::DatatypeV1(d->coll.datatype); }
-const char* AlgoOf(const abi::EventDescrV1* d) { return names::AlgoV1(d->coll.algo); }
-const char* ProtoOf(const abi::EventDescrV1* d) { return names::ProtoV1(d->coll.proto); }
-const char* P2pFuncOf(const abi::EventDescrV1* d) { return names::FuncV1(d->p2p.func); }
-const char* P2pDatatypeOf(const abi::EventDescrV1* d) { return names::DatatypeV1(d->p2p.datatype); }
-template <typename Descr>
-const char* FuncOf(const Descr* d) {
-  return d->coll.func;
-}
-template <typename Descr>
-const char* DatatypeOf(const Descr* d) {
-  return d->coll.datatype;
-}
-template <typename Descr>
-const char* AlgoOf(const Descr* d) {
-  return d->coll.algo;
-}
-template <typename Descr>
-const char* ProtoOf(const Descr* d) {
-  return d->coll.proto;
-}
-template <typename Descr>
-const char* P2pFuncOf(const Descr* d) {
-  return d->p2p.func;
-}
-template <typename Descr>
-const char* P2pDatatypeOf(const Descr* d) {
-  return d->p2p.datatype;
-}
+// NCCL's names: v2+ pass the strings themselves, v1 passes numbers that `name_of` names.
+using NameOfV1 = const char* (*)(std::uint8_t);
+const char* NameOf(const char* name, NameOfV1 /*name_of*/) { return name; }
+const char* NameOf(std::uint8_t v1, NameOfV1 name_of) { return name_of(v1); }
 
 // v1-v3's Coll: NCCL's identity of the communicator comes with each op (no init arguments for it),
 // and before v4 no GPU timestamps: v3's KernelCh only say which channels ran, v1-v2 have none.
@@ -519,16 +492,16 @@ OpArgs OldCollArgs(const Descr* d) {
   args.parent = d->parentObj;
   args.parent_group = d->parentObj;
   args.seq = d->coll.seqNumber;
-  args.func = FuncOf(d);
+  args.func = NameOf(d->coll.func, names::FuncV1);
   args.count = d->coll.count;
   args.root = d->coll.root;
-  args.datatype = DatatypeOf(d);
+  args.datatype = NameOf(d->coll.datatype, names::DatatypeV1);
   // nMaxChannels: an upper bound (src/enqueue.cc:786-868 at v2.23.4-1), recorded as NCCL's
   // announcement; v3's KernelCh say which channels ran.
   args.n_channels = d->coll.nMaxChannels;
   args.n_warps = d->coll.nWarps;
-  args.algo = AlgoOf(d);
-  args.proto = ProtoOf(d);
+  args.algo = NameOf(d->coll.algo, names::AlgoV1);
+  args.proto = NameOf(d->coll.proto, names::ProtoV1);
   args.rank = d->rank;
   args.identity_from_op = true;
   args.comm_hash = d->coll.commHash;
@@ -543,10 +516,10 @@ OpArgs OldP2pArgs(const Descr* d) {
   args.kind = NCCLSCOPE_KIND_P2P;
   args.parent = d->parentObj;
   args.parent_group = d->parentObj;
-  args.func = P2pFuncOf(d);
+  args.func = NameOf(d->p2p.func, names::FuncV1);
   args.count = d->p2p.count;
   args.root = d->p2p.peer;
-  args.datatype = P2pDatatypeOf(d);
+  args.datatype = NameOf(d->p2p.datatype, names::DatatypeV1);
   args.rank = d->rank;  // no channel count before v4
   args.identity_from_op = true;
   args.comm_hash = d->p2p.commHash;

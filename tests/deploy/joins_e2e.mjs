@@ -18,19 +18,15 @@
 // Usage: node joins_e2e.mjs <repo root> <ncclscope-agent> <ncclscope-sim> <plugin .so>
 //                           <fake libnvidia-ml.so.1> <prometheus> <kubectl>
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
-import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { parse, parseAllDocuments, stringify } from "yaml";
 import { freePort, sleep, startProcess, startPrometheus } from "./prometheus.mjs";
-import { startFakeNodeAgent } from "./lib/fake_node.mjs";
+import { fakeNodeDirs, startFakeNodeAgent, sysfsWriter } from "./lib/fake_node.mjs";
 
 const [root, agentBin, simBin, pluginPath, fakeNvml, prometheusBin, kubectl] = process.argv.slice(2);
-const tmp = mkdtempSync(join(tmpdir(), "ncclscope-joins-"));
-const sys = join(tmp, "sys");
-const ringDir = join(tmp, "rings");
-const nvmlState = join(tmp, "nvml.state");
+const { tmp, sys, ringDir, nvmlState } = fakeNodeDirs("joins");
 const NODE = "gpu-node-1";
 const OTHER_NODE = "gpu-node-2";
 const AGENT_POD = "ncclscope-agent-x7k2p";
@@ -49,7 +45,7 @@ const HCAS = [
 ];
 
 // --- a sysfs tree with the shape of the real one (tests/support/sysfs_tree.h) -----------------
-const write = (rel, text) => { mkdirSync(dirname(join(sys, rel)), { recursive: true }); writeFileSync(join(sys, rel), `${text}\n`); };
+const write = sysfsWriter(sys);
 const link = (target, rel) => { mkdirSync(dirname(join(sys, rel)), { recursive: true }); symlinkSync(target, join(sys, rel)); };
 let xmitWords = 1e9;
 function writeCounters() {

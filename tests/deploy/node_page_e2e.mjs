@@ -11,19 +11,15 @@
 // Usage: node node_page_e2e.mjs <repo root> <ncclscope-agent> <ncclscope-sim> <plugin .so>
 //                               <fake libnvidia-ml.so.1> <output dir>
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
+import { join } from "node:path";
 import { chromium } from "playwright-core";
 import { stringify } from "yaml";
 import { sleep, startProcess } from "./prometheus.mjs";
-import { startFakeNodeAgent } from "./lib/fake_node.mjs";
+import { fakeNodeDirs, startFakeNodeAgent, sysfsWriter } from "./lib/fake_node.mjs";
 
 const [root, agentBin, simBin, pluginPath, fakeNvml, outDir] = process.argv.slice(2);
 const CHROMIUM = "/usr/bin/chromium";
-const tmp = mkdtempSync(join(tmpdir(), "ncclscope-node-page-"));
-const ringDir = join(tmp, "rings");
-const sys = join(tmp, "sys");
-const nvmlState = join(tmp, "nvml.state");
+const { tmp, sys, ringDir, nvmlState } = fakeNodeDirs("node-page");
 // Markup, quotes and a backslash: it must survive the Prometheus text escaping and stay text.
 const HOSTILE = "<img src=x onerror=alert(1)>\"\\";
 const SLOW_RANK = "2";
@@ -31,7 +27,7 @@ const HUNG_RANK = "1";
 
 // --- a sysfs tree with one HCA port (the shape of tests/support/sysfs_tree.h) -----------------
 const port = "devices/pci0000:50/0000:50:01.0/0000:53:00.0/infiniband/mlx5_0/ports/1";
-const write = (rel, text) => { mkdirSync(dirname(join(sys, rel)), { recursive: true }); writeFileSync(join(sys, rel), `${text}\n`); };
+const write = sysfsWriter(sys);
 function buildSysfs() {
   const fn = "devices/pci0000:50/0000:50:01.0/0000:53:00.0";
   write(`${fn}/vendor`, "0x15b3");

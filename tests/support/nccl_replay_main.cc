@@ -33,18 +33,11 @@
 #include "agent/analytics/comm_registry.h"
 #include "agent/analytics/size_bucket.h"
 #include "plugin/ring/ncclscope_ring.h"
+#include "tests/support/replay_names.h"
 #include "tools/replay/nccl_replay.h"
 
 namespace ncclscope::testing {
 namespace {
-
-using replay::CollSpec;
-using replay::GpuTimes;
-using replay::ProfilerPlugin;
-using replay::ProxyPlan;
-using replay::ProxyThread;
-using replay::ReplayComm;
-using replay::ReplayProcess;
 
 struct Options {
   std::string plugin;

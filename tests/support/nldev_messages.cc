@@ -154,28 +154,34 @@ Bytes DeviceListReply(const std::vector<Device>& devices, std::uint32_t seq, std
   return Concat(parts);
 }
 
-Bytes Done(std::uint32_t seq, std::uint32_t port, int error) {
-  Bytes out(Aligned(sizeof(nlmsghdr)) + sizeof(int), 0);
+namespace {
+
+// A control message (NLMSG_DONE, NLMSG_ERROR) of `body_size` bytes after its header, the header
+// written and the body zeroed.
+Bytes ControlMessage(std::uint16_t type, std::uint16_t flags, std::uint32_t seq, std::uint32_t port,
+                     std::size_t body_size) {
+  Bytes out(Aligned(sizeof(nlmsghdr)) + body_size, 0);
   nlmsghdr header{};
   header.nlmsg_len = static_cast<std::uint32_t>(out.size());
-  header.nlmsg_type = NLMSG_DONE;
-  header.nlmsg_flags = NLM_F_MULTI;
+  header.nlmsg_type = type;
+  header.nlmsg_flags = flags;
   header.nlmsg_seq = seq;
   header.nlmsg_pid = port;
   std::memcpy(out.data(), &header, sizeof(header));
+  return out;
+}
+
+}  // namespace
+
+Bytes Done(std::uint32_t seq, std::uint32_t port, int error) {
+  Bytes out = ControlMessage(NLMSG_DONE, NLM_F_MULTI, seq, port, sizeof(int));
   std::memcpy(out.data() + Aligned(sizeof(nlmsghdr)), &error, sizeof(error));
   return out;
 }
 
 Bytes Error(std::uint32_t seq, std::uint32_t port, int error, std::uint16_t request_type) {
   // struct nlmsgerr: the error, then the request's header (netlink_ack without NLM_F_CAPPED).
-  Bytes out(Aligned(sizeof(nlmsghdr)) + sizeof(nlmsgerr), 0);
-  nlmsghdr header{};
-  header.nlmsg_len = static_cast<std::uint32_t>(out.size());
-  header.nlmsg_type = NLMSG_ERROR;
-  header.nlmsg_seq = seq;
-  header.nlmsg_pid = port;
-  std::memcpy(out.data(), &header, sizeof(header));
+  Bytes out = ControlMessage(NLMSG_ERROR, 0, seq, port, sizeof(nlmsgerr));
   nlmsgerr body{};
   body.error = error;
   body.msg.nlmsg_len = static_cast<std::uint32_t>(Aligned(sizeof(nlmsghdr)));

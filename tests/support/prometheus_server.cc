@@ -34,6 +34,14 @@ bool PrometheusServer::WaitForResult(const std::string& promql, std::chrono::sec
   return false;
 }
 
+::testing::AssertionResult PrometheusServer::WaitForTargetUp(std::chrono::seconds timeout) {
+  std::string last;
+  if (WaitForResult("up{job=\"ncclscope\"} == 1", timeout, &last)) {
+    return ::testing::AssertionSuccess();
+  }
+  return ::testing::AssertionFailure() << "last answer: " << last << "\nprometheus log:\n" << Log();
+}
+
 std::string PrometheusServer::OneJobConfig(const std::string& target,
                                            const std::string& job_settings) {
   return "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"

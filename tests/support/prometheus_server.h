@@ -1,5 +1,7 @@
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <chrono>
 #include <memory>
 #include <string>
@@ -26,6 +28,9 @@ class PrometheusServer {
   // Polls `promql` until its result is non-empty; false after `timeout` or when Prometheus exits,
   // with the last answer in *last.
   bool WaitForResult(const std::string& promql, std::chrono::seconds timeout, std::string* last);
+  // Waits until the "ncclscope" job's target is up; a failure with Prometheus' last answer and its
+  // log after `timeout`.
+  ::testing::AssertionResult WaitForTargetUp(std::chrono::seconds timeout);
   std::string Log() const { return process_->Stderr(); }
 
  private:

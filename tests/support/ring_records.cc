@@ -93,4 +93,12 @@ std::string OnlyRing(const std::string& dir) {
   return count == 1 ? found : "";
 }
 
+std::unique_ptr<profiler::RingFile> OpenOnlyRing(const std::string& dir,
+                                                 const std::atomic<bool>& stop,
+                                                 std::string* reason) {
+  std::string ring;
+  while (ring.empty() && !stop.load()) ring = OnlyRing(dir);
+  return profiler::RingFile::Open(ring, reason);
+}
+
 }  // namespace ncclscope::testing

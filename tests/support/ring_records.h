@@ -3,14 +3,17 @@
 // Reads the plugin's rings in a directory with the agent's own reader (agent/profiler) and keeps
 // every record, for tests that check what the plugin wrote.
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "agent/profiler/ring_directory.h"
+#include "agent/profiler/ring_file.h"
 
 namespace ncclscope::testing {
 
@@ -55,5 +58,11 @@ class RingRecords : public profiler::RecordSink {
 
 // The path of the one ring file in `dir` ("" when there is none or several).
 std::string OnlyRing(const std::string& dir);
+
+// Waits until `dir` holds one ring file (or `stop` is set) and opens it, as the agent would to
+// write controls; nullptr with `reason` when it cannot.
+std::unique_ptr<profiler::RingFile> OpenOnlyRing(const std::string& dir,
+                                                 const std::atomic<bool>& stop,
+                                                 std::string* reason);
 
 }  // namespace ncclscope::testing

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <string>
+#include <utility>
 
 namespace ncclscope::sim {
 namespace {
@@ -65,32 +67,24 @@ JobModel::JobModel(const Options& options, std::uint64_t t0_ns) : options_(optio
                     static_cast<std::uint64_t>(index)) |
            1;
   };
-  CommInstance world;
-  world.kind = CommKind::kWorld;
-  world.id = id_of(CommKind::kWorld, 0);
-  world.name = "SIM world";
-  world.nnodes = n;
-  for (int r = 0; r < n * g; ++r) world.members.push_back(r);
-  comms_.push_back(world);
+  // A communicator of `count` global ranks: first, first + stride, ... in communicator-rank order.
+  auto add = [&](CommKind kind, int index, std::string name, int nnodes, int first, int stride,
+                 int count) {
+    CommInstance comm;
+    comm.kind = kind;
+    comm.index = index;
+    comm.id = id_of(kind, index);
+    comm.name = std::move(name);
+    comm.nnodes = nnodes;
+    for (int i = 0; i < count; ++i) comm.members.push_back(first + i * stride);
+    comms_.push_back(std::move(comm));
+  };
+  add(CommKind::kWorld, 0, "SIM world", n, 0, 1, n * g);
   for (int node = 0; node < n; ++node) {
-    CommInstance tp;
-    tp.kind = CommKind::kTensor;
-    tp.index = node;
-    tp.id = id_of(CommKind::kTensor, node);
-    tp.name = "SIM TP group " + std::to_string(node);
-    tp.nnodes = 1;
-    for (int l = 0; l < g; ++l) tp.members.push_back(node * g + l);
-    comms_.push_back(tp);
+    add(CommKind::kTensor, node, "SIM TP group " + std::to_string(node), 1, node * g, 1, g);
   }
   for (int l = 0; l < g; ++l) {
-    CommInstance dp;
-    dp.kind = CommKind::kData;
-    dp.index = l;
-    dp.id = id_of(CommKind::kData, l);
-    dp.name = "SIM DP group " + std::to_string(l);
-    dp.nnodes = n;
-    for (int node = 0; node < n; ++node) dp.members.push_back(node * g + l);
-    comms_.push_back(dp);
+    add(CommKind::kData, l, "SIM DP group " + std::to_string(l), n, l, g, n);
   }
   ready_.assign(static_cast<std::size_t>(n) * static_cast<std::size_t>(g), t0_ns);
   seq_.assign(comms_.size() * 6, 0);

@@ -71,13 +71,8 @@ void GpuTimeline::EndPass(const CommRegistry& registry, Clock::time_point now,
       const std::uint64_t key = RankKey(p.comm_label, p.rank);
       if (row == nullptr || key != row_key) {
         row_key = key;
-        row = &table_.Get(key, p.comm_label, [&] {
-          std::string labels;
-          metrics::AppendLabel(labels, "comm", registry.Label(p.comm_label));
-          labels += ',';
-          metrics::AppendLabel(labels, "rank", std::to_string(p.rank));
-          return labels;
-        });
+        row = &table_.Get(key, p.comm_label,
+                          [&] { return CommRankLabels(registry.Label(p.comm_label), p.rank); });
       }
       Stats& s = *row;
       if (gpu.busy_until_ns == 0 || p.start_ns >= gpu.busy_until_ns) {

@@ -137,10 +137,7 @@ void LatencyBaselines::OnOp(const CommRegistry& registry, const Comm& comm, cons
     return;
   }
   Ratio& r = ratios_.Get(RatioKey(comm.label, op.rank, func), comm.label, [&] {
-    std::string labels;
-    metrics::AppendLabel(labels, "comm", registry.Label(comm.label));
-    labels += ',';
-    metrics::AppendLabel(labels, "rank", std::to_string(op.rank));
+    std::string labels = CommRankLabels(registry.Label(comm.label), op.rank);
     labels += ',';
     metrics::AppendLabel(labels, "func", ncclscope_func_name(func));
     return labels;

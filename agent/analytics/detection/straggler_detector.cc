@@ -21,13 +21,8 @@ void StragglerDetector::SetLimits(double min_cost, double threshold_s) {
 void StragglerDetector::OnMatched(const CommRegistry& registry, std::uint32_t comm_label,
                                   std::int32_t last_rank, std::uint64_t delay_ns,
                                   std::uint32_t weight) {
-  RankState& s = ranks_.Get(RankKey(comm_label, last_rank), comm_label, [&] {
-    std::string labels;
-    metrics::AppendLabel(labels, "comm", registry.Label(comm_label));
-    labels += ',';
-    metrics::AppendLabel(labels, "rank", std::to_string(last_rank));
-    return labels;
-  });
+  RankState& s = ranks_.Get(RankKey(comm_label, last_rank), comm_label,
+                            [&] { return CommRankLabels(registry.Label(comm_label), last_rank); });
   s.window_delay_s += static_cast<double>(delay_ns) * 1e-9 * weight;  // plugin.record_one_in
   ++matched_in_window_[comm_label];
 }

@@ -2,10 +2,24 @@
 // listening on a free port, its rings in `ringDir` (made here), the fake NVML's state file in
 // FAKE_NVML_STATE. `sections` is the config: the plugin section adds to `pluginSection`'s, eBPF is
 // off unless the test says otherwise.
-import { mkdirSync } from "node:fs";
-import { join } from "node:path";
+import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
 import { startAgent } from "../agent.mjs";
 import { freePort } from "../prometheus.mjs";
+
+// A fake node's places under a new temporary directory `tmp`: its sysfs tree `sys`, its rings
+// `ringDir` (made by startFakeNodeAgent) and the fake NVML's state file `nvmlState`.
+export function fakeNodeDirs(name) {
+  const tmp = mkdtempSync(join(tmpdir(), `ncclscope-${name}-`));
+  return { tmp, sys: join(tmp, "sys"), ringDir: join(tmp, "rings"), nvmlState: join(tmp, "nvml.state") };
+}
+
+// Writes `text` and a newline to the file `rel` of the sysfs tree `sys`, making its directories.
+export const sysfsWriter = (sys) => (rel, text) => {
+  mkdirSync(dirname(join(sys, rel)), { recursive: true });
+  writeFileSync(join(sys, rel), `${text}\n`);
+};
 
 // Rings read every 50 ms with every kernel and proxy event recorded.
 export const pluginSection = (ringDir) => ({ ring_dir: ringDir, poll_interval: "50ms", kernel_duty_cycle: 1, proxy_duty_cycle: 1 });

@@ -23,6 +23,7 @@
 #include "tests/support/chained_profiler.h"
 #include "tests/support/plugin_environment.h"
 #include "tests/support/plugin_harness.h"
+#include "tests/support/replay_names.h"
 #include "tests/support/ring_records.h"
 #include "tests/support/temp_dir.h"
 #include "tests/unit/plugin/chain_support.h"
@@ -30,14 +31,6 @@
 
 namespace ncclscope::testing {
 namespace {
-
-using replay::CollSpec;
-using replay::GpuTimes;
-using replay::ProfilerPlugin;
-using replay::ProxyPlan;
-using replay::ProxyThread;
-using replay::ReplayComm;
-using replay::ReplayProcess;
 
 // Runs before main, with no other thread yet.
 const bool kEnvironment = [] {  // NOLINT(cert-err58-cpp)
@@ -96,10 +89,8 @@ TEST(PluginChainStressTest, BothPluginsStayExactUnderRandomConcurrency) {
   });
   // The agent flipping ncclscope's duty cycles; the chained plugin changing its mask.
   std::thread controller([&] {
-    std::string ring;
-    while (ring.empty() && !done.load()) ring = OnlyRing(PluginRingDir().path());
     std::string reason;
-    auto file = profiler::RingFile::Open(ring, &reason);
+    auto file = OpenOnlyRing(PluginRingDir().path(), done, &reason);
     ASSERT_NE(file, nullptr) << reason;
     std::mt19937 rng(seed + 1);
     ncclscope_controls controls{};

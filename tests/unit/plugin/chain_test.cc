@@ -29,6 +29,7 @@
 #include "tests/support/chained_profiler.h"
 #include "tests/support/plugin_environment.h"
 #include "tests/support/plugin_harness.h"
+#include "tests/support/replay_names.h"
 #include "tests/support/ring_records.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
@@ -39,14 +40,7 @@
 namespace ncclscope::testing {
 namespace {
 
-using replay::CollSpec;
-using replay::GpuTimes;
-using replay::ProfilerPlugin;
 using replay::ProxyOpSpec;
-using replay::ProxyPlan;
-using replay::ProxyThread;
-using replay::ReplayComm;
-using replay::ReplayProcess;
 using std::chrono::milliseconds;
 
 constexpr int kAllEvents = 0x7FFF;

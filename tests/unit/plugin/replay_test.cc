@@ -22,6 +22,7 @@
 #include "plugin/abi/nccl_profiler_abi.h"
 #include "plugin/ring/ncclscope_ring.h"
 #include "tests/support/plugin_harness.h"
+#include "tests/support/replay_names.h"
 #include "tests/support/ring_records.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/wait_for.h"
@@ -31,14 +32,7 @@ namespace ncclscope::testing {
 namespace {
 
 using platform::RealtimeNs;
-using replay::CollSpec;
 using replay::EnqueuedOp;
-using replay::GpuTimes;
-using replay::ProfilerPlugin;
-using replay::ProxyPlan;
-using replay::ProxyThread;
-using replay::ReplayComm;
-using replay::ReplayProcess;
 
 using std::chrono::milliseconds;
 

@@ -317,10 +317,8 @@ TEST_P(PluginStressTest, WhatTheAgentReadsEqualsWhatWasDriven) {
   });
   // The agent changing controls while the job runs: duty cycles on and off.
   std::thread controller([&] {
-    std::string ring;
-    while (ring.empty() && !done.load()) ring = OnlyRing(PluginRingDir().path());
     std::string reason;
-    auto file = profiler::RingFile::Open(ring, &reason);
+    auto file = OpenOnlyRing(PluginRingDir().path(), done, &reason);
     ASSERT_NE(file, nullptr) << reason;
     std::mt19937 rng(seed + 1);
     ncclscope_controls controls{};
