@@ -292,6 +292,15 @@ bool EmitsNetPlugin(int snapshot) { return (snapshot & abi::kNetPlugin) != 0; }
 
 // ---- ProfilerPlugin ----
 
+namespace {
+
+template <typename Table>
+const char* TableName(const Table* table) {
+  return table != nullptr ? table->name : nullptr;
+}
+
+}  // namespace
+
 ProfilerPlugin::ProfilerPlugin(const std::string& path) {
   lib_ = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (lib_ == nullptr) {
@@ -317,24 +326,9 @@ bool ProfilerPlugin::Has(int version) const {
 }
 
 const char* ProfilerPlugin::Name(int version) const {
-  switch (version) {
-    case 1:
-      return v1_ != nullptr ? v1_->name : nullptr;
-    case 2:
-      return v2_ != nullptr ? v2_->name : nullptr;
-    case 3:
-      return v3_ != nullptr ? v3_->name : nullptr;
-    case 4:
-      return v4_ != nullptr ? v4_->name : nullptr;
-    case 5:
-      return v5_ != nullptr ? v5_->name : nullptr;
-    case 6:
-      return v6_ != nullptr ? v6_->name : nullptr;
-    case 7:
-      return v7_ != nullptr ? v7_->name : nullptr;
-    default:
-      return nullptr;
-  }
+  const char* const names[] = {TableName(v1_), TableName(v2_), TableName(v3_), TableName(v4_),
+                               TableName(v5_), TableName(v6_), TableName(v7_)};
+  return version >= 1 && version <= 7 ? names[version - 1] : nullptr;
 }
 
 int ProfilerPlugin::Init(int version, void** context, std::uint64_t comm_id, int* mask,
@@ -357,6 +351,99 @@ int ProfilerPlugin::Init(int version, void** context, std::uint64_t comm_id, int
   }
 }
 
+namespace {
+
+// Start's descriptors, one per layout NCCL hands the plugin.
+
+// v1 (2.23): legacy fields and NCCL's own enums.
+void DescrV1(const abi::EventDescrV7& d, const LegacyFields& legacy, abi::EventDescrV1* out) {
+  abi::EventDescrV1& v1 = *out;
+  std::memset(&v1, 0, sizeof(v1));
+  CopyLegacyCommon(v1, d);
+  if (d.type == abi::kColl) {  // src/misc/profiler.cc:275-296 at v2.23.4-1
+    v1.coll.name = nullptr;
+    v1.coll.commHash = legacy.comm_hash;
+    v1.coll.seqNumber = d.coll.seqNumber;
+    v1.coll.func = FuncV1(d.coll.func);
+    v1.coll.sendBuff = d.coll.sendBuff;
+    v1.coll.recvBuff = d.coll.recvBuff;
+    v1.coll.count = d.coll.count;
+    v1.coll.root = d.coll.root;
+    v1.coll.datatype = DatatypeV1(d.coll.datatype);
+    v1.coll.op = legacy.op;
+    v1.coll.trafficBytes = legacy.traffic_bytes;
+    v1.coll.nMaxChannels = d.coll.nChannels;
+    v1.coll.nWarps = d.coll.nWarps;
+    v1.coll.algo = AlgoV1(d.coll.algo);
+    v1.coll.proto = ProtoV1(d.coll.proto);
+    // isNvls: NVLS, NVLS_TREE; isCollnet: CollNet, and NVLS (not NVLS_TREE) across nodes
+    // (src/enqueue.cc:603-614 at v2.23.4-1).
+    const char* algo = d.coll.algo != nullptr ? d.coll.algo : "";
+    v1.coll.isNvls = IsNvlsAlgo(algo) ? 1 : 0;
+    v1.coll.isCollnet =
+        IsCollNetAlgo(algo) || (std::strcmp(algo, "NVLS") == 0 && legacy.nnodes > 1) ? 1 : 0;
+  } else if (d.type == abi::kP2p) {  // :304-315
+    v1.p2p.name = nullptr;
+    v1.p2p.commHash = legacy.comm_hash;
+    v1.p2p.func = FuncV1(d.p2p.func);
+    v1.p2p.buff = d.p2p.buff;
+    v1.p2p.datatype = DatatypeV1(d.p2p.datatype);
+    v1.p2p.count = d.p2p.count;
+    v1.p2p.peer = d.p2p.peer;
+  }
+}
+
+// v4 (2.27): the fields it has, copied one by one.
+void DescrV4(const abi::EventDescrV7& d, abi::EventDescrV4* out) {
+  abi::EventDescrV4& v4 = *out;
+  std::memset(&v4, 0, sizeof(v4));
+  v4.type = static_cast<std::uint8_t>(d.type);
+  v4.parentObj = d.parentObj;
+  v4.rank = d.rank;
+  switch (d.type) {
+    case abi::kColl:
+      v4.coll.seqNumber = d.coll.seqNumber;
+      v4.coll.func = d.coll.func;
+      v4.coll.sendBuff = d.coll.sendBuff;
+      v4.coll.recvBuff = d.coll.recvBuff;
+      v4.coll.count = d.coll.count;
+      v4.coll.root = d.coll.root;
+      v4.coll.datatype = d.coll.datatype;
+      v4.coll.nChannels = d.coll.nChannels;
+      v4.coll.nWarps = d.coll.nWarps;
+      v4.coll.algo = d.coll.algo;
+      v4.coll.proto = d.coll.proto;
+      break;
+    case abi::kP2p:
+      v4.p2p.func = d.p2p.func;
+      v4.p2p.buff = d.p2p.buff;
+      v4.p2p.datatype = d.p2p.datatype;
+      v4.p2p.count = d.p2p.count;
+      v4.p2p.peer = d.p2p.peer;
+      v4.p2p.nChannels = d.p2p.nChannels;
+      break;
+    case abi::kProxyOp:
+      static_assert(sizeof(v4.proxyOp) == sizeof(d.proxyOp));
+      std::memcpy(&v4.proxyOp, &d.proxyOp, sizeof(v4.proxyOp));
+      break;
+    case abi::kProxyStep:
+      v4.proxyStep.step = d.proxyStep.step;
+      break;
+    case abi::kKernelCh:
+      v4.kernelCh.channelId = d.kernelCh.channelId;
+      v4.kernelCh.pTimer = d.kernelCh.pTimer;
+      break;
+    case abi::kNetPlugin:
+      v4.netPlugin.id = d.netPlugin.id;
+      v4.netPlugin.data = d.netPlugin.data;
+      break;
+    default:
+      break;
+  }
+}
+
+}  // namespace
+
 int ProfilerPlugin::Start(int version, void* context, void** handle, const abi::EventDescrV6& d,
                           const LegacyFields& legacy) const {
   abi::EventDescrV7 wide{};
@@ -376,39 +463,7 @@ int ProfilerPlugin::Start(int version, void* context, void** handle, const abi::
   switch (version) {
     case 1: {
       abi::EventDescrV1 v1{};
-      std::memset(&v1, 0, sizeof(v1));
-      CopyLegacyCommon(v1, d);
-      if (d.type == abi::kColl) {  // src/misc/profiler.cc:275-296 at v2.23.4-1
-        v1.coll.name = nullptr;
-        v1.coll.commHash = legacy.comm_hash;
-        v1.coll.seqNumber = d.coll.seqNumber;
-        v1.coll.func = FuncV1(d.coll.func);
-        v1.coll.sendBuff = d.coll.sendBuff;
-        v1.coll.recvBuff = d.coll.recvBuff;
-        v1.coll.count = d.coll.count;
-        v1.coll.root = d.coll.root;
-        v1.coll.datatype = DatatypeV1(d.coll.datatype);
-        v1.coll.op = legacy.op;
-        v1.coll.trafficBytes = legacy.traffic_bytes;
-        v1.coll.nMaxChannels = d.coll.nChannels;
-        v1.coll.nWarps = d.coll.nWarps;
-        v1.coll.algo = AlgoV1(d.coll.algo);
-        v1.coll.proto = ProtoV1(d.coll.proto);
-        // isNvls: NVLS, NVLS_TREE; isCollnet: CollNet, and NVLS (not NVLS_TREE) across nodes
-        // (src/enqueue.cc:603-614 at v2.23.4-1).
-        const char* algo = d.coll.algo != nullptr ? d.coll.algo : "";
-        v1.coll.isNvls = IsNvlsAlgo(algo) ? 1 : 0;
-        v1.coll.isCollnet =
-            IsCollNetAlgo(algo) || (std::strcmp(algo, "NVLS") == 0 && legacy.nnodes > 1) ? 1 : 0;
-      } else if (d.type == abi::kP2p) {  // :304-315
-        v1.p2p.name = nullptr;
-        v1.p2p.commHash = legacy.comm_hash;
-        v1.p2p.func = FuncV1(d.p2p.func);
-        v1.p2p.buff = d.p2p.buff;
-        v1.p2p.datatype = DatatypeV1(d.p2p.datatype);
-        v1.p2p.count = d.p2p.count;
-        v1.p2p.peer = d.p2p.peer;
-      }
+      DescrV1(d, legacy, &v1);
       return v1_->startEvent(context, handle, &v1);
     }
     case 2: {
@@ -458,50 +513,7 @@ int ProfilerPlugin::Start(int version, void* context, void** handle, const abi::
       return v7_->startEvent(context, handle, const_cast<abi::EventDescrV7*>(&d));
   }
   abi::EventDescrV4 v4{};
-  std::memset(&v4, 0, sizeof(v4));
-  v4.type = static_cast<std::uint8_t>(d.type);
-  v4.parentObj = d.parentObj;
-  v4.rank = d.rank;
-  switch (d.type) {
-    case abi::kColl:
-      v4.coll.seqNumber = d.coll.seqNumber;
-      v4.coll.func = d.coll.func;
-      v4.coll.sendBuff = d.coll.sendBuff;
-      v4.coll.recvBuff = d.coll.recvBuff;
-      v4.coll.count = d.coll.count;
-      v4.coll.root = d.coll.root;
-      v4.coll.datatype = d.coll.datatype;
-      v4.coll.nChannels = d.coll.nChannels;
-      v4.coll.nWarps = d.coll.nWarps;
-      v4.coll.algo = d.coll.algo;
-      v4.coll.proto = d.coll.proto;
-      break;
-    case abi::kP2p:
-      v4.p2p.func = d.p2p.func;
-      v4.p2p.buff = d.p2p.buff;
-      v4.p2p.datatype = d.p2p.datatype;
-      v4.p2p.count = d.p2p.count;
-      v4.p2p.peer = d.p2p.peer;
-      v4.p2p.nChannels = d.p2p.nChannels;
-      break;
-    case abi::kProxyOp:
-      static_assert(sizeof(v4.proxyOp) == sizeof(d.proxyOp));
-      std::memcpy(&v4.proxyOp, &d.proxyOp, sizeof(v4.proxyOp));
-      break;
-    case abi::kProxyStep:
-      v4.proxyStep.step = d.proxyStep.step;
-      break;
-    case abi::kKernelCh:
-      v4.kernelCh.channelId = d.kernelCh.channelId;
-      v4.kernelCh.pTimer = d.kernelCh.pTimer;
-      break;
-    case abi::kNetPlugin:
-      v4.netPlugin.id = d.netPlugin.id;
-      v4.netPlugin.data = d.netPlugin.data;
-      break;
-    default:
-      break;
-  }
+  DescrV4(d, &v4);
   return v4_->startEvent(context, handle, &v4);
 }
 
