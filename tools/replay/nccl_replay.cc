@@ -1319,18 +1319,27 @@ PlanLaunch ReplayComm::LaunchGraph(const CapturedGraph& graph, ProxyThread* host
   return plan;
 }
 
-PlanLaunch ReplayComm::LaunchPlan(const std::vector<GroupTask>& tasks,
-                                  const std::vector<int>& masks,
-                                  const std::vector<void*>& api_handles, bool persistent,
-                                  const Upload& upload) {
-  const int version = process_.version();
-  // NCCL's plan order (ncclPrepareTasks, src/enqueue.cc:348-438): collectives come out of the
-  // sorter size-descending, are binned by (func, op, type) in the order of each bin's first task,
-  // each bin size-ascending (LIFO), CollNet bins after the others; p2p tasks follow the
-  // collectives (src/plugin/profiler.cc:395-449). Simplified: one plan (NCCL splits a group into
-  // several plans when its work budget is full), the reduction op is not modeled, and channels are
-  // handed out as contiguous ranges in plan order (NCCL balances them by traffic and neighbours
-  // may share a boundary channel).
+// What LaunchPlan carries from task to task.
+struct PlanBuild {
+  int version = 0;
+  bool persistent = false;
+  bool host_task = true;
+  bool sym_plan = false;
+  void* group = nullptr;
+  int channel_cursor = 0;
+  int p2p_cursor = 0;
+};
+
+namespace {
+
+// NCCL's plan order (ncclPrepareTasks, src/enqueue.cc:348-438): collectives come out of the
+// sorter size-descending, are binned by (func, op, type) in the order of each bin's first task,
+// each bin size-ascending (LIFO), CollNet bins after the others; p2p tasks follow the
+// collectives (src/plugin/profiler.cc:395-449). Simplified: one plan (NCCL splits a group into
+// several plans when its work budget is full), the reduction op is not modeled, and channels are
+// handed out as contiguous ranges in plan order (NCCL balances them by traffic and neighbours
+// may share a boundary channel).
+std::vector<std::size_t> PlanOrder(const std::vector<GroupTask>& tasks) {
   std::vector<std::size_t> colls;
   std::vector<std::size_t> p2ps;
   for (std::size_t i = 0; i < tasks.size(); ++i) (tasks[i].p2p ? p2ps : colls).push_back(i);
@@ -1359,19 +1368,148 @@ PlanLaunch ReplayComm::LaunchPlan(const std::vector<GroupTask>& tasks,
     }
   }
   order.insert(order.end(), p2ps.begin(), p2ps.end());
+  return order;
+}
 
-  PlanLaunch plan;
-  // Before 2.27 a CUDA-graph launch runs hostStreamPlanTask only for a plan with proxy ops
-  // (src/enqueue.cc:1580-1597 at v2.23.4-1, :1442-1456 at v2.26.6-1): network peers, or (2.26)
-  // KernelCh in a capture-time mask, which adds profiler proxy ops (src/enqueue.cc:210 at
-  // v2.26.6-1). Simplified: nnodes > 1 stands for "has network proxy ops".
+// Before 2.27 a CUDA-graph launch runs hostStreamPlanTask only for a plan with proxy ops
+// (src/enqueue.cc:1580-1597 at v2.23.4-1, :1442-1456 at v2.26.6-1): network peers, or (2.26)
+// KernelCh in a capture-time mask, which adds profiler proxy ops (src/enqueue.cc:210 at
+// v2.26.6-1). Simplified: nnodes > 1 stands for "has network proxy ops".
+bool RunsHostTask(int version, bool persistent, int nnodes, const std::vector<int>& masks) {
   bool host_task = true;
   if (persistent && version <= 3) {
-    host_task = nnodes_ > 1;
+    host_task = nnodes > 1;
     if (version == 3) {
       for (int m : masks) host_task = host_task || (m & abi::kKernelCh) != 0;
     }
   }
+  return host_task;
+}
+
+// The channels a collective's KernelCh run on.
+void CollChannels(PlanBuild& b, const CollSpec& c, bool head, PlannedOp* op) {
+  const int kernel = !c.kernel_events ? 0 : c.kernel_channels >= 0 ? c.kernel_channels : c.channels;
+  if (op->symmetric) {
+    // KernelCh only for the head task, on blocks 0..n-1 (src/plugin/profiler.cc:1280-1292 at
+    // 2.31.2), and none under graph capture: the clean kernel runs (:1271, :1286).
+    if (head && !b.persistent) {
+      for (int k = 0; k < kernel; ++k) op->channel_ids.push_back(k);
+    }
+  } else if (op->collnet) {
+    for (int k = 0; k < kernel; ++k) op->channel_ids.push_back(k);  // src/enqueue.cc:579-580
+  } else {
+    for (int k = 0; k < kernel; ++k)
+      op->channel_ids.push_back((b.channel_cursor + k) % kMaxChannels);
+    b.channel_cursor = (b.channel_cursor + c.channels) % kMaxChannels;
+  }
+}
+
+// The Coll descriptor (src/plugin/profiler.cc:398-417).
+void CollDescr(const PlanBuild& b, const GroupTask& task, bool head, int mask, std::size_t count,
+               const char* datatype, std::uint64_t seq, const PlannedOp& op,
+               abi::EventDescrV7* out) {
+  const int version = b.version;
+  const CollSpec& c = task.coll;
+  abi::EventDescrV7& d = *out;
+  d.type = abi::kColl;
+  d.coll.parentGroup = b.group;
+  d.coll.seqNumber = task.seq >= 0 ? static_cast<std::uint64_t>(task.seq) : seq;
+  d.coll.func = c.func;
+  d.coll.count = count;
+  d.coll.root = c.root;
+  d.coll.datatype = datatype;
+  // CollNet tasks announce no channels from 2.27 on (task->nChannels, src/enqueue.cc:638);
+  // 2.23-2.26 hand nMaxChannels, the count CollNet uses (src/enqueue.cc:763 at v2.23.4-1).
+  d.coll.nChannels = op.collnet && version >= 4 ? 0 : c.channels;
+  d.coll.nWarps = c.warps;
+  d.coll.algo = c.algo;
+  d.coll.proto = c.proto;
+  if (version >= 7) {
+    d.coll.userTag = c.user_tag;  // src/plugin/profiler.cc:620 at 2.31.2
+    if (op.symmetric) {
+      // :600-614 at 2.31.2: the variant, algo = its part after the first '_', proto "";
+      // nChannels: the plan's channels on the head task with KernelCh, else ct->nChannels,
+      // which is 0 for a sym task.
+      const char* variant = c.kernel_variant != nullptr ? c.kernel_variant : "Unknown";
+      const char* underscore = std::strchr(variant, '_');
+      d.coll.isSymColl = true;
+      d.coll.kernelVariant = variant;
+      d.coll.algo = underscore != nullptr ? underscore + 1 : variant;
+      d.coll.proto = "";
+      d.coll.nChannels = head && (mask & abi::kKernelCh) != 0 ? c.channels : 0;
+    }
+  }
+}
+
+}  // namespace
+
+void ReplayComm::PlanColl(PlanBuild& b, const GroupTask& task, bool head, int mask, bool task_event,
+                          void* api_handle, PlannedOp* op, abi::EventDescrV7* d) {
+  const int version = b.version;
+  const CollSpec& c = task.coll;
+  op->collnet = IsCollNetAlgo(c.algo);
+  op->symmetric = b.sym_plan && c.symmetric;
+  CollChannels(b, c, head, op);
+  std::size_t count = c.count;
+  const char* datatype = c.datatype;
+  if (IsAllGatherOrBroadcast(c.func)) {  // src/enqueue.cc:2476-2480
+    count = c.count * DatatypeBytes(c.datatype);
+    datatype = "ncclInt8";
+  }
+  op->bytes = count * DatatypeBytes(datatype);
+  std::uint64_t& seq = seq_numbers_[c.func];
+  if (task_event) {  // src/plugin/profiler.cc:398-417
+    CollDescr(b, task, head, mask, count, datatype, seq, *op, d);
+    Start(&op->handle, *d);
+  }
+  if (version <= 2) {
+    // seqNumber = comm->seqNumber[func]++ inside the Coll start (src/misc/profiler.cc:281 at
+    // v2.23.4-1, :393 at v2.24.3-1): it advances only with a Coll event.
+    if (task_event) ++seq;
+  } else if (b.host_task && (!b.persistent || ((b.group != nullptr || api_handle != nullptr) &&
+                                               (mask & abi::kKernelCh) != 0))) {
+    // Every eager collective counts; graph-captured ones only with KernelCh in their mask
+    // (src/plugin/profiler.cc:425-427; :259-267 at v2.26.6-1, which needs the Group handle).
+    ++seq;
+  }
+}
+
+void ReplayComm::PlanP2p(PlanBuild& b, const GroupTask& task, bool task_event, PlannedOp* op,
+                         abi::EventDescrV7* out) {
+  const int version = b.version;
+  abi::EventDescrV7& d = *out;
+  const P2pSpec& p = task.send_recv;
+  op->peer = p.peer;
+  op->send = std::strcmp(p.func, "Send") == 0;
+  op->self = p.peer == rank_;  // nProxyOps = selfSend ? 0 : 2 (src/enqueue.cc:805)
+  op->bytes = p.count * DatatypeBytes(p.datatype);
+  for (int k = 0; k < p.channels; ++k) op->channel_ids.push_back((b.p2p_cursor + k) % kMaxChannels);
+  b.p2p_cursor = (b.p2p_cursor + p.channels) % kMaxChannels;
+  if (task_event) {  // src/plugin/profiler.cc:433-447
+    d.type = abi::kP2p;
+    d.p2p.parentGroup = b.group;
+    d.p2p.func = p.func;
+    d.p2p.count = p.count;
+    d.p2p.datatype = p.datatype;
+    d.p2p.peer = p.peer;
+    d.p2p.nChannels = p.channels;  // 2.31: popcount(channelMask) with KernelCh (:644-645)
+    if (version >= 7) d.p2p.userTag = p.user_tag;  // :658 at 2.31.2
+    Start(&op->handle, d);
+  }
+}
+
+PlanLaunch ReplayComm::LaunchPlan(const std::vector<GroupTask>& tasks,
+                                  const std::vector<int>& masks,
+                                  const std::vector<void*>& api_handles, bool persistent,
+                                  const Upload& upload) {
+  const int version = process_.version();
+  const std::vector<std::size_t> order = PlanOrder(tasks);
+  PlanLaunch plan;
+  PlanBuild b;
+  b.version = version;
+  b.persistent = persistent;
+  b.host_task = RunsHostTask(version, persistent, nnodes_, masks);
+  const bool host_task = b.host_task;
   // 2.23-2.25 read the mask once per plan, at Group start: the live value, at every graph launch
   // too (src/misc/profiler.cc:247 at v2.23.4-1, :359 at v2.24.3-1); 2.26+ use the tasks' copies.
   const bool plan_snapshot = version <= 2;
@@ -1386,20 +1524,19 @@ PlanLaunch ReplayComm::LaunchPlan(const std::vector<GroupTask>& tasks,
     }
   }
   if (plan_snapshot) first_mask = snapshot;
-  abi::EventDescrV7 d{};
   if (host_task && (first_mask & GroupGate(version)) != 0) {
+    abi::EventDescrV7 d{};
     std::memset(&d, 0, sizeof(d));
     d.type = abi::kGroup;
     Start(&plan.group, d);
   }
+  b.group = plan.group;
   // v7 symmetric collectives: the plan is a sym plan when its head (first) collective is one;
   // the other versions replay a symmetric task as a regular collective (2.28 emits no event for
   // it at all, which the replay does not model).
-  const bool sym_plan = version >= 7 && !order.empty() && !tasks[order.front()].p2p &&
-                        tasks[order.front()].coll.symmetric;
+  b.sym_plan = version >= 7 && !order.empty() && !tasks[order.front()].p2p &&
+               tasks[order.front()].coll.symmetric;
   std::vector<bool> started;  // the task's startEvent was called (v1/v2 stop it unchecked)
-  int channel_cursor = 0;
-  int p2p_cursor = 0;
   for (std::size_t i : order) {
     const GroupTask& task = tasks[i];
     const int mask = plan_snapshot ? snapshot : masks[i];
@@ -1407,6 +1544,7 @@ PlanLaunch ReplayComm::LaunchPlan(const std::vector<GroupTask>& tasks,
     op.mask = host_task ? mask : 0;
     op.p2p = task.p2p;
     op.proxy_never_stopped = task.proxy_never_stopped;
+    abi::EventDescrV7 d{};
     std::memset(&d, 0, sizeof(d));
     d.rank = rank_;
     d.parentObj = version >= 5 ? api_handles[i] : plan.group;
@@ -1418,99 +1556,11 @@ PlanLaunch ReplayComm::LaunchPlan(const std::vector<GroupTask>& tasks,
     // (src/misc/profiler.cc:299,318 at v2.23.4-1): the proxy side of the others is silent.
     if (plan_snapshot && !task_event) op.mask = 0;
     if (!task.p2p) {
-      const CollSpec& c = task.coll;
-      op.collnet = IsCollNetAlgo(c.algo);
-      const bool head = i == order.front();
-      op.symmetric = sym_plan && c.symmetric;
-      const int kernel = !c.kernel_events         ? 0
-                         : c.kernel_channels >= 0 ? c.kernel_channels
-                                                  : c.channels;
-      if (op.symmetric) {
-        // KernelCh only for the head task, on blocks 0..n-1 (src/plugin/profiler.cc:1280-1292 at
-        // 2.31.2), and none under graph capture: the clean kernel runs (:1271, :1286).
-        if (head && !persistent) {
-          for (int k = 0; k < kernel; ++k) op.channel_ids.push_back(k);
-        }
-      } else if (op.collnet) {
-        for (int k = 0; k < kernel; ++k) op.channel_ids.push_back(k);  // src/enqueue.cc:579-580
-      } else {
-        for (int k = 0; k < kernel; ++k)
-          op.channel_ids.push_back((channel_cursor + k) % kMaxChannels);
-        channel_cursor = (channel_cursor + c.channels) % kMaxChannels;
-      }
-      std::size_t count = c.count;
-      const char* datatype = c.datatype;
-      if (IsAllGatherOrBroadcast(c.func)) {  // src/enqueue.cc:2476-2480
-        count = c.count * DatatypeBytes(c.datatype);
-        datatype = "ncclInt8";
-      }
-      op.bytes = count * DatatypeBytes(datatype);
-      std::uint64_t& seq = seq_numbers_[c.func];
-      if (task_event) {  // src/plugin/profiler.cc:398-417
-        d.type = abi::kColl;
-        d.coll.parentGroup = plan.group;
-        d.coll.seqNumber = task.seq >= 0 ? static_cast<std::uint64_t>(task.seq) : seq;
-        d.coll.func = c.func;
-        d.coll.count = count;
-        d.coll.root = c.root;
-        d.coll.datatype = datatype;
-        // CollNet tasks announce no channels from 2.27 on (task->nChannels, src/enqueue.cc:638);
-        // 2.23-2.26 hand nMaxChannels, the count CollNet uses (src/enqueue.cc:763 at v2.23.4-1).
-        d.coll.nChannels = op.collnet && version >= 4 ? 0 : c.channels;
-        d.coll.nWarps = c.warps;
-        d.coll.algo = c.algo;
-        d.coll.proto = c.proto;
-        if (version >= 7) {
-          d.coll.userTag = c.user_tag;  // src/plugin/profiler.cc:620 at 2.31.2
-          if (op.symmetric) {
-            // :600-614 at 2.31.2: the variant, algo = its part after the first '_', proto "";
-            // nChannels: the plan's channels on the head task with KernelCh, else ct->nChannels,
-            // which is 0 for a sym task.
-            const char* variant = c.kernel_variant != nullptr ? c.kernel_variant : "Unknown";
-            const char* underscore = std::strchr(variant, '_');
-            d.coll.isSymColl = true;
-            d.coll.kernelVariant = variant;
-            d.coll.algo = underscore != nullptr ? underscore + 1 : variant;
-            d.coll.proto = "";
-            d.coll.nChannels = head && (mask & abi::kKernelCh) != 0 ? c.channels : 0;
-          }
-        }
-        Start(&op.handle, d);
-      }
-      started.push_back(task_event);
-      if (version <= 2) {
-        // seqNumber = comm->seqNumber[func]++ inside the Coll start (src/misc/profiler.cc:281 at
-        // v2.23.4-1, :393 at v2.24.3-1): it advances only with a Coll event.
-        if (task_event) ++seq;
-      } else if (host_task &&
-                 (!persistent || ((plan.group != nullptr || api_handles[i] != nullptr) &&
-                                  (mask & abi::kKernelCh) != 0))) {
-        // Every eager collective counts; graph-captured ones only with KernelCh in their mask
-        // (src/plugin/profiler.cc:425-427; :259-267 at v2.26.6-1, which needs the Group handle).
-        ++seq;
-      }
+      PlanColl(b, task, i == order.front(), mask, task_event, api_handles[i], &op, &d);
     } else {
-      const P2pSpec& p = task.send_recv;
-      op.peer = p.peer;
-      op.send = std::strcmp(p.func, "Send") == 0;
-      op.self = p.peer == rank_;  // nProxyOps = selfSend ? 0 : 2 (src/enqueue.cc:805)
-      op.bytes = p.count * DatatypeBytes(p.datatype);
-      for (int k = 0; k < p.channels; ++k)
-        op.channel_ids.push_back((p2p_cursor + k) % kMaxChannels);
-      p2p_cursor = (p2p_cursor + p.channels) % kMaxChannels;
-      if (task_event) {  // src/plugin/profiler.cc:433-447
-        d.type = abi::kP2p;
-        d.p2p.parentGroup = plan.group;
-        d.p2p.func = p.func;
-        d.p2p.count = p.count;
-        d.p2p.datatype = p.datatype;
-        d.p2p.peer = p.peer;
-        d.p2p.nChannels = p.channels;  // 2.31: popcount(channelMask) with KernelCh (:644-645)
-        if (version >= 7) d.p2p.userTag = p.user_tag;  // :658 at 2.31.2
-        Start(&op.handle, d);
-      }
-      started.push_back(task_event);
+      PlanP2p(b, task, task_event, &op, &d);
     }
+    started.push_back(task_event);
     plan.ops.push_back(std::move(op));
   }
   // The proxy upload happens here in NCCL, before the stops (src/enqueue.cc:1310-1313): the
