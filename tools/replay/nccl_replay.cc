@@ -1579,142 +1579,157 @@ PlanLaunch ReplayComm::LaunchPlan(const std::vector<GroupTask>& tasks,
   return plan;
 }
 
-void ReplayComm::RunPlan(const PlanLaunch& plan, const PlanTiming& timing, const ProxyPlan& net) {
-  const int version = process_.version();
-  const bool legacy = version <= 3;
-  struct Net {
-    void* handle = nullptr;
-    ProxyOpSpec spec;
-    EnqueuedOp enqueued;
-  };
-  // ProxyOps at append, before the kernel runs (src/proxy.cc:427); 2.23-2.26 start them only in
-  // the network transport, when the op becomes ready (src/transport/net.cc:1104, :1285 at
-  // v2.26.6-1), and have no never-stopped ones.
-  auto start_proxy_ops = [this, plan, net, legacy] {
-    std::vector<Net> nets;
-    for (const PlannedOp& op : plan.ops) {
-      if (op.self || op.symmetric) continue;
-      EnqueuedOp e{op.handle, op.mask, static_cast<std::uint8_t>(op.channel_ids.size())};
-      if ((op.mask & ProxyOpGate(process_.version())) == 0) continue;
-      const bool never_stopped = op.collnet || op.proxy_never_stopped;
-      if (never_stopped && legacy) continue;
-      if (!never_stopped && !net.enabled) continue;
-      for (int channel : op.channel_ids) {
-        for (int dir = 0; dir < 2; ++dir) {
-          const bool send = dir == 1;
-          if (op.p2p && send != op.send) continue;  // a send task has send proxy ops only
-          Net n;
-          n.enqueued = e;
-          n.spec.channel = channel;
-          n.spec.send = send && !never_stopped;  // isSend: network sends only
-          n.spec.peer =
-              op.p2p ? op.peer : (send ? (rank_ + 1) % nranks_ : (rank_ + nranks_ - 1) % nranks_);
-          n.spec.steps = never_stopped ? 0 : net.steps;
-          n.spec.chunk_bytes = net.step_bytes;
-          n.spec.pid = net.pid;
-          n.spec.foreign_parent = net.foreign_parent;
-          n.spec.foreign_context = net.foreign_context;
-          n.spec.ib_device = net.ib_device;
-          n.spec.qp_num = net.qp_base != 0 ? net.qp_base + 2 * channel + dir : 0;
-          n.handle = ProxyOpStartOnly(e, n.spec);
-          if (!never_stopped) nets.push_back(n);
-        }
+struct ReplayComm::NetOp {
+  void* handle = nullptr;
+  ProxyOpSpec spec;
+  EnqueuedOp enqueued;
+};
+
+struct ReplayComm::KernelChannel {
+  void* handle = nullptr;
+  EnqueuedOp op;
+  int channel = 0;
+  PhaseStamps stamps;  // ts[0] start, ts[3] end
+};
+
+struct ReplayComm::Kernels {
+  std::uint64_t base = 0;  // GPU time of the plan's start
+  std::vector<KernelChannel> channels;
+};
+
+// ProxyOps at append, before the kernel runs (src/proxy.cc:427); 2.23-2.26 start them only in
+// the network transport, when the op becomes ready (src/transport/net.cc:1104, :1285 at
+// v2.26.6-1), and have no never-stopped ones.
+std::vector<ReplayComm::NetOp> ReplayComm::StartProxyOps(const PlanLaunch& plan,
+                                                         const ProxyPlan& net) {
+  const bool legacy = process_.version() <= 3;
+  std::vector<NetOp> nets;
+  for (const PlannedOp& op : plan.ops) {
+    if (op.self || op.symmetric) continue;
+    EnqueuedOp e{op.handle, op.mask, static_cast<std::uint8_t>(op.channel_ids.size())};
+    if ((op.mask & ProxyOpGate(process_.version())) == 0) continue;
+    const bool never_stopped = op.collnet || op.proxy_never_stopped;
+    if (never_stopped && legacy) continue;
+    if (!never_stopped && !net.enabled) continue;
+    for (int channel : op.channel_ids) {
+      for (int dir = 0; dir < 2; ++dir) {
+        const bool send = dir == 1;
+        if (op.p2p && send != op.send) continue;  // a send task has send proxy ops only
+        NetOp n;
+        n.enqueued = e;
+        n.spec.channel = channel;
+        n.spec.send = send && !never_stopped;  // isSend: network sends only
+        n.spec.peer =
+            op.p2p ? op.peer : (send ? (rank_ + 1) % nranks_ : (rank_ + nranks_ - 1) % nranks_);
+        n.spec.steps = never_stopped ? 0 : net.steps;
+        n.spec.chunk_bytes = net.step_bytes;
+        n.spec.pid = net.pid;
+        n.spec.foreign_parent = net.foreign_parent;
+        n.spec.foreign_context = net.foreign_context;
+        n.spec.ib_device = net.ib_device;
+        n.spec.qp_num = net.qp_base != 0 ? net.qp_base + 2 * channel + dir : 0;
+        n.handle = ProxyOpStartOnly(e, n.spec);
+        if (!never_stopped) nets.push_back(n);
       }
     }
-    return nets;
-  };
-  // Network work while the kernel runs: in progress, steps (with net-plugin events), stop.
-  auto progress_network = [this, legacy](std::vector<Net>& nets) {
-    for (Net& n : nets) {
-      if (n.handle == nullptr) continue;
-      if (legacy) {
-        std::size_t trans_size = 0;
-        for (int step = 0; step < n.spec.steps; ++step) {
-          LegacyProxyTransfer(n.enqueued, n.handle, n.spec, step, &trans_size);
-        }
-        ProxyOpStop(n.handle);
-        continue;
-      }
-      process_.plugin().Record(process_.version(), n.handle, abi::kProxyOpInProgress, nullptr);
+  }
+  return nets;
+}
+
+// Network work while the kernel runs: in progress, steps (with net-plugin events), stop.
+void ReplayComm::ProgressNetwork(std::vector<NetOp>& nets) {
+  const bool legacy = process_.version() <= 3;
+  for (NetOp& n : nets) {
+    if (n.handle == nullptr) continue;
+    if (legacy) {
+      std::size_t trans_size = 0;
       for (int step = 0; step < n.spec.steps; ++step) {
-        void* h = ProxyStepStart(n.enqueued, n.handle, n.spec, step);
-        if (h == nullptr) continue;
-        NetPluginEvent(n.enqueued, h, n.spec);
-        const int states_send[] = {abi::kProxyStepSendGpuWait, abi::kProxyStepSendPeerWait,
-                                   abi::kProxyStepSendWait};
-        const int states_recv[] = {abi::kProxyStepRecvWait, abi::kProxyStepRecvFlushWait,
-                                   abi::kProxyStepRecvGpuWait};
-        for (int state : n.spec.send ? states_send : states_recv) {
-          ProxyStepState(h, state, n.spec.chunk_bytes);
-        }
-        ProxyStepStop(h);
+        LegacyProxyTransfer(n.enqueued, n.handle, n.spec, step, &trans_size);
       }
       ProxyOpStop(n.handle);
+      continue;
     }
-  };
-  struct Channel {
-    void* handle = nullptr;
-    EnqueuedOp op;
-    int channel = 0;
-    PhaseStamps stamps;  // ts[0] start, ts[3] end
-  };
-  struct Kernels {
-    std::uint64_t base = 0;  // GPU time of the plan's start
-    std::vector<Channel> channels;
-  };
-  // KernelCh starts for every channel of every task, as each channel starts.
-  auto start_kernels = [this, plan, timing, version] {
-    if (timing.first_kernel_delay_ms != 0) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(timing.first_kernel_delay_ms));
-    }
-    Kernels kernels;
-    const std::uint64_t base = timing.base_ns != 0 ? timing.base_ns : platform::RealtimeNs();
-    kernels.base = base;
-    for (std::size_t i = 0; i < plan.ops.size(); ++i) {
-      const PlannedOp& op = plan.ops[i];
-      if (op.self) continue;
-      const std::uint64_t duration = i < timing.duration_ns.size() ? timing.duration_ns[i] : 50'000;
-      const std::uint64_t initial =
-          i < timing.initial_sync_ns.size() ? timing.initial_sync_ns[i] : 0;
-      const std::uint64_t final = i < timing.final_sync_ns.size() ? timing.final_sync_ns[i] : 0;
-      EnqueuedOp e{op.handle, op.mask, static_cast<std::uint8_t>(op.channel_ids.size())};
-      for (std::size_t k = 0; k < op.channel_ids.size(); ++k) {
-        const std::uint64_t start = base + k * timing.skew_ns;
-        Channel ch;
-        ch.op = e;
-        ch.channel = op.channel_ids[k];
-        ch.handle = KernelChannelStart(e, op.channel_ids[k], start);
-        ch.stamps.ts[0] = start;
-        ch.stamps.ts[3] = start + duration + k * timing.skew_ns;
-        const std::uint64_t span = ch.stamps.ts[3] - start;
-        ch.stamps.ts[1] = start + std::min(initial, span);
-        ch.stamps.ts[2] = std::max(ch.stamps.ts[1], ch.stamps.ts[3] - std::min(final, span));
-        // v7 phases come even under a NULL KernelCh handle (their parent is then NULL).
-        const bool phases =
-            version >= 7 && EmitsKernelCh(e.mask) && (e.mask & abi::kKernelPhase) != 0;
-        if (ch.handle != nullptr || phases) kernels.channels.push_back(ch);
+    process_.plugin().Record(process_.version(), n.handle, abi::kProxyOpInProgress, nullptr);
+    for (int step = 0; step < n.spec.steps; ++step) {
+      void* h = ProxyStepStart(n.enqueued, n.handle, n.spec, step);
+      if (h == nullptr) continue;
+      NetPluginEvent(n.enqueued, h, n.spec);
+      const int states_send[] = {abi::kProxyStepSendGpuWait, abi::kProxyStepSendPeerWait,
+                                 abi::kProxyStepSendWait};
+      const int states_recv[] = {abi::kProxyStepRecvWait, abi::kProxyStepRecvFlushWait,
+                                 abi::kProxyStepRecvGpuWait};
+      for (int state : n.spec.send ? states_send : states_recv) {
+        ProxyStepState(h, state, n.spec.chunk_bytes);
       }
+      ProxyStepStop(h);
     }
-    return kernels;
-  };
-  // The channels end in the order of their GPU end times: a plan's ops finish out of order. v7:
-  // each channel's phases right before its KernelChStop (src/plugin/profiler.cc:972-977 at
-  // 2.31.2).
-  auto stop_kernels = [this, timing](Kernels& kernels) {
-    std::vector<Channel>& channels = kernels.channels;
-    std::stable_sort(channels.begin(), channels.end(), [](const Channel& a, const Channel& b) {
-      return a.stamps.ts[3] < b.stamps.ts[3];
-    });
-    const auto wall_start = std::chrono::steady_clock::now();
-    for (const Channel& ch : channels) {
-      if (timing.real_time) {
-        std::this_thread::sleep_until(wall_start +
-                                      std::chrono::nanoseconds(ch.stamps.ts[3] - kernels.base));
-      }
-      KernelPhases(ch.op, ch.handle, ch.channel, ch.stamps);
-      KernelChannelStop(ch.handle, ch.stamps.ts[3]);
+    ProxyOpStop(n.handle);
+  }
+}
+
+// KernelCh starts for every channel of every task, as each channel starts.
+ReplayComm::Kernels ReplayComm::StartKernels(const PlanLaunch& plan, const PlanTiming& timing) {
+  const int version = process_.version();
+  if (timing.first_kernel_delay_ms != 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(timing.first_kernel_delay_ms));
+  }
+  Kernels kernels;
+  const std::uint64_t base = timing.base_ns != 0 ? timing.base_ns : platform::RealtimeNs();
+  kernels.base = base;
+  for (std::size_t i = 0; i < plan.ops.size(); ++i) {
+    const PlannedOp& op = plan.ops[i];
+    if (op.self) continue;
+    const std::uint64_t duration = i < timing.duration_ns.size() ? timing.duration_ns[i] : 50'000;
+    const std::uint64_t initial = i < timing.initial_sync_ns.size() ? timing.initial_sync_ns[i] : 0;
+    const std::uint64_t final = i < timing.final_sync_ns.size() ? timing.final_sync_ns[i] : 0;
+    EnqueuedOp e{op.handle, op.mask, static_cast<std::uint8_t>(op.channel_ids.size())};
+    for (std::size_t k = 0; k < op.channel_ids.size(); ++k) {
+      const std::uint64_t start = base + k * timing.skew_ns;
+      KernelChannel ch;
+      ch.op = e;
+      ch.channel = op.channel_ids[k];
+      ch.handle = KernelChannelStart(e, op.channel_ids[k], start);
+      ch.stamps.ts[0] = start;
+      ch.stamps.ts[3] = start + duration + k * timing.skew_ns;
+      const std::uint64_t span = ch.stamps.ts[3] - start;
+      ch.stamps.ts[1] = start + std::min(initial, span);
+      ch.stamps.ts[2] = std::max(ch.stamps.ts[1], ch.stamps.ts[3] - std::min(final, span));
+      // v7 phases come even under a NULL KernelCh handle (their parent is then NULL).
+      const bool phases =
+          version >= 7 && EmitsKernelCh(e.mask) && (e.mask & abi::kKernelPhase) != 0;
+      if (ch.handle != nullptr || phases) kernels.channels.push_back(ch);
     }
-  };
+  }
+  return kernels;
+}
+
+// The channels end in the order of their GPU end times: a plan's ops finish out of order. v7:
+// each channel's phases right before its KernelChStop (src/plugin/profiler.cc:972-977 at
+// 2.31.2).
+void ReplayComm::StopKernels(Kernels& kernels, const PlanTiming& timing) {
+  std::vector<KernelChannel>& channels = kernels.channels;
+  std::stable_sort(channels.begin(), channels.end(),
+                   [](const KernelChannel& a, const KernelChannel& b) {
+                     return a.stamps.ts[3] < b.stamps.ts[3];
+                   });
+  const auto wall_start = std::chrono::steady_clock::now();
+  for (const KernelChannel& ch : channels) {
+    if (timing.real_time) {
+      std::this_thread::sleep_until(wall_start +
+                                    std::chrono::nanoseconds(ch.stamps.ts[3] - kernels.base));
+    }
+    KernelPhases(ch.op, ch.handle, ch.channel, ch.stamps);
+    KernelChannelStop(ch.handle, ch.stamps.ts[3]);
+  }
+}
+
+void ReplayComm::RunPlan(const PlanLaunch& plan, const PlanTiming& timing, const ProxyPlan& net) {
+  const int version = process_.version();
+  // The steps run on NCCL's threads after RunPlan returns: they hold copies of the plan.
+  auto start_proxy_ops = [this, plan, net] { return StartProxyOps(plan, net); };
+  auto progress_network = [this](std::vector<NetOp>& nets) { ProgressNetwork(nets); };
+  auto start_kernels = [this, plan, timing] { return StartKernels(plan, timing); };
+  auto stop_kernels = [this, timing](Kernels& kernels) { StopKernels(kernels, timing); };
   if (version >= 7 && profiler_thread_ != nullptr) {
     // 2.31.2: KernelCh and phases from the communicator's profiler thread (:1053-1099), the
     // network from the proxy thread, concurrently; both wait for the kernel to start. A channel
@@ -1728,7 +1743,7 @@ void ReplayComm::RunPlan(const PlanLaunch& plan, const PlanTiming& timing, const
       stop_kernels(kernels);
     };
     auto proxy_work = [start_proxy_ops, progress_network, timing, network_done]() mutable {
-      std::vector<Net> nets = start_proxy_ops();
+      std::vector<NetOp> nets = start_proxy_ops();
       if (timing.first_kernel_delay_ms != 0) {
         std::this_thread::sleep_for(std::chrono::milliseconds(timing.first_kernel_delay_ms));
       }
@@ -1744,7 +1759,7 @@ void ReplayComm::RunPlan(const PlanLaunch& plan, const PlanTiming& timing, const
     return;
   }
   auto work = [start_proxy_ops, progress_network, start_kernels, stop_kernels]() mutable {
-    std::vector<Net> nets = start_proxy_ops();
+    std::vector<NetOp> nets = start_proxy_ops();
     Kernels kernels = start_kernels();
     progress_network(nets);
     stop_kernels(kernels);

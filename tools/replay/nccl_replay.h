@@ -542,6 +542,14 @@ class ReplayComm {
                 void* api_handle, PlannedOp* op, abi::EventDescrV7* d);
   void PlanP2p(PlanBuild& b, const GroupTask& task, bool task_event, PlannedOp* op,
                abi::EventDescrV7* d);
+  // RunPlan's steps: network ProxyOps (started, then progressed), KernelCh (started, then stopped).
+  struct NetOp;
+  struct KernelChannel;
+  struct Kernels;
+  std::vector<NetOp> StartProxyOps(const PlanLaunch& plan, const ProxyPlan& net);
+  void ProgressNetwork(std::vector<NetOp>& nets);
+  Kernels StartKernels(const PlanLaunch& plan, const PlanTiming& timing);
+  void StopKernels(Kernels& kernels, const PlanTiming& timing);
   void* ApiCall(const GroupTask& task, int snapshot, bool graph_captured, bool first_in_group,
                 void** group_api);
 
