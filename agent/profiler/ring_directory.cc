@@ -163,19 +163,27 @@ bool RingDirectory::ListingNeeded(int dirfd) {
 void RingDirectory::Discover(int dirfd) {
   listing_left_work_ = true;  // until this listing is through
   ++snapshot_.listings;
+  Listing listing;
+  if (!ListNames(dirfd, &listing)) return;
+  RecheckLeftovers(dirfd, listing);
+  // Files this listing leaves for a later one: list again next pass, whatever the directory says.
+  const bool left = listing.seen > limits_.max_names_per_pass || !listing.rejected_here.empty() ||
+                    !listing.temps.empty();
+  listing_left_work_ = OpenCandidates(listing.candidates) || left;
+}
+
+// The directory's names, sorted into new ring names, rejected ones and temporary files; false when
+// it cannot be listed.
+bool RingDirectory::ListNames(int dirfd, Listing* listing) {
   const int list_fd = ::dup(dirfd);
-  if (list_fd < 0) return;
+  if (list_fd < 0) return false;
   DIR* d = ::fdopendir(list_fd);
   if (d == nullptr) {
     ::close(list_fd);
-    return;
+    return false;
   }
-  std::vector<std::string> candidates;
-  std::vector<std::string> rejected_here;
-  std::vector<std::string> temps;
-  std::uint32_t seen = 0;
   while (dirent* entry = ::readdir(d)) {
-    if (++seen > limits_.max_names_per_pass) {
+    if (++listing->seen > limits_.max_names_per_pass) {
       ++snapshot_.limited[static_cast<std::size_t>(DirectoryLimit::kNames)];
       break;
     }
@@ -183,20 +191,24 @@ void RingDirectory::Discover(int dirfd) {
     if (length > NCCLSCOPE_MAX_RING_NAME) continue;
     std::string name(entry->d_name, length);
     if (name.rfind(kTempPrefix, 0) == 0 && EndsWith(name, ".tmp")) {
-      temps.push_back(std::move(name));
+      listing->temps.push_back(std::move(name));
       continue;
     }
     if (!IsRingName(name) || rings_.count(name) != 0) continue;
     if (rejected_.count(name) != 0) {
-      rejected_here.push_back(std::move(name));
+      listing->rejected_here.push_back(std::move(name));
     } else {
-      candidates.push_back(std::move(name));
+      listing->candidates.push_back(std::move(name));
     }
   }
   ::closedir(d);
+  return true;
+}
 
-  // Rejected names and stale temporary files: a bounded, rotating share per pass.
+// Rejected names and stale temporary files: a bounded, rotating share per pass.
+void RingDirectory::RecheckLeftovers(int dirfd, const Listing& listing) {
   std::uint32_t rechecks = 0;
+  const std::vector<std::string>& rejected_here = listing.rejected_here;
   const std::size_t n_rejected = rejected_here.size();
   for (std::size_t k = 0; k < n_rejected && rechecks < limits_.rechecks_per_pass; ++k, ++rechecks) {
     const std::string& name = rejected_here[(recheck_cursor_ + k) % n_rejected];
@@ -210,7 +222,7 @@ void RingDirectory::Discover(int dirfd) {
   }
   recheck_cursor_ += rechecks;
   const time_t now = ::time(nullptr);
-  for (const std::string& name : temps) {
+  for (const std::string& name : listing.temps) {
     if (rechecks++ >= limits_.rechecks_per_pass) break;
     // A plugin died between creating and publishing its ring.
     struct stat st {};
@@ -219,12 +231,14 @@ void RingDirectory::Discover(int dirfd) {
       ::unlinkat(dirfd, name.c_str(), 0);
     }
   }
+}
 
+// Opens and tracks the new rings, within the pass's bounds; true when some are left for later.
+bool RingDirectory::OpenCandidates(const std::vector<std::string>& candidates) {
   std::uint32_t opens = 0;
   std::uint32_t logged_rejections = 0;
   bool refreshed = false;
-  // Files this listing leaves for a later one: list again next pass, whatever the directory says.
-  bool left = seen > limits_.max_names_per_pass || !rejected_here.empty() || !temps.empty();
+  bool left = false;
   for (const std::string& name : candidates) {
     if (rings_.size() >= limits_.max_rings) {
       ++snapshot_.limited[static_cast<std::size_t>(DirectoryLimit::kRings)];
@@ -252,20 +266,26 @@ void RingDirectory::Discover(int dirfd) {
       owners_->Refresh();  // the lock table once per pass that found rings
       refreshed = true;
     }
-    file->mutable_origin().ring_id = NextRingId();
-    owners_->Attribute(file->stat(), file->mutable_origin());
-    if (!file->writable()) {
-      NCCLSCOPE_LOG(kWarn, "profiler")
-          << "ring " << path << " is read-only for the agent: records are read but the plugin "
-          << "cannot reuse their space, and controls cannot be applied";
-    }
-    NCCLSCOPE_LOG(kDebug, "profiler") << "found ring " << path << " (" << file->origin().attribution
-                                      << ", " << file->origin().principal << ")";
-    Tracked tracked;
-    tracked.file = std::move(file);
-    rings_.emplace(name, std::move(tracked));
+    Track(name, path, std::move(file));
   }
-  listing_left_work_ = left;
+  return left;
+}
+
+// A newly opened ring: its id and owner, and into rings_.
+void RingDirectory::Track(const std::string& name, const std::string& path,
+                          std::unique_ptr<RingFile> file) {
+  file->mutable_origin().ring_id = NextRingId();
+  owners_->Attribute(file->stat(), file->mutable_origin());
+  if (!file->writable()) {
+    NCCLSCOPE_LOG(kWarn, "profiler")
+        << "ring " << path << " is read-only for the agent: records are read but the plugin "
+        << "cannot reuse their space, and controls cannot be applied";
+  }
+  NCCLSCOPE_LOG(kDebug, "profiler") << "found ring " << path << " (" << file->origin().attribution
+                                    << ", " << file->origin().principal << ")";
+  Tracked tracked;
+  tracked.file = std::move(file);
+  rings_.emplace(name, std::move(tracked));
 }
 
 void RingDirectory::KeepControlsFile(int dirfd) {

@@ -146,7 +146,18 @@ class RingDirectory {
   // Whether the directory may have changed since it was last listed (listing it is 7 system
   // calls, most of a quiet pass's: docs/benchmarks.md, "NCCL analytics").
   bool ListingNeeded(int dirfd);
+  // Discover's steps: list the names, tidy what earlier passes left, open the new rings.
+  struct Listing {
+    std::vector<std::string> candidates;     // ring names not tracked and not rejected
+    std::vector<std::string> rejected_here;  // ring names rejected before
+    std::vector<std::string> temps;          // temporary files of plugins creating a ring
+    std::uint32_t seen = 0;                  // names read, one past the limit when cut short
+  };
   void Discover(int dirfd);
+  bool ListNames(int dirfd, Listing* listing);
+  void RecheckLeftovers(int dirfd, const Listing& listing);
+  bool OpenCandidates(const std::vector<std::string>& candidates);
+  void Track(const std::string& name, const std::string& path, std::unique_ptr<RingFile> file);
   void Retire(Tracked& ring);
   void Reject(const std::string& name, const std::string& reason);
   void KeepControlsFile(int dirfd);

@@ -61,6 +61,96 @@ Layout LayoutOf(const RingGeometry& g) {
   return layout;
 }
 
+// Create's steps.
+
+bool ValidGeometry(const RingGeometry& geometry) {
+  return geometry.lanes != 0 && geometry.lanes <= NCCLSCOPE_MAX_LANES &&
+         geometry.lane_capacity != 0 &&
+         (geometry.lane_capacity & (geometry.lane_capacity - 1)) == 0 &&
+         geometry.lane_capacity <= NCCLSCOPE_MAX_LANE_CAPACITY &&
+         geometry.comm_slots <= NCCLSCOPE_MAX_COMM_SLOTS &&
+         (geometry.count_keys == 0 || geometry.count_keys == NCCLSCOPE_COUNT_KEYS);
+}
+
+// Shared by every job on the node (like /tmp): sticky and world-writable.
+bool MakeRingDirectory(const char* dir, RingError* error) {
+  if (::mkdir(dir, 01777) == 0) {
+    ::chmod(dir, 01777);
+  } else if (errno != EEXIST) {
+    Errno(error, "cannot create ring directory", dir);
+    return false;
+  }
+  return true;
+}
+
+// A file that did not become a ring: the error (from errno), and the file and descriptor gone.
+bool Abandon(RingError* error, const char* what, const char* temp, int fd) {
+  Errno(error, what, temp);
+  ::unlink(temp);
+  ::close(fd);
+  return false;
+}
+
+// Creates `temp`, locks it, reserves `file_size` bytes and maps them into `*map`; returns the
+// descriptor, or -1 with nothing left behind.
+int CreateMappedFile(const char* temp, std::uint64_t file_size, RingError* error, void** map) {
+  const int fd = ::open(temp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    Errno(error, "cannot create", temp);
+    return -1;
+  }
+  // The shared lock lives as long as this process (or its forked children) keeps the descriptor:
+  // the agent's "owner alive" test, independent of pid namespaces and pid reuse.
+  if (::flock(fd, LOCK_SH) != 0) {
+    Abandon(error, "cannot lock", temp, fd);
+    return -1;
+  }
+  // Reserve every page now: on a full tmpfs a later first touch would be a SIGBUS in the job.
+  const int rc = ::posix_fallocate(fd, 0, static_cast<off_t>(file_size));
+  if (rc != 0) {
+    errno = rc;
+    char what[64];
+    std::snprintf(what, sizeof(what), "cannot allocate %llu bytes for",
+                  static_cast<unsigned long long>(file_size));
+    Abandon(error, what, temp, fd);
+    return -1;
+  }
+  *map = ::mmap(nullptr, file_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (*map == MAP_FAILED) {
+    Abandon(error, "cannot map", temp, fd);
+    return -1;
+  }
+  return fd;
+}
+
+// The header of a new ring, magic last (release): the agent reads nothing before it.
+void WriteHeader(ncclscope_ring_header* header, const RingGeometry& geometry, const Layout& layout,
+                 const RingIdentity& identity, std::uint64_t created) {
+  header->version = NCCLSCOPE_RING_VERSION;
+  header->header_size = NCCLSCOPE_RING_HEADER_SIZE;
+  header->file_size = layout.file_size;
+  header->record_size = NCCLSCOPE_RECORD_SIZE;
+  header->lane_count = geometry.lanes;
+  header->lane_capacity = geometry.lane_capacity;
+  header->comm_slot_count = geometry.comm_slots;
+  header->comm_table_offset = layout.comm_table_offset;
+  header->count_keys = geometry.count_keys;
+  header->count_table_offset = layout.count_table_offset;
+  header->lanes_offset = layout.lanes_offset;
+  header->data_offset = layout.data_offset;
+  header->pid = static_cast<std::int32_t>(::getpid());
+  header->created_ns = created;
+  CopyString(header->hostname, sizeof(header->hostname), identity.hostname);
+  CopyString(header->plugin_version, sizeof(header->plugin_version), identity.plugin_version);
+  CopyString(header->job_id, sizeof(header->job_id), identity.job_id);
+  header->features = geometry.count_keys != 0
+                         ? identity.features | NCCLSCOPE_FEATURE_EXACT_COUNTS
+                         : identity.features & ~std::uint32_t{NCCLSCOPE_FEATURE_EXACT_COUNTS};
+  header->state = NCCLSCOPE_RING_LIVE;
+  std::atomic_ref<std::uint64_t>(header->magic)
+      .store(NCCLSCOPE_RING_MAGIC, std::memory_order_release);
+}
+
 }  // namespace
 
 RingGeometry RingGeometry::ForRecordBytes(std::uint64_t record_bytes, std::uint32_t lanes,
@@ -86,21 +176,11 @@ bool RingWriter::Create(const char* dir, const RingGeometry& geometry, const Rin
                         RingError* error) {
   Close();
   error->Clear();
-  if (geometry.lanes == 0 || geometry.lanes > NCCLSCOPE_MAX_LANES || geometry.lane_capacity == 0 ||
-      (geometry.lane_capacity & (geometry.lane_capacity - 1)) != 0 ||
-      geometry.lane_capacity > NCCLSCOPE_MAX_LANE_CAPACITY ||
-      geometry.comm_slots > NCCLSCOPE_MAX_COMM_SLOTS ||
-      (geometry.count_keys != 0 && geometry.count_keys != NCCLSCOPE_COUNT_KEYS)) {
+  if (!ValidGeometry(geometry)) {
     error->Assign("invalid ring geometry");
     return false;
   }
-  // Shared by every job on the node (like /tmp): sticky and world-writable.
-  if (::mkdir(dir, 01777) == 0) {
-    ::chmod(dir, 01777);
-  } else if (errno != EEXIST) {
-    Errno(error, "cannot create ring directory", dir);
-    return false;
-  }
+  if (!MakeRingDirectory(dir, error)) return false;
 
   const Layout layout = LayoutOf(geometry);
   const std::uint64_t created = platform::RealtimeNs();
@@ -115,59 +195,14 @@ bool RingWriter::Create(const char* dir, const RingGeometry& geometry, const Rin
     return false;
   }
 
-  const int fd = ::open(temp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    Errno(error, "cannot create", temp.c_str());
-    return false;
-  }
-  auto fail = [&](const char* what) {
-    Errno(error, what, temp.c_str());
-    ::unlink(temp.c_str());
-    ::close(fd);
-    return false;
-  };
-  // The shared lock lives as long as this process (or its forked children) keeps the descriptor:
-  // the agent's "owner alive" test, independent of pid namespaces and pid reuse.
-  if (::flock(fd, LOCK_SH) != 0) return fail("cannot lock");
-  // Reserve every page now: on a full tmpfs a later first touch would be a SIGBUS in the job.
-  const int rc = ::posix_fallocate(fd, 0, static_cast<off_t>(layout.file_size));
-  if (rc != 0) {
-    errno = rc;
-    char what[64];
-    std::snprintf(what, sizeof(what), "cannot allocate %llu bytes for",
-                  static_cast<unsigned long long>(layout.file_size));
-    return fail(what);
-  }
-  void* map = ::mmap(nullptr, layout.file_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (map == MAP_FAILED) return fail("cannot map");
-
+  void* map = nullptr;
+  const int fd = CreateMappedFile(temp.c_str(), layout.file_size, error, &map);
+  if (fd < 0) return false;
   auto* header = static_cast<ncclscope_ring_header*>(map);
-  header->version = NCCLSCOPE_RING_VERSION;
-  header->header_size = NCCLSCOPE_RING_HEADER_SIZE;
-  header->file_size = layout.file_size;
-  header->record_size = NCCLSCOPE_RECORD_SIZE;
-  header->lane_count = geometry.lanes;
-  header->lane_capacity = geometry.lane_capacity;
-  header->comm_slot_count = geometry.comm_slots;
-  header->comm_table_offset = layout.comm_table_offset;
-  header->count_keys = geometry.count_keys;
-  header->count_table_offset = layout.count_table_offset;
-  header->lanes_offset = layout.lanes_offset;
-  header->data_offset = layout.data_offset;
-  header->pid = static_cast<std::int32_t>(::getpid());
-  header->created_ns = created;
-  CopyString(header->hostname, sizeof(header->hostname), identity.hostname);
-  CopyString(header->plugin_version, sizeof(header->plugin_version), identity.plugin_version);
-  CopyString(header->job_id, sizeof(header->job_id), identity.job_id);
-  header->features = geometry.count_keys != 0
-                         ? identity.features | NCCLSCOPE_FEATURE_EXACT_COUNTS
-                         : identity.features & ~std::uint32_t{NCCLSCOPE_FEATURE_EXACT_COUNTS};
-  header->state = NCCLSCOPE_RING_LIVE;
-  std::atomic_ref<std::uint64_t>(header->magic)
-      .store(NCCLSCOPE_RING_MAGIC, std::memory_order_release);
+  WriteHeader(header, geometry, layout, identity, created);
   if (::rename(temp.c_str(), final_path.c_str()) != 0) {
     ::munmap(map, layout.file_size);
-    return fail("cannot rename");
+    return Abandon(error, "cannot rename", temp.c_str(), fd);
   }
 
   path_ = final_path;

@@ -959,6 +959,89 @@ abi::Result Record(OwnRecord own, void* handle, int state, abi::StateArgsV4* arg
   return abi::kSuccess;
 }
 
+namespace {
+
+// Init's steps, under g.mutex.
+
+// The chained plugin's init for this communicator: its context, or null when it has none.
+void* InitChained(Chain& g, const ChainedTable& table, std::uint64_t comm_id, const char* name,
+                  int nnodes, int nranks, int rank, abi::DebugLogger logger) {
+  void* chained = nullptr;
+  if (table.table != nullptr && EnsureComms(g)) {
+    const abi::Result chained_rc =
+        ChainedInit(table, &chained, comm_id, name, nnodes, nranks, rank, logger);
+    if (chained_rc != abi::kSuccess) {
+      // NCCL would unload it (HEAD src/plugin/profiler.cc:252-253); we only stop using it for this
+      // communicator, and never finalize what it says it did not initialize.
+      LogWith(logger, abi::kLogWarn,
+              "chained plugin %s: init failed (error %d) for communicator %#llx rank %d; "
+              "ncclscope profiles it alone",
+              g.path.c_str(), chained_rc, static_cast<unsigned long long>(comm_id), rank);
+      CountError();
+      chained = nullptr;
+    }
+  } else if (table.table != nullptr) {
+    LogWith(logger, abi::kLogWarn,
+            "no memory for the chain's communicator map; ncclscope runs "
+            "alone");
+    CountError();
+  }
+  return chained;
+}
+
+// The entry that pairs ncclscope's context `ours` with the chained plugin's, and in `*key` the
+// context NCCL gets for the pair; null when there is no room.
+CommEntry* NewEntry(Chain& g, void* ours, std::uint64_t* key) {
+  CommEntry* entry = nullptr;
+  if (ours != nullptr) {
+    const Handle h = DecodeHandle(ours);
+    if (h.kind == HandleKind::kContext && h.index < g.ours_capacity) {
+      entry = &g.comms[h.index];
+      *key = AsValue(ours);
+    }
+  } else {
+    // ncclscope does not profile this communicator (no ring, or its table is full): NCCL gets a
+    // context that only the chain knows.
+    std::uint32_t at = UINT32_MAX;
+    if (!g.chain_only_free.empty()) {
+      at = g.chain_only_free.Pop();
+    } else if (g.chain_only_next < kChainOnlyComms) {
+      at = g.chain_only_next++;
+    }
+    if (at != UINT32_MAX) {
+      entry = &g.comms[g.ours_capacity + at];
+      *key = AsValue(EncodeHandle(HandleKind::kChainContext,
+                                  entry->generation.load(std::memory_order_relaxed), at));
+    }
+  }
+  return entry;
+}
+
+// Pairs the two plugins' contexts and hands NCCL the pair's (`*context`); without room, the
+// chained plugin's is finalized again and NCCL keeps ncclscope's.
+void PairContexts(Chain& g, const ChainedTable& table, void* ours, void* chained,
+                  std::uint64_t comm_id, int rank, int abi_version, abi::DebugLogger logger,
+                  void** context) {
+  std::uint64_t key = 0;
+  CommEntry* entry = NewEntry(g, ours, &key);
+  if (entry == nullptr) {
+    LogWith(logger, abi::kLogWarn,
+            "no room to chain communicator %#llx rank %d; finalized it in %s again",
+            static_cast<unsigned long long>(comm_id), rank, g.path.c_str());
+    CountError();
+    if (ChainedFinalize(table, chained) != abi::kSuccess) CountError();
+    return;
+  }
+  entry->ours.store(AsValue(ours), std::memory_order_relaxed);
+  entry->chained.store(AsValue(chained), std::memory_order_relaxed);
+  entry->version.store(static_cast<std::uint32_t>(abi_version), std::memory_order_relaxed);
+  entry->key.store(key, std::memory_order_release);
+  g.live_chained.fetch_add(1, std::memory_order_relaxed);
+  *context = AsPointer(key);
+}
+
+}  // namespace
+
 abi::Result Init(OwnInit own, void** context, std::uint64_t comm_id, int* mask, const char* name,
                  int nnodes, int nranks, int rank, abi::DebugLogger logger, int abi_version) {
   Chain& g = G();
@@ -991,64 +1074,9 @@ abi::Result Init(OwnInit own, void** context, std::uint64_t comm_id, int* mask, 
   g.pending_errors = 0;
   *context = ours;
 
-  void* chained = nullptr;
-  if (table.table != nullptr && EnsureComms(g)) {
-    const abi::Result chained_rc =
-        ChainedInit(table, &chained, comm_id, name, nnodes, nranks, rank, logger);
-    if (chained_rc != abi::kSuccess) {
-      // NCCL would unload it (HEAD src/plugin/profiler.cc:252-253); we only stop using it for this
-      // communicator, and never finalize what it says it did not initialize.
-      LogWith(logger, abi::kLogWarn,
-              "chained plugin %s: init failed (error %d) for communicator %#llx rank %d; "
-              "ncclscope profiles it alone",
-              g.path.c_str(), chained_rc, static_cast<unsigned long long>(comm_id), rank);
-      CountError();
-      chained = nullptr;
-    }
-  } else if (table.table != nullptr) {
-    LogWith(logger, abi::kLogWarn,
-            "no memory for the chain's communicator map; ncclscope runs "
-            "alone");
-    CountError();
-  }
+  void* chained = InitChained(g, table, comm_id, name, nnodes, nranks, rank, logger);
   if (chained != nullptr) {
-    CommEntry* entry = nullptr;
-    std::uint64_t key = 0;
-    if (ours != nullptr) {
-      const Handle h = DecodeHandle(ours);
-      if (h.kind == HandleKind::kContext && h.index < g.ours_capacity) {
-        entry = &g.comms[h.index];
-        key = AsValue(ours);
-      }
-    } else {
-      // ncclscope does not profile this communicator (no ring, or its table is full): NCCL gets a
-      // context that only the chain knows.
-      std::uint32_t at = UINT32_MAX;
-      if (!g.chain_only_free.empty()) {
-        at = g.chain_only_free.Pop();
-      } else if (g.chain_only_next < kChainOnlyComms) {
-        at = g.chain_only_next++;
-      }
-      if (at != UINT32_MAX) {
-        entry = &g.comms[g.ours_capacity + at];
-        key = AsValue(EncodeHandle(HandleKind::kChainContext,
-                                   entry->generation.load(std::memory_order_relaxed), at));
-      }
-    }
-    if (entry == nullptr) {
-      LogWith(logger, abi::kLogWarn,
-              "no room to chain communicator %#llx rank %d; finalized it in %s again",
-              static_cast<unsigned long long>(comm_id), rank, g.path.c_str());
-      CountError();
-      if (ChainedFinalize(table, chained) != abi::kSuccess) CountError();
-    } else {
-      entry->ours.store(AsValue(ours), std::memory_order_relaxed);
-      entry->chained.store(AsValue(chained), std::memory_order_relaxed);
-      entry->version.store(static_cast<std::uint32_t>(abi_version), std::memory_order_relaxed);
-      entry->key.store(key, std::memory_order_release);
-      g.live_chained.fetch_add(1, std::memory_order_relaxed);
-      *context = AsPointer(key);
-    }
+    PairContexts(g, table, ours, chained, comm_id, rank, abi_version, logger, context);
   }
   PublishMask(g);
   FlushLogs(g);

@@ -540,6 +540,99 @@ void MaintenancePass(std::uint64_t now_ns) {
   chain::Maintain();  // NCCLSCOPE_CHAIN: NCCL's mask = ours | the chained plugin's (chain.h)
 }
 
+namespace {
+
+// Init's steps, all under the lifecycle lock.
+
+// Nothing to record into: tell NCCL not to profile this communicator at all.
+abi::Result DeclineComm(Runtime& r, void** context, int* mask) {
+  *context = nullptr;
+  if (mask != nullptr) __atomic_store_n(mask, 0, __ATOMIC_RELAXED);
+  if (!r.warned) {
+    r.warned = true;
+    Log(abi::kLogInfo, "inactive; NCCL will run without profiler events");
+  }
+  return abi::kSuccess;
+}
+
+// A communicator slot's identity and counters, as of its init.
+void ResetComm(CommState& comm, bool identity_now, std::uint64_t comm_id, int rank, int nranks,
+               int nnodes, int cuda_device, void* handle) {
+  Store(comm.identity_pending, identity_now ? 0 : 1);
+  Store(comm.comm_id, identity_now ? comm_id : 0);
+  Store(comm.rank, identity_now ? rank : -1);
+  Store(comm.nranks, identity_now ? nranks : 0);
+  Store(comm.nnodes, identity_now ? nnodes : 0);
+  Store(comm.cuda_device, cuda_device);
+  Store(comm.context_value, reinterpret_cast<std::uintptr_t>(handle));
+  Store(comm.ops_enqueued, 0);
+  Store(comm.ops_completed, 0);
+  Store(comm.ops_flushed, 0);
+  Store(comm.max_timed_plan, 0);
+  Store(comm.swept_timed_plan, 0);
+  Store(comm.latest_plan, 0);
+}
+
+// Per-peer p2p counters, reused from this slot's previous communicator when large enough. Under
+// ABI v1-v3 the size is unknown: the first kUnknownSizePeers peers get counters (64 KiB), sends
+// to farther peers go without a per-peer seq (no NCCLSCOPE_OP_P2P_SEQ_PER_PEER).
+void ResetP2pCounters(Runtime& r, CommState& comm, bool identity_now, int nranks) {
+  constexpr std::uint32_t kUnknownSizePeers = 4096;
+  const std::uint32_t peers = !identity_now                   ? kUnknownSizePeers
+                              : nranks > 0 && nranks <= 65536 ? static_cast<std::uint32_t>(nranks)
+                                                              : 0;
+  if (peers > Load(comm.p2p_peers) || comm.p2p_seq == nullptr) {
+    comm.p2p_seq = peers != 0 ? NewCounters(2 * peers) : nullptr;
+    if (comm.p2p_seq != nullptr && !r.p2p_arrays.PushBack(comm.p2p_seq)) {
+      std::free(comm.p2p_seq);  // never handed out: nothing can read it
+      comm.p2p_seq = nullptr;
+    }
+    Store(comm.p2p_peers, comm.p2p_seq != nullptr ? peers : 0);
+  }
+  if (comm.p2p_seq != nullptr) {
+    for (std::uint32_t i = 0; i < 2 * Load(comm.p2p_peers); ++i) Store(comm.p2p_seq[i], 0);
+  }
+  Store(comm.p2p_peers, comm.p2p_seq != nullptr ? peers : 0);
+}
+
+// ABI v1/v2: every op completes at NCCL's stop, before its ProxyOps start (state.h,
+// RetiredOp). The previous communicator's entries name handles of other generations, but are
+// cleared all the same.
+void ResetRetired(Runtime& r, CommState& comm, int abi_version) {
+  if (comm.retired != nullptr) {
+    for (std::uint32_t i = 0; i < kRetiredOps; ++i) Store(comm.retired[i].handle, 0);
+  } else if (abi_version <= 2) {
+    comm.retired = NewRetiredTable(r);  // zeroed
+  }
+}
+
+// The communicator in the ring: its slot (or the count of those without one), live, its init
+// record when its identity is known, and the header's ABI and state.
+void PublishComm(Runtime& r, CommState& comm, bool identity_now, const char* name,
+                 const GpuInfo& gpu, std::uint64_t now) {
+  const std::uint32_t slot_index = TakeCommSlot(r);
+  Store(comm.comm_slot, slot_index);
+  if (ncclscope_comm_slot* slot = r.ring.comm_slot(slot_index)) {
+    WriteCommSlot(slot, r.ring.count_table(slot_index), comm, name, gpu, now);
+  } else {
+    r.ring.Count(NCCLSCOPE_CTR_COMMS_WITHOUT_SLOT);
+  }
+  comm.live.store(1, std::memory_order_release);
+
+  if (identity_now) {
+    WriteCommInit(r, comm, now, name, gpu.uuid, gpu.pci_bus_id);
+  }
+
+  ncclscope_ring_header* header = r.ring.header();
+  std::atomic_ref<std::uint32_t>(header->nccl_abi)
+      .store(static_cast<std::uint32_t>(r.abi_version), std::memory_order_relaxed);
+  std::atomic_ref<std::uint32_t>(header->state)
+      .store(NCCLSCOPE_RING_LIVE, std::memory_order_relaxed);
+  std::atomic_ref<std::uint64_t>(header->closed_ns).store(0, std::memory_order_relaxed);
+}
+
+}  // namespace
+
 abi::Result Init(void** context, std::uint64_t comm_id, int* mask, const char* name, int nnodes,
                  int nranks, int rank, abi::DebugLogger logger, int abi_version) {
   Runtime& r = R();
@@ -548,16 +641,7 @@ abi::Result Init(void** context, std::uint64_t comm_id, int* mask, const char* n
   // Constant in a real process (NCCL picks one version); the latest wins if a test mixes them.
   r.abi_version = abi_version;
   if (!r.initialized) InitializeLocked(r);
-  if (!r.active) {
-    // Nothing to record into: tell NCCL not to profile this communicator at all.
-    *context = nullptr;
-    if (mask != nullptr) __atomic_store_n(mask, 0, __ATOMIC_RELAXED);
-    if (!r.warned) {
-      r.warned = true;
-      Log(abi::kLogInfo, "inactive; NCCL will run without profiler events");
-    }
-    return abi::kSuccess;
-  }
+  if (!r.active) return DeclineComm(r, context, mask);
   const std::uint32_t index = r.comms.Allocate();
   if (index == UINT32_MAX) {
     *context = nullptr;
@@ -574,66 +658,11 @@ abi::Result Init(void** context, std::uint64_t comm_id, int* mask, const char* n
   // mask), called before NCCL has computed the hash, src/init.cc:341 vs :1452): it comes with
   // the first op (PublishCommIdentity); nranks and nnodes stay unknown (0).
   const bool identity_now = abi_version >= 4;
-  Store(comm->identity_pending, identity_now ? 0 : 1);
-  Store(comm->comm_id, identity_now ? comm_id : 0);
-  Store(comm->rank, identity_now ? rank : -1);
-  Store(comm->nranks, identity_now ? nranks : 0);
-  Store(comm->nnodes, identity_now ? nnodes : 0);
-  Store(comm->cuda_device, gpu.cuda_device);
-  Store(comm->context_value, reinterpret_cast<std::uintptr_t>(handle));
-  Store(comm->ops_enqueued, 0);
-  Store(comm->ops_completed, 0);
-  Store(comm->ops_flushed, 0);
-  Store(comm->max_timed_plan, 0);
-  Store(comm->swept_timed_plan, 0);
-  Store(comm->latest_plan, 0);
-  // Per-peer p2p counters, reused from this slot's previous communicator when large enough. Under
-  // ABI v1-v3 the size is unknown: the first kUnknownSizePeers peers get counters (64 KiB), sends
-  // to farther peers go without a per-peer seq (no NCCLSCOPE_OP_P2P_SEQ_PER_PEER).
-  constexpr std::uint32_t kUnknownSizePeers = 4096;
-  const std::uint32_t peers = !identity_now                   ? kUnknownSizePeers
-                              : nranks > 0 && nranks <= 65536 ? static_cast<std::uint32_t>(nranks)
-                                                              : 0;
-  if (peers > Load(comm->p2p_peers) || comm->p2p_seq == nullptr) {
-    comm->p2p_seq = peers != 0 ? NewCounters(2 * peers) : nullptr;
-    if (comm->p2p_seq != nullptr && !r.p2p_arrays.PushBack(comm->p2p_seq)) {
-      std::free(comm->p2p_seq);  // never handed out: nothing can read it
-      comm->p2p_seq = nullptr;
-    }
-    Store(comm->p2p_peers, comm->p2p_seq != nullptr ? peers : 0);
-  }
-  if (comm->p2p_seq != nullptr) {
-    for (std::uint32_t i = 0; i < 2 * Load(comm->p2p_peers); ++i) Store(comm->p2p_seq[i], 0);
-  }
-  Store(comm->p2p_peers, comm->p2p_seq != nullptr ? peers : 0);
+  ResetComm(*comm, identity_now, comm_id, rank, nranks, nnodes, gpu.cuda_device, handle);
+  ResetP2pCounters(r, *comm, identity_now, nranks);
   Store(comm->count_keys, 0);
-  // ABI v1/v2: every op completes at NCCL's stop, before its ProxyOps start (state.h,
-  // RetiredOp). The previous communicator's entries name handles of other generations, but are
-  // cleared all the same.
-  if (comm->retired != nullptr) {
-    for (std::uint32_t i = 0; i < kRetiredOps; ++i) Store(comm->retired[i].handle, 0);
-  } else if (abi_version <= 2) {
-    comm->retired = NewRetiredTable(r);  // zeroed
-  }
-  const std::uint32_t slot_index = TakeCommSlot(r);
-  Store(comm->comm_slot, slot_index);
-  if (ncclscope_comm_slot* slot = r.ring.comm_slot(slot_index)) {
-    WriteCommSlot(slot, r.ring.count_table(slot_index), *comm, name, gpu, now);
-  } else {
-    r.ring.Count(NCCLSCOPE_CTR_COMMS_WITHOUT_SLOT);
-  }
-  comm->live.store(1, std::memory_order_release);
-
-  if (identity_now) {
-    WriteCommInit(r, *comm, now, name, gpu.uuid, gpu.pci_bus_id);
-  }
-
-  ncclscope_ring_header* header = r.ring.header();
-  std::atomic_ref<std::uint32_t>(header->nccl_abi)
-      .store(static_cast<std::uint32_t>(r.abi_version), std::memory_order_relaxed);
-  std::atomic_ref<std::uint32_t>(header->state)
-      .store(NCCLSCOPE_RING_LIVE, std::memory_order_relaxed);
-  std::atomic_ref<std::uint64_t>(header->closed_ns).store(0, std::memory_order_relaxed);
+  ResetRetired(r, *comm, abi_version);
+  PublishComm(r, *comm, identity_now, name, gpu, now);
   ++r.live_comms;
 
   // Every init gets the same process-global mask pointer; keep it to steer NCCL at run time.

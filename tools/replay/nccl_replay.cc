@@ -292,6 +292,15 @@ bool EmitsNetPlugin(int snapshot) { return (snapshot & abi::kNetPlugin) != 0; }
 
 // ---- ProfilerPlugin ----
 
+namespace {
+
+template <typename Table>
+const char* TableName(const Table* table) {
+  return table != nullptr ? table->name : nullptr;
+}
+
+}  // namespace
+
 ProfilerPlugin::ProfilerPlugin(const std::string& path) {
   lib_ = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (lib_ == nullptr) {
@@ -317,24 +326,9 @@ bool ProfilerPlugin::Has(int version) const {
 }
 
 const char* ProfilerPlugin::Name(int version) const {
-  switch (version) {
-    case 1:
-      return v1_ != nullptr ? v1_->name : nullptr;
-    case 2:
-      return v2_ != nullptr ? v2_->name : nullptr;
-    case 3:
-      return v3_ != nullptr ? v3_->name : nullptr;
-    case 4:
-      return v4_ != nullptr ? v4_->name : nullptr;
-    case 5:
-      return v5_ != nullptr ? v5_->name : nullptr;
-    case 6:
-      return v6_ != nullptr ? v6_->name : nullptr;
-    case 7:
-      return v7_ != nullptr ? v7_->name : nullptr;
-    default:
-      return nullptr;
-  }
+  const char* const names[] = {TableName(v1_), TableName(v2_), TableName(v3_), TableName(v4_),
+                               TableName(v5_), TableName(v6_), TableName(v7_)};
+  return version >= 1 && version <= 7 ? names[version - 1] : nullptr;
 }
 
 int ProfilerPlugin::Init(int version, void** context, std::uint64_t comm_id, int* mask,
@@ -357,6 +351,99 @@ int ProfilerPlugin::Init(int version, void** context, std::uint64_t comm_id, int
   }
 }
 
+namespace {
+
+// Start's descriptors, one per layout NCCL hands the plugin.
+
+// v1 (2.23): legacy fields and NCCL's own enums.
+void DescrV1(const abi::EventDescrV7& d, const LegacyFields& legacy, abi::EventDescrV1* out) {
+  abi::EventDescrV1& v1 = *out;
+  std::memset(&v1, 0, sizeof(v1));
+  CopyLegacyCommon(v1, d);
+  if (d.type == abi::kColl) {  // src/misc/profiler.cc:275-296 at v2.23.4-1
+    v1.coll.name = nullptr;
+    v1.coll.commHash = legacy.comm_hash;
+    v1.coll.seqNumber = d.coll.seqNumber;
+    v1.coll.func = FuncV1(d.coll.func);
+    v1.coll.sendBuff = d.coll.sendBuff;
+    v1.coll.recvBuff = d.coll.recvBuff;
+    v1.coll.count = d.coll.count;
+    v1.coll.root = d.coll.root;
+    v1.coll.datatype = DatatypeV1(d.coll.datatype);
+    v1.coll.op = legacy.op;
+    v1.coll.trafficBytes = legacy.traffic_bytes;
+    v1.coll.nMaxChannels = d.coll.nChannels;
+    v1.coll.nWarps = d.coll.nWarps;
+    v1.coll.algo = AlgoV1(d.coll.algo);
+    v1.coll.proto = ProtoV1(d.coll.proto);
+    // isNvls: NVLS, NVLS_TREE; isCollnet: CollNet, and NVLS (not NVLS_TREE) across nodes
+    // (src/enqueue.cc:603-614 at v2.23.4-1).
+    const char* algo = d.coll.algo != nullptr ? d.coll.algo : "";
+    v1.coll.isNvls = IsNvlsAlgo(algo) ? 1 : 0;
+    v1.coll.isCollnet =
+        IsCollNetAlgo(algo) || (std::strcmp(algo, "NVLS") == 0 && legacy.nnodes > 1) ? 1 : 0;
+  } else if (d.type == abi::kP2p) {  // :304-315
+    v1.p2p.name = nullptr;
+    v1.p2p.commHash = legacy.comm_hash;
+    v1.p2p.func = FuncV1(d.p2p.func);
+    v1.p2p.buff = d.p2p.buff;
+    v1.p2p.datatype = DatatypeV1(d.p2p.datatype);
+    v1.p2p.count = d.p2p.count;
+    v1.p2p.peer = d.p2p.peer;
+  }
+}
+
+// v4 (2.27): the fields it has, copied one by one.
+void DescrV4(const abi::EventDescrV7& d, abi::EventDescrV4* out) {
+  abi::EventDescrV4& v4 = *out;
+  std::memset(&v4, 0, sizeof(v4));
+  v4.type = static_cast<std::uint8_t>(d.type);
+  v4.parentObj = d.parentObj;
+  v4.rank = d.rank;
+  switch (d.type) {
+    case abi::kColl:
+      v4.coll.seqNumber = d.coll.seqNumber;
+      v4.coll.func = d.coll.func;
+      v4.coll.sendBuff = d.coll.sendBuff;
+      v4.coll.recvBuff = d.coll.recvBuff;
+      v4.coll.count = d.coll.count;
+      v4.coll.root = d.coll.root;
+      v4.coll.datatype = d.coll.datatype;
+      v4.coll.nChannels = d.coll.nChannels;
+      v4.coll.nWarps = d.coll.nWarps;
+      v4.coll.algo = d.coll.algo;
+      v4.coll.proto = d.coll.proto;
+      break;
+    case abi::kP2p:
+      v4.p2p.func = d.p2p.func;
+      v4.p2p.buff = d.p2p.buff;
+      v4.p2p.datatype = d.p2p.datatype;
+      v4.p2p.count = d.p2p.count;
+      v4.p2p.peer = d.p2p.peer;
+      v4.p2p.nChannels = d.p2p.nChannels;
+      break;
+    case abi::kProxyOp:
+      static_assert(sizeof(v4.proxyOp) == sizeof(d.proxyOp));
+      std::memcpy(&v4.proxyOp, &d.proxyOp, sizeof(v4.proxyOp));
+      break;
+    case abi::kProxyStep:
+      v4.proxyStep.step = d.proxyStep.step;
+      break;
+    case abi::kKernelCh:
+      v4.kernelCh.channelId = d.kernelCh.channelId;
+      v4.kernelCh.pTimer = d.kernelCh.pTimer;
+      break;
+    case abi::kNetPlugin:
+      v4.netPlugin.id = d.netPlugin.id;
+      v4.netPlugin.data = d.netPlugin.data;
+      break;
+    default:
+      break;
+  }
+}
+
+}  // namespace
+
 int ProfilerPlugin::Start(int version, void* context, void** handle, const abi::EventDescrV6& d,
                           const LegacyFields& legacy) const {
   abi::EventDescrV7 wide{};
@@ -376,39 +463,7 @@ int ProfilerPlugin::Start(int version, void* context, void** handle, const abi::
   switch (version) {
     case 1: {
       abi::EventDescrV1 v1{};
-      std::memset(&v1, 0, sizeof(v1));
-      CopyLegacyCommon(v1, d);
-      if (d.type == abi::kColl) {  // src/misc/profiler.cc:275-296 at v2.23.4-1
-        v1.coll.name = nullptr;
-        v1.coll.commHash = legacy.comm_hash;
-        v1.coll.seqNumber = d.coll.seqNumber;
-        v1.coll.func = FuncV1(d.coll.func);
-        v1.coll.sendBuff = d.coll.sendBuff;
-        v1.coll.recvBuff = d.coll.recvBuff;
-        v1.coll.count = d.coll.count;
-        v1.coll.root = d.coll.root;
-        v1.coll.datatype = DatatypeV1(d.coll.datatype);
-        v1.coll.op = legacy.op;
-        v1.coll.trafficBytes = legacy.traffic_bytes;
-        v1.coll.nMaxChannels = d.coll.nChannels;
-        v1.coll.nWarps = d.coll.nWarps;
-        v1.coll.algo = AlgoV1(d.coll.algo);
-        v1.coll.proto = ProtoV1(d.coll.proto);
-        // isNvls: NVLS, NVLS_TREE; isCollnet: CollNet, and NVLS (not NVLS_TREE) across nodes
-        // (src/enqueue.cc:603-614 at v2.23.4-1).
-        const char* algo = d.coll.algo != nullptr ? d.coll.algo : "";
-        v1.coll.isNvls = IsNvlsAlgo(algo) ? 1 : 0;
-        v1.coll.isCollnet =
-            IsCollNetAlgo(algo) || (std::strcmp(algo, "NVLS") == 0 && legacy.nnodes > 1) ? 1 : 0;
-      } else if (d.type == abi::kP2p) {  // :304-315
-        v1.p2p.name = nullptr;
-        v1.p2p.commHash = legacy.comm_hash;
-        v1.p2p.func = FuncV1(d.p2p.func);
-        v1.p2p.buff = d.p2p.buff;
-        v1.p2p.datatype = DatatypeV1(d.p2p.datatype);
-        v1.p2p.count = d.p2p.count;
-        v1.p2p.peer = d.p2p.peer;
-      }
+      DescrV1(d, legacy, &v1);
       return v1_->startEvent(context, handle, &v1);
     }
     case 2: {
@@ -458,50 +513,7 @@ int ProfilerPlugin::Start(int version, void* context, void** handle, const abi::
       return v7_->startEvent(context, handle, const_cast<abi::EventDescrV7*>(&d));
   }
   abi::EventDescrV4 v4{};
-  std::memset(&v4, 0, sizeof(v4));
-  v4.type = static_cast<std::uint8_t>(d.type);
-  v4.parentObj = d.parentObj;
-  v4.rank = d.rank;
-  switch (d.type) {
-    case abi::kColl:
-      v4.coll.seqNumber = d.coll.seqNumber;
-      v4.coll.func = d.coll.func;
-      v4.coll.sendBuff = d.coll.sendBuff;
-      v4.coll.recvBuff = d.coll.recvBuff;
-      v4.coll.count = d.coll.count;
-      v4.coll.root = d.coll.root;
-      v4.coll.datatype = d.coll.datatype;
-      v4.coll.nChannels = d.coll.nChannels;
-      v4.coll.nWarps = d.coll.nWarps;
-      v4.coll.algo = d.coll.algo;
-      v4.coll.proto = d.coll.proto;
-      break;
-    case abi::kP2p:
-      v4.p2p.func = d.p2p.func;
-      v4.p2p.buff = d.p2p.buff;
-      v4.p2p.datatype = d.p2p.datatype;
-      v4.p2p.count = d.p2p.count;
-      v4.p2p.peer = d.p2p.peer;
-      v4.p2p.nChannels = d.p2p.nChannels;
-      break;
-    case abi::kProxyOp:
-      static_assert(sizeof(v4.proxyOp) == sizeof(d.proxyOp));
-      std::memcpy(&v4.proxyOp, &d.proxyOp, sizeof(v4.proxyOp));
-      break;
-    case abi::kProxyStep:
-      v4.proxyStep.step = d.proxyStep.step;
-      break;
-    case abi::kKernelCh:
-      v4.kernelCh.channelId = d.kernelCh.channelId;
-      v4.kernelCh.pTimer = d.kernelCh.pTimer;
-      break;
-    case abi::kNetPlugin:
-      v4.netPlugin.id = d.netPlugin.id;
-      v4.netPlugin.data = d.netPlugin.data;
-      break;
-    default:
-      break;
-  }
+  DescrV4(d, &v4);
   return v4_->startEvent(context, handle, &v4);
 }
 
@@ -1307,18 +1319,27 @@ PlanLaunch ReplayComm::LaunchGraph(const CapturedGraph& graph, ProxyThread* host
   return plan;
 }
 
-PlanLaunch ReplayComm::LaunchPlan(const std::vector<GroupTask>& tasks,
-                                  const std::vector<int>& masks,
-                                  const std::vector<void*>& api_handles, bool persistent,
-                                  const Upload& upload) {
-  const int version = process_.version();
-  // NCCL's plan order (ncclPrepareTasks, src/enqueue.cc:348-438): collectives come out of the
-  // sorter size-descending, are binned by (func, op, type) in the order of each bin's first task,
-  // each bin size-ascending (LIFO), CollNet bins after the others; p2p tasks follow the
-  // collectives (src/plugin/profiler.cc:395-449). Simplified: one plan (NCCL splits a group into
-  // several plans when its work budget is full), the reduction op is not modeled, and channels are
-  // handed out as contiguous ranges in plan order (NCCL balances them by traffic and neighbours
-  // may share a boundary channel).
+// What LaunchPlan carries from task to task.
+struct PlanBuild {
+  int version = 0;
+  bool persistent = false;
+  bool host_task = true;
+  bool sym_plan = false;
+  void* group = nullptr;
+  int channel_cursor = 0;
+  int p2p_cursor = 0;
+};
+
+namespace {
+
+// NCCL's plan order (ncclPrepareTasks, src/enqueue.cc:348-438): collectives come out of the
+// sorter size-descending, are binned by (func, op, type) in the order of each bin's first task,
+// each bin size-ascending (LIFO), CollNet bins after the others; p2p tasks follow the
+// collectives (src/plugin/profiler.cc:395-449). Simplified: one plan (NCCL splits a group into
+// several plans when its work budget is full), the reduction op is not modeled, and channels are
+// handed out as contiguous ranges in plan order (NCCL balances them by traffic and neighbours
+// may share a boundary channel).
+std::vector<std::size_t> PlanOrder(const std::vector<GroupTask>& tasks) {
   std::vector<std::size_t> colls;
   std::vector<std::size_t> p2ps;
   for (std::size_t i = 0; i < tasks.size(); ++i) (tasks[i].p2p ? p2ps : colls).push_back(i);
@@ -1347,19 +1368,148 @@ PlanLaunch ReplayComm::LaunchPlan(const std::vector<GroupTask>& tasks,
     }
   }
   order.insert(order.end(), p2ps.begin(), p2ps.end());
+  return order;
+}
 
-  PlanLaunch plan;
-  // Before 2.27 a CUDA-graph launch runs hostStreamPlanTask only for a plan with proxy ops
-  // (src/enqueue.cc:1580-1597 at v2.23.4-1, :1442-1456 at v2.26.6-1): network peers, or (2.26)
-  // KernelCh in a capture-time mask, which adds profiler proxy ops (src/enqueue.cc:210 at
-  // v2.26.6-1). Simplified: nnodes > 1 stands for "has network proxy ops".
+// Before 2.27 a CUDA-graph launch runs hostStreamPlanTask only for a plan with proxy ops
+// (src/enqueue.cc:1580-1597 at v2.23.4-1, :1442-1456 at v2.26.6-1): network peers, or (2.26)
+// KernelCh in a capture-time mask, which adds profiler proxy ops (src/enqueue.cc:210 at
+// v2.26.6-1). Simplified: nnodes > 1 stands for "has network proxy ops".
+bool RunsHostTask(int version, bool persistent, int nnodes, const std::vector<int>& masks) {
   bool host_task = true;
   if (persistent && version <= 3) {
-    host_task = nnodes_ > 1;
+    host_task = nnodes > 1;
     if (version == 3) {
       for (int m : masks) host_task = host_task || (m & abi::kKernelCh) != 0;
     }
   }
+  return host_task;
+}
+
+// The channels a collective's KernelCh run on.
+void CollChannels(PlanBuild& b, const CollSpec& c, bool head, PlannedOp* op) {
+  const int kernel = !c.kernel_events ? 0 : c.kernel_channels >= 0 ? c.kernel_channels : c.channels;
+  if (op->symmetric) {
+    // KernelCh only for the head task, on blocks 0..n-1 (src/plugin/profiler.cc:1280-1292 at
+    // 2.31.2), and none under graph capture: the clean kernel runs (:1271, :1286).
+    if (head && !b.persistent) {
+      for (int k = 0; k < kernel; ++k) op->channel_ids.push_back(k);
+    }
+  } else if (op->collnet) {
+    for (int k = 0; k < kernel; ++k) op->channel_ids.push_back(k);  // src/enqueue.cc:579-580
+  } else {
+    for (int k = 0; k < kernel; ++k)
+      op->channel_ids.push_back((b.channel_cursor + k) % kMaxChannels);
+    b.channel_cursor = (b.channel_cursor + c.channels) % kMaxChannels;
+  }
+}
+
+// The Coll descriptor (src/plugin/profiler.cc:398-417).
+void CollDescr(const PlanBuild& b, const GroupTask& task, bool head, int mask, std::size_t count,
+               const char* datatype, std::uint64_t seq, const PlannedOp& op,
+               abi::EventDescrV7* out) {
+  const int version = b.version;
+  const CollSpec& c = task.coll;
+  abi::EventDescrV7& d = *out;
+  d.type = abi::kColl;
+  d.coll.parentGroup = b.group;
+  d.coll.seqNumber = task.seq >= 0 ? static_cast<std::uint64_t>(task.seq) : seq;
+  d.coll.func = c.func;
+  d.coll.count = count;
+  d.coll.root = c.root;
+  d.coll.datatype = datatype;
+  // CollNet tasks announce no channels from 2.27 on (task->nChannels, src/enqueue.cc:638);
+  // 2.23-2.26 hand nMaxChannels, the count CollNet uses (src/enqueue.cc:763 at v2.23.4-1).
+  d.coll.nChannels = op.collnet && version >= 4 ? 0 : c.channels;
+  d.coll.nWarps = c.warps;
+  d.coll.algo = c.algo;
+  d.coll.proto = c.proto;
+  if (version >= 7) {
+    d.coll.userTag = c.user_tag;  // src/plugin/profiler.cc:620 at 2.31.2
+    if (op.symmetric) {
+      // :600-614 at 2.31.2: the variant, algo = its part after the first '_', proto "";
+      // nChannels: the plan's channels on the head task with KernelCh, else ct->nChannels,
+      // which is 0 for a sym task.
+      const char* variant = c.kernel_variant != nullptr ? c.kernel_variant : "Unknown";
+      const char* underscore = std::strchr(variant, '_');
+      d.coll.isSymColl = true;
+      d.coll.kernelVariant = variant;
+      d.coll.algo = underscore != nullptr ? underscore + 1 : variant;
+      d.coll.proto = "";
+      d.coll.nChannels = head && (mask & abi::kKernelCh) != 0 ? c.channels : 0;
+    }
+  }
+}
+
+}  // namespace
+
+void ReplayComm::PlanColl(PlanBuild& b, const GroupTask& task, bool head, int mask, bool task_event,
+                          void* api_handle, PlannedOp* op, abi::EventDescrV7* d) {
+  const int version = b.version;
+  const CollSpec& c = task.coll;
+  op->collnet = IsCollNetAlgo(c.algo);
+  op->symmetric = b.sym_plan && c.symmetric;
+  CollChannels(b, c, head, op);
+  std::size_t count = c.count;
+  const char* datatype = c.datatype;
+  if (IsAllGatherOrBroadcast(c.func)) {  // src/enqueue.cc:2476-2480
+    count = c.count * DatatypeBytes(c.datatype);
+    datatype = "ncclInt8";
+  }
+  op->bytes = count * DatatypeBytes(datatype);
+  std::uint64_t& seq = seq_numbers_[c.func];
+  if (task_event) {  // src/plugin/profiler.cc:398-417
+    CollDescr(b, task, head, mask, count, datatype, seq, *op, d);
+    Start(&op->handle, *d);
+  }
+  if (version <= 2) {
+    // seqNumber = comm->seqNumber[func]++ inside the Coll start (src/misc/profiler.cc:281 at
+    // v2.23.4-1, :393 at v2.24.3-1): it advances only with a Coll event.
+    if (task_event) ++seq;
+  } else if (b.host_task && (!b.persistent || ((b.group != nullptr || api_handle != nullptr) &&
+                                               (mask & abi::kKernelCh) != 0))) {
+    // Every eager collective counts; graph-captured ones only with KernelCh in their mask
+    // (src/plugin/profiler.cc:425-427; :259-267 at v2.26.6-1, which needs the Group handle).
+    ++seq;
+  }
+}
+
+void ReplayComm::PlanP2p(PlanBuild& b, const GroupTask& task, bool task_event, PlannedOp* op,
+                         abi::EventDescrV7* out) {
+  const int version = b.version;
+  abi::EventDescrV7& d = *out;
+  const P2pSpec& p = task.send_recv;
+  op->peer = p.peer;
+  op->send = std::strcmp(p.func, "Send") == 0;
+  op->self = p.peer == rank_;  // nProxyOps = selfSend ? 0 : 2 (src/enqueue.cc:805)
+  op->bytes = p.count * DatatypeBytes(p.datatype);
+  for (int k = 0; k < p.channels; ++k) op->channel_ids.push_back((b.p2p_cursor + k) % kMaxChannels);
+  b.p2p_cursor = (b.p2p_cursor + p.channels) % kMaxChannels;
+  if (task_event) {  // src/plugin/profiler.cc:433-447
+    d.type = abi::kP2p;
+    d.p2p.parentGroup = b.group;
+    d.p2p.func = p.func;
+    d.p2p.count = p.count;
+    d.p2p.datatype = p.datatype;
+    d.p2p.peer = p.peer;
+    d.p2p.nChannels = p.channels;  // 2.31: popcount(channelMask) with KernelCh (:644-645)
+    if (version >= 7) d.p2p.userTag = p.user_tag;  // :658 at 2.31.2
+    Start(&op->handle, d);
+  }
+}
+
+PlanLaunch ReplayComm::LaunchPlan(const std::vector<GroupTask>& tasks,
+                                  const std::vector<int>& masks,
+                                  const std::vector<void*>& api_handles, bool persistent,
+                                  const Upload& upload) {
+  const int version = process_.version();
+  const std::vector<std::size_t> order = PlanOrder(tasks);
+  PlanLaunch plan;
+  PlanBuild b;
+  b.version = version;
+  b.persistent = persistent;
+  b.host_task = RunsHostTask(version, persistent, nnodes_, masks);
+  const bool host_task = b.host_task;
   // 2.23-2.25 read the mask once per plan, at Group start: the live value, at every graph launch
   // too (src/misc/profiler.cc:247 at v2.23.4-1, :359 at v2.24.3-1); 2.26+ use the tasks' copies.
   const bool plan_snapshot = version <= 2;
@@ -1374,20 +1524,19 @@ PlanLaunch ReplayComm::LaunchPlan(const std::vector<GroupTask>& tasks,
     }
   }
   if (plan_snapshot) first_mask = snapshot;
-  abi::EventDescrV7 d{};
   if (host_task && (first_mask & GroupGate(version)) != 0) {
+    abi::EventDescrV7 d{};
     std::memset(&d, 0, sizeof(d));
     d.type = abi::kGroup;
     Start(&plan.group, d);
   }
+  b.group = plan.group;
   // v7 symmetric collectives: the plan is a sym plan when its head (first) collective is one;
   // the other versions replay a symmetric task as a regular collective (2.28 emits no event for
   // it at all, which the replay does not model).
-  const bool sym_plan = version >= 7 && !order.empty() && !tasks[order.front()].p2p &&
-                        tasks[order.front()].coll.symmetric;
+  b.sym_plan = version >= 7 && !order.empty() && !tasks[order.front()].p2p &&
+               tasks[order.front()].coll.symmetric;
   std::vector<bool> started;  // the task's startEvent was called (v1/v2 stop it unchecked)
-  int channel_cursor = 0;
-  int p2p_cursor = 0;
   for (std::size_t i : order) {
     const GroupTask& task = tasks[i];
     const int mask = plan_snapshot ? snapshot : masks[i];
@@ -1395,6 +1544,7 @@ PlanLaunch ReplayComm::LaunchPlan(const std::vector<GroupTask>& tasks,
     op.mask = host_task ? mask : 0;
     op.p2p = task.p2p;
     op.proxy_never_stopped = task.proxy_never_stopped;
+    abi::EventDescrV7 d{};
     std::memset(&d, 0, sizeof(d));
     d.rank = rank_;
     d.parentObj = version >= 5 ? api_handles[i] : plan.group;
@@ -1406,99 +1556,11 @@ PlanLaunch ReplayComm::LaunchPlan(const std::vector<GroupTask>& tasks,
     // (src/misc/profiler.cc:299,318 at v2.23.4-1): the proxy side of the others is silent.
     if (plan_snapshot && !task_event) op.mask = 0;
     if (!task.p2p) {
-      const CollSpec& c = task.coll;
-      op.collnet = IsCollNetAlgo(c.algo);
-      const bool head = i == order.front();
-      op.symmetric = sym_plan && c.symmetric;
-      const int kernel = !c.kernel_events         ? 0
-                         : c.kernel_channels >= 0 ? c.kernel_channels
-                                                  : c.channels;
-      if (op.symmetric) {
-        // KernelCh only for the head task, on blocks 0..n-1 (src/plugin/profiler.cc:1280-1292 at
-        // 2.31.2), and none under graph capture: the clean kernel runs (:1271, :1286).
-        if (head && !persistent) {
-          for (int k = 0; k < kernel; ++k) op.channel_ids.push_back(k);
-        }
-      } else if (op.collnet) {
-        for (int k = 0; k < kernel; ++k) op.channel_ids.push_back(k);  // src/enqueue.cc:579-580
-      } else {
-        for (int k = 0; k < kernel; ++k)
-          op.channel_ids.push_back((channel_cursor + k) % kMaxChannels);
-        channel_cursor = (channel_cursor + c.channels) % kMaxChannels;
-      }
-      std::size_t count = c.count;
-      const char* datatype = c.datatype;
-      if (IsAllGatherOrBroadcast(c.func)) {  // src/enqueue.cc:2476-2480
-        count = c.count * DatatypeBytes(c.datatype);
-        datatype = "ncclInt8";
-      }
-      op.bytes = count * DatatypeBytes(datatype);
-      std::uint64_t& seq = seq_numbers_[c.func];
-      if (task_event) {  // src/plugin/profiler.cc:398-417
-        d.type = abi::kColl;
-        d.coll.parentGroup = plan.group;
-        d.coll.seqNumber = task.seq >= 0 ? static_cast<std::uint64_t>(task.seq) : seq;
-        d.coll.func = c.func;
-        d.coll.count = count;
-        d.coll.root = c.root;
-        d.coll.datatype = datatype;
-        // CollNet tasks announce no channels from 2.27 on (task->nChannels, src/enqueue.cc:638);
-        // 2.23-2.26 hand nMaxChannels, the count CollNet uses (src/enqueue.cc:763 at v2.23.4-1).
-        d.coll.nChannels = op.collnet && version >= 4 ? 0 : c.channels;
-        d.coll.nWarps = c.warps;
-        d.coll.algo = c.algo;
-        d.coll.proto = c.proto;
-        if (version >= 7) {
-          d.coll.userTag = c.user_tag;  // src/plugin/profiler.cc:620 at 2.31.2
-          if (op.symmetric) {
-            // :600-614 at 2.31.2: the variant, algo = its part after the first '_', proto "";
-            // nChannels: the plan's channels on the head task with KernelCh, else ct->nChannels,
-            // which is 0 for a sym task.
-            const char* variant = c.kernel_variant != nullptr ? c.kernel_variant : "Unknown";
-            const char* underscore = std::strchr(variant, '_');
-            d.coll.isSymColl = true;
-            d.coll.kernelVariant = variant;
-            d.coll.algo = underscore != nullptr ? underscore + 1 : variant;
-            d.coll.proto = "";
-            d.coll.nChannels = head && (mask & abi::kKernelCh) != 0 ? c.channels : 0;
-          }
-        }
-        Start(&op.handle, d);
-      }
-      started.push_back(task_event);
-      if (version <= 2) {
-        // seqNumber = comm->seqNumber[func]++ inside the Coll start (src/misc/profiler.cc:281 at
-        // v2.23.4-1, :393 at v2.24.3-1): it advances only with a Coll event.
-        if (task_event) ++seq;
-      } else if (host_task &&
-                 (!persistent || ((plan.group != nullptr || api_handles[i] != nullptr) &&
-                                  (mask & abi::kKernelCh) != 0))) {
-        // Every eager collective counts; graph-captured ones only with KernelCh in their mask
-        // (src/plugin/profiler.cc:425-427; :259-267 at v2.26.6-1, which needs the Group handle).
-        ++seq;
-      }
+      PlanColl(b, task, i == order.front(), mask, task_event, api_handles[i], &op, &d);
     } else {
-      const P2pSpec& p = task.send_recv;
-      op.peer = p.peer;
-      op.send = std::strcmp(p.func, "Send") == 0;
-      op.self = p.peer == rank_;  // nProxyOps = selfSend ? 0 : 2 (src/enqueue.cc:805)
-      op.bytes = p.count * DatatypeBytes(p.datatype);
-      for (int k = 0; k < p.channels; ++k)
-        op.channel_ids.push_back((p2p_cursor + k) % kMaxChannels);
-      p2p_cursor = (p2p_cursor + p.channels) % kMaxChannels;
-      if (task_event) {  // src/plugin/profiler.cc:433-447
-        d.type = abi::kP2p;
-        d.p2p.parentGroup = plan.group;
-        d.p2p.func = p.func;
-        d.p2p.count = p.count;
-        d.p2p.datatype = p.datatype;
-        d.p2p.peer = p.peer;
-        d.p2p.nChannels = p.channels;  // 2.31: popcount(channelMask) with KernelCh (:644-645)
-        if (version >= 7) d.p2p.userTag = p.user_tag;  // :658 at 2.31.2
-        Start(&op.handle, d);
-      }
-      started.push_back(task_event);
+      PlanP2p(b, task, task_event, &op, &d);
     }
+    started.push_back(task_event);
     plan.ops.push_back(std::move(op));
   }
   // The proxy upload happens here in NCCL, before the stops (src/enqueue.cc:1310-1313): the
@@ -1517,142 +1579,157 @@ PlanLaunch ReplayComm::LaunchPlan(const std::vector<GroupTask>& tasks,
   return plan;
 }
 
-void ReplayComm::RunPlan(const PlanLaunch& plan, const PlanTiming& timing, const ProxyPlan& net) {
-  const int version = process_.version();
-  const bool legacy = version <= 3;
-  struct Net {
-    void* handle = nullptr;
-    ProxyOpSpec spec;
-    EnqueuedOp enqueued;
-  };
-  // ProxyOps at append, before the kernel runs (src/proxy.cc:427); 2.23-2.26 start them only in
-  // the network transport, when the op becomes ready (src/transport/net.cc:1104, :1285 at
-  // v2.26.6-1), and have no never-stopped ones.
-  auto start_proxy_ops = [this, plan, net, legacy] {
-    std::vector<Net> nets;
-    for (const PlannedOp& op : plan.ops) {
-      if (op.self || op.symmetric) continue;
-      EnqueuedOp e{op.handle, op.mask, static_cast<std::uint8_t>(op.channel_ids.size())};
-      if ((op.mask & ProxyOpGate(process_.version())) == 0) continue;
-      const bool never_stopped = op.collnet || op.proxy_never_stopped;
-      if (never_stopped && legacy) continue;
-      if (!never_stopped && !net.enabled) continue;
-      for (int channel : op.channel_ids) {
-        for (int dir = 0; dir < 2; ++dir) {
-          const bool send = dir == 1;
-          if (op.p2p && send != op.send) continue;  // a send task has send proxy ops only
-          Net n;
-          n.enqueued = e;
-          n.spec.channel = channel;
-          n.spec.send = send && !never_stopped;  // isSend: network sends only
-          n.spec.peer =
-              op.p2p ? op.peer : (send ? (rank_ + 1) % nranks_ : (rank_ + nranks_ - 1) % nranks_);
-          n.spec.steps = never_stopped ? 0 : net.steps;
-          n.spec.chunk_bytes = net.step_bytes;
-          n.spec.pid = net.pid;
-          n.spec.foreign_parent = net.foreign_parent;
-          n.spec.foreign_context = net.foreign_context;
-          n.spec.ib_device = net.ib_device;
-          n.spec.qp_num = net.qp_base != 0 ? net.qp_base + 2 * channel + dir : 0;
-          n.handle = ProxyOpStartOnly(e, n.spec);
-          if (!never_stopped) nets.push_back(n);
-        }
+struct ReplayComm::NetOp {
+  void* handle = nullptr;
+  ProxyOpSpec spec;
+  EnqueuedOp enqueued;
+};
+
+struct ReplayComm::KernelChannel {
+  void* handle = nullptr;
+  EnqueuedOp op;
+  int channel = 0;
+  PhaseStamps stamps;  // ts[0] start, ts[3] end
+};
+
+struct ReplayComm::Kernels {
+  std::uint64_t base = 0;  // GPU time of the plan's start
+  std::vector<KernelChannel> channels;
+};
+
+// ProxyOps at append, before the kernel runs (src/proxy.cc:427); 2.23-2.26 start them only in
+// the network transport, when the op becomes ready (src/transport/net.cc:1104, :1285 at
+// v2.26.6-1), and have no never-stopped ones.
+std::vector<ReplayComm::NetOp> ReplayComm::StartProxyOps(const PlanLaunch& plan,
+                                                         const ProxyPlan& net) {
+  const bool legacy = process_.version() <= 3;
+  std::vector<NetOp> nets;
+  for (const PlannedOp& op : plan.ops) {
+    if (op.self || op.symmetric) continue;
+    EnqueuedOp e{op.handle, op.mask, static_cast<std::uint8_t>(op.channel_ids.size())};
+    if ((op.mask & ProxyOpGate(process_.version())) == 0) continue;
+    const bool never_stopped = op.collnet || op.proxy_never_stopped;
+    if (never_stopped && legacy) continue;
+    if (!never_stopped && !net.enabled) continue;
+    for (int channel : op.channel_ids) {
+      for (int dir = 0; dir < 2; ++dir) {
+        const bool send = dir == 1;
+        if (op.p2p && send != op.send) continue;  // a send task has send proxy ops only
+        NetOp n;
+        n.enqueued = e;
+        n.spec.channel = channel;
+        n.spec.send = send && !never_stopped;  // isSend: network sends only
+        n.spec.peer =
+            op.p2p ? op.peer : (send ? (rank_ + 1) % nranks_ : (rank_ + nranks_ - 1) % nranks_);
+        n.spec.steps = never_stopped ? 0 : net.steps;
+        n.spec.chunk_bytes = net.step_bytes;
+        n.spec.pid = net.pid;
+        n.spec.foreign_parent = net.foreign_parent;
+        n.spec.foreign_context = net.foreign_context;
+        n.spec.ib_device = net.ib_device;
+        n.spec.qp_num = net.qp_base != 0 ? net.qp_base + 2 * channel + dir : 0;
+        n.handle = ProxyOpStartOnly(e, n.spec);
+        if (!never_stopped) nets.push_back(n);
       }
     }
-    return nets;
-  };
-  // Network work while the kernel runs: in progress, steps (with net-plugin events), stop.
-  auto progress_network = [this, legacy](std::vector<Net>& nets) {
-    for (Net& n : nets) {
-      if (n.handle == nullptr) continue;
-      if (legacy) {
-        std::size_t trans_size = 0;
-        for (int step = 0; step < n.spec.steps; ++step) {
-          LegacyProxyTransfer(n.enqueued, n.handle, n.spec, step, &trans_size);
-        }
-        ProxyOpStop(n.handle);
-        continue;
-      }
-      process_.plugin().Record(process_.version(), n.handle, abi::kProxyOpInProgress, nullptr);
+  }
+  return nets;
+}
+
+// Network work while the kernel runs: in progress, steps (with net-plugin events), stop.
+void ReplayComm::ProgressNetwork(std::vector<NetOp>& nets) {
+  const bool legacy = process_.version() <= 3;
+  for (NetOp& n : nets) {
+    if (n.handle == nullptr) continue;
+    if (legacy) {
+      std::size_t trans_size = 0;
       for (int step = 0; step < n.spec.steps; ++step) {
-        void* h = ProxyStepStart(n.enqueued, n.handle, n.spec, step);
-        if (h == nullptr) continue;
-        NetPluginEvent(n.enqueued, h, n.spec);
-        const int states_send[] = {abi::kProxyStepSendGpuWait, abi::kProxyStepSendPeerWait,
-                                   abi::kProxyStepSendWait};
-        const int states_recv[] = {abi::kProxyStepRecvWait, abi::kProxyStepRecvFlushWait,
-                                   abi::kProxyStepRecvGpuWait};
-        for (int state : n.spec.send ? states_send : states_recv) {
-          ProxyStepState(h, state, n.spec.chunk_bytes);
-        }
-        ProxyStepStop(h);
+        LegacyProxyTransfer(n.enqueued, n.handle, n.spec, step, &trans_size);
       }
       ProxyOpStop(n.handle);
+      continue;
     }
-  };
-  struct Channel {
-    void* handle = nullptr;
-    EnqueuedOp op;
-    int channel = 0;
-    PhaseStamps stamps;  // ts[0] start, ts[3] end
-  };
-  struct Kernels {
-    std::uint64_t base = 0;  // GPU time of the plan's start
-    std::vector<Channel> channels;
-  };
-  // KernelCh starts for every channel of every task, as each channel starts.
-  auto start_kernels = [this, plan, timing, version] {
-    if (timing.first_kernel_delay_ms != 0) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(timing.first_kernel_delay_ms));
-    }
-    Kernels kernels;
-    const std::uint64_t base = timing.base_ns != 0 ? timing.base_ns : platform::RealtimeNs();
-    kernels.base = base;
-    for (std::size_t i = 0; i < plan.ops.size(); ++i) {
-      const PlannedOp& op = plan.ops[i];
-      if (op.self) continue;
-      const std::uint64_t duration = i < timing.duration_ns.size() ? timing.duration_ns[i] : 50'000;
-      const std::uint64_t initial =
-          i < timing.initial_sync_ns.size() ? timing.initial_sync_ns[i] : 0;
-      const std::uint64_t final = i < timing.final_sync_ns.size() ? timing.final_sync_ns[i] : 0;
-      EnqueuedOp e{op.handle, op.mask, static_cast<std::uint8_t>(op.channel_ids.size())};
-      for (std::size_t k = 0; k < op.channel_ids.size(); ++k) {
-        const std::uint64_t start = base + k * timing.skew_ns;
-        Channel ch;
-        ch.op = e;
-        ch.channel = op.channel_ids[k];
-        ch.handle = KernelChannelStart(e, op.channel_ids[k], start);
-        ch.stamps.ts[0] = start;
-        ch.stamps.ts[3] = start + duration + k * timing.skew_ns;
-        const std::uint64_t span = ch.stamps.ts[3] - start;
-        ch.stamps.ts[1] = start + std::min(initial, span);
-        ch.stamps.ts[2] = std::max(ch.stamps.ts[1], ch.stamps.ts[3] - std::min(final, span));
-        // v7 phases come even under a NULL KernelCh handle (their parent is then NULL).
-        const bool phases =
-            version >= 7 && EmitsKernelCh(e.mask) && (e.mask & abi::kKernelPhase) != 0;
-        if (ch.handle != nullptr || phases) kernels.channels.push_back(ch);
+    process_.plugin().Record(process_.version(), n.handle, abi::kProxyOpInProgress, nullptr);
+    for (int step = 0; step < n.spec.steps; ++step) {
+      void* h = ProxyStepStart(n.enqueued, n.handle, n.spec, step);
+      if (h == nullptr) continue;
+      NetPluginEvent(n.enqueued, h, n.spec);
+      const int states_send[] = {abi::kProxyStepSendGpuWait, abi::kProxyStepSendPeerWait,
+                                 abi::kProxyStepSendWait};
+      const int states_recv[] = {abi::kProxyStepRecvWait, abi::kProxyStepRecvFlushWait,
+                                 abi::kProxyStepRecvGpuWait};
+      for (int state : n.spec.send ? states_send : states_recv) {
+        ProxyStepState(h, state, n.spec.chunk_bytes);
       }
+      ProxyStepStop(h);
     }
-    return kernels;
-  };
-  // The channels end in the order of their GPU end times: a plan's ops finish out of order. v7:
-  // each channel's phases right before its KernelChStop (src/plugin/profiler.cc:972-977 at
-  // 2.31.2).
-  auto stop_kernels = [this, timing](Kernels& kernels) {
-    std::vector<Channel>& channels = kernels.channels;
-    std::stable_sort(channels.begin(), channels.end(), [](const Channel& a, const Channel& b) {
-      return a.stamps.ts[3] < b.stamps.ts[3];
-    });
-    const auto wall_start = std::chrono::steady_clock::now();
-    for (const Channel& ch : channels) {
-      if (timing.real_time) {
-        std::this_thread::sleep_until(wall_start +
-                                      std::chrono::nanoseconds(ch.stamps.ts[3] - kernels.base));
-      }
-      KernelPhases(ch.op, ch.handle, ch.channel, ch.stamps);
-      KernelChannelStop(ch.handle, ch.stamps.ts[3]);
+    ProxyOpStop(n.handle);
+  }
+}
+
+// KernelCh starts for every channel of every task, as each channel starts.
+ReplayComm::Kernels ReplayComm::StartKernels(const PlanLaunch& plan, const PlanTiming& timing) {
+  const int version = process_.version();
+  if (timing.first_kernel_delay_ms != 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(timing.first_kernel_delay_ms));
+  }
+  Kernels kernels;
+  const std::uint64_t base = timing.base_ns != 0 ? timing.base_ns : platform::RealtimeNs();
+  kernels.base = base;
+  for (std::size_t i = 0; i < plan.ops.size(); ++i) {
+    const PlannedOp& op = plan.ops[i];
+    if (op.self) continue;
+    const std::uint64_t duration = i < timing.duration_ns.size() ? timing.duration_ns[i] : 50'000;
+    const std::uint64_t initial = i < timing.initial_sync_ns.size() ? timing.initial_sync_ns[i] : 0;
+    const std::uint64_t final = i < timing.final_sync_ns.size() ? timing.final_sync_ns[i] : 0;
+    EnqueuedOp e{op.handle, op.mask, static_cast<std::uint8_t>(op.channel_ids.size())};
+    for (std::size_t k = 0; k < op.channel_ids.size(); ++k) {
+      const std::uint64_t start = base + k * timing.skew_ns;
+      KernelChannel ch;
+      ch.op = e;
+      ch.channel = op.channel_ids[k];
+      ch.handle = KernelChannelStart(e, op.channel_ids[k], start);
+      ch.stamps.ts[0] = start;
+      ch.stamps.ts[3] = start + duration + k * timing.skew_ns;
+      const std::uint64_t span = ch.stamps.ts[3] - start;
+      ch.stamps.ts[1] = start + std::min(initial, span);
+      ch.stamps.ts[2] = std::max(ch.stamps.ts[1], ch.stamps.ts[3] - std::min(final, span));
+      // v7 phases come even under a NULL KernelCh handle (their parent is then NULL).
+      const bool phases =
+          version >= 7 && EmitsKernelCh(e.mask) && (e.mask & abi::kKernelPhase) != 0;
+      if (ch.handle != nullptr || phases) kernels.channels.push_back(ch);
     }
-  };
+  }
+  return kernels;
+}
+
+// The channels end in the order of their GPU end times: a plan's ops finish out of order. v7:
+// each channel's phases right before its KernelChStop (src/plugin/profiler.cc:972-977 at
+// 2.31.2).
+void ReplayComm::StopKernels(Kernels& kernels, const PlanTiming& timing) {
+  std::vector<KernelChannel>& channels = kernels.channels;
+  std::stable_sort(channels.begin(), channels.end(),
+                   [](const KernelChannel& a, const KernelChannel& b) {
+                     return a.stamps.ts[3] < b.stamps.ts[3];
+                   });
+  const auto wall_start = std::chrono::steady_clock::now();
+  for (const KernelChannel& ch : channels) {
+    if (timing.real_time) {
+      std::this_thread::sleep_until(wall_start +
+                                    std::chrono::nanoseconds(ch.stamps.ts[3] - kernels.base));
+    }
+    KernelPhases(ch.op, ch.handle, ch.channel, ch.stamps);
+    KernelChannelStop(ch.handle, ch.stamps.ts[3]);
+  }
+}
+
+void ReplayComm::RunPlan(const PlanLaunch& plan, const PlanTiming& timing, const ProxyPlan& net) {
+  const int version = process_.version();
+  // The steps run on NCCL's threads after RunPlan returns: they hold copies of the plan.
+  auto start_proxy_ops = [this, plan, net] { return StartProxyOps(plan, net); };
+  auto progress_network = [this](std::vector<NetOp>& nets) { ProgressNetwork(nets); };
+  auto start_kernels = [this, plan, timing] { return StartKernels(plan, timing); };
+  auto stop_kernels = [this, timing](Kernels& kernels) { StopKernels(kernels, timing); };
   if (version >= 7 && profiler_thread_ != nullptr) {
     // 2.31.2: KernelCh and phases from the communicator's profiler thread (:1053-1099), the
     // network from the proxy thread, concurrently; both wait for the kernel to start. A channel
@@ -1666,7 +1743,7 @@ void ReplayComm::RunPlan(const PlanLaunch& plan, const PlanTiming& timing, const
       stop_kernels(kernels);
     };
     auto proxy_work = [start_proxy_ops, progress_network, timing, network_done]() mutable {
-      std::vector<Net> nets = start_proxy_ops();
+      std::vector<NetOp> nets = start_proxy_ops();
       if (timing.first_kernel_delay_ms != 0) {
         std::this_thread::sleep_for(std::chrono::milliseconds(timing.first_kernel_delay_ms));
       }
@@ -1682,7 +1759,7 @@ void ReplayComm::RunPlan(const PlanLaunch& plan, const PlanTiming& timing, const
     return;
   }
   auto work = [start_proxy_ops, progress_network, start_kernels, stop_kernels]() mutable {
-    std::vector<Net> nets = start_proxy_ops();
+    std::vector<NetOp> nets = start_proxy_ops();
     Kernels kernels = start_kernels();
     progress_network(nets);
     stop_kernels(kernels);

@@ -410,6 +410,8 @@ struct ProxyOpSpec {
   int qp_num = 0;  // 0: no net-plugin events
 };
 
+struct PlanBuild;  // what ReplayComm::LaunchPlan carries from task to task
+
 // One rank of one communicator, with the proxy thread that serves it and (v7) the profiler
 // thread that delivers its KernelCh and KernelPhase events (src/plugin/profiler.cc:1053-1099 at
 // 2.31.2); without one, v7 delivers them from the proxy thread too. v1-v3 descriptors carry
@@ -535,6 +537,19 @@ class ReplayComm {
   PlanLaunch LaunchPlan(const std::vector<GroupTask>& tasks, const std::vector<int>& masks,
                         const std::vector<void*>& api_handles, bool persistent,
                         const Upload& upload);
+  // LaunchPlan's steps: a task's op, and its Coll or P2p start when `task_event`.
+  void PlanColl(PlanBuild& b, const GroupTask& task, bool head, int mask, bool task_event,
+                void* api_handle, PlannedOp* op, abi::EventDescrV7* d);
+  void PlanP2p(PlanBuild& b, const GroupTask& task, bool task_event, PlannedOp* op,
+               abi::EventDescrV7* d);
+  // RunPlan's steps: network ProxyOps (started, then progressed), KernelCh (started, then stopped).
+  struct NetOp;
+  struct KernelChannel;
+  struct Kernels;
+  std::vector<NetOp> StartProxyOps(const PlanLaunch& plan, const ProxyPlan& net);
+  void ProgressNetwork(std::vector<NetOp>& nets);
+  Kernels StartKernels(const PlanLaunch& plan, const PlanTiming& timing);
+  void StopKernels(Kernels& kernels, const PlanTiming& timing);
   void* ApiCall(const GroupTask& task, int snapshot, bool graph_captured, bool first_in_group,
                 void** group_api);
 
