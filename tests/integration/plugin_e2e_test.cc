@@ -132,6 +132,12 @@ std::unique_ptr<Subprocess> StartJob(const TempDir& logs, const std::string& rin
   std::vector<std::string> argv = {NCCLSCOPE_REPLAY_PATH, "--plugin", NCCLSCOPE_PLUGIN_PATH};
   argv.insert(argv.end(), args.begin(), args.end());
   env.push_back("NCCLSCOPE_RING_DIR=" + ring_dir);
+  // These tests count records: every op the replay drives must be one. The default
+  // plugin.record_rate_limit (1,000 ops/s per process) records 1 in 2 once a phase runs 150 ms
+  // above it, which a fast machine does (a CI run found 147 op records for 152 ops). The job's
+  // environment wins over the agent's controls (plugin/src/settings.h), so this holds whichever
+  // agent is up; the limit itself is tested in analytics_e2e_test.cc.
+  env.push_back("NCCLSCOPE_RECORD_RATE_LIMIT=0");
   return std::make_unique<Subprocess>(argv, logs.path(), env);
 }
 
