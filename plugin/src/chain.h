@@ -19,7 +19,7 @@
 //    a nonblocking group's KernelLaunch (parent GroupApi) starts on the launch thread
 //    (src/group.cc:734) after the user thread stopped the GroupApi (:754). So slots of those
 //    kinds stay resolvable after their stop until newer ones displace them (a retire ring, see
-//    chain.cc); ProxyOps, some of which NCCL never stops (CollNet, SHM, P2P copy engine: only
+//    chain_state.h); ProxyOps, some of which NCCL never stops (CollNet, SHM, P2P copy engine: only
 //    src/transport/net.cc:1364/:1635 stop them), hold a lease instead, so none of them can exhaust
 //    the table. Every other kind's children start inside its start/stop, and its slot is freed
 //    at its stop.
@@ -32,8 +32,9 @@
 //    finalize and in each maintenance pass, since either may change its mask at run time).
 //    Events only the chained plugin asked for still reach NCCL's threads: ncclscope's handlers see
 //    an event only when NCCL would have sent it to ncclscope alone, decided (as NCCL decides, see
-//    chain.cc Wanted()) by ncclscope's mask snapshot taken at the API call and inherited through
-//    the parents, so its records do not depend on what the chained plugin asks for.
+//    chain_forward.cc RouteStart()) by ncclscope's mask snapshot taken at the API call and
+//    inherited through the parents, so its records do not depend on what the chained plugin asks
+//    for.
 //
 // Failures of the chained plugin never reach ncclscope or NCCL: a failing dlopen, missing
 // symbols, a failing init (ncclscope then runs alone for that communicator), error returns,

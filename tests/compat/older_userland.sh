@@ -49,7 +49,7 @@ mkdir -p "$root$work/src" "$root$work/lib" "$root$work/rings"
 cp "$plugin" "$root$work/lib/libnccl-profiler-ncclscope.so"
 say "building the job in the root (g++ $(chroot "$root" g++ -dumpversion))"
 chroot "$root" /bin/sh -c "cd $work/src && \
-  g++ -std=c++20 -O1 -I. tests/gpu/replay_job.cc tools/replay/nccl_replay.cc -pthread -ldl \
+  g++ -std=c++20 -O1 -I. tests/gpu/replay_job.cc tools/replay/*.cc -pthread -ldl \
     -o $work/gpu-check-replay && \
   gcc -shared -fPIC -O1 -Wl,-soname,libcuda.so.1 tests/support/fake_libcuda.c \
     -o $work/lib/libcuda.so.1" \
