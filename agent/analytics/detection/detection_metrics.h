@@ -16,6 +16,11 @@ inline constexpr metrics::MetricDef kNcclRankComputeSecondsTotal = metrics::Coun
     "communicator's operations: each gap since the end of its previous NCCL operation "
     "(of any communicator), counted for the operation that ends it. Only gaps between "
     "two operations with GPU timing, each under a minute.");
+inline constexpr metrics::MetricDef kNcclRankPauseSecondsTotal = metrics::Counter(
+    "ncclscope_nccl_rank_pause_seconds_total", "seconds",
+    "Of ncclscope_nccl_rank_compute_seconds_total, the gaps of a second or more (a "
+    "checkpoint, an evaluation, a host stall): each is counted at once when it ends, so the "
+    "slow-rank verdict compares compute without them over 30 s, and them over 5 minutes.");
 inline constexpr metrics::MetricDef kNcclRankCommunicationSecondsTotal = metrics::Counter(
     "ncclscope_nccl_rank_communication_seconds_total", "seconds",
     "Time the rank's GPU was inside this communicator's operations with GPU timing, "
@@ -63,6 +68,7 @@ inline constexpr metrics::MetricDef kNcclStragglerAlarmsTotal = metrics::Counter
     "first time on.");
 
 inline constexpr std::array kDetectionMetrics = {&kNcclRankComputeSecondsTotal,
+                                                 &kNcclRankPauseSecondsTotal,
                                                  &kNcclRankCommunicationSecondsTotal,
                                                  &kNcclOpLatencyBaselineRatio,
                                                  &kNcclOpLatencyUnbaselinedTotal,

@@ -86,7 +86,9 @@ void GpuTimeline::EndPass(const CommRegistry& registry, Clock::time_point now,
           gpu.compute_debt_ns +=
               static_cast<std::int64_t>(std::min(gap, kCap)) - static_cast<std::int64_t>(others);
           if (gpu.compute_debt_ns > 0) {
-            AddSat(s.compute_ns, static_cast<std::uint64_t>(gpu.compute_debt_ns));
+            const auto compute = static_cast<std::uint64_t>(gpu.compute_debt_ns);
+            AddSat(s.compute_ns, compute);
+            if (compute >= kPauseNs) AddSat(s.pause_ns, compute);
             gpu.compute_debt_ns = 0;
           }
         } else {
@@ -114,6 +116,8 @@ void GpuTimeline::Render(metrics::TextWriter& out) const {
   const auto& rows = table_.rows();
   out.Rows(kNcclRankComputeSecondsTotal, rows,
            [&](const auto& row) { return static_cast<double>(row.stats.compute_ns) * 1e-9; });
+  out.Rows(kNcclRankPauseSecondsTotal, rows,
+           [&](const auto& row) { return static_cast<double>(row.stats.pause_ns) * 1e-9; });
   out.Rows(kNcclRankCommunicationSecondsTotal, rows,
            [&](const auto& row) { return static_cast<double>(row.stats.communication_ns) * 1e-9; });
 }

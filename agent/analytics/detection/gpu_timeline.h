@@ -8,6 +8,7 @@
 //   compute        each gap between the end of the GPU's latest earlier operation and the start
 //                  of the next one (the GPU was not in NCCL), counted for the operation that
 //                  ends it
+//   pause          of that, the gaps of kPauseNs or more
 // both attributed to the (comm, rank) of the operation, so that the sums over a rank's
 // communicators are its GPU's totals and one communicator's ranks compare like for like: a
 // straggler computes longer before the collectives its peers wait in, its peers' compute does
@@ -44,8 +45,18 @@ namespace ncclscope::analytics::detection {
 class GpuTimeline {
  public:
   static constexpr std::uint64_t kMaxGapNs = 60'000'000'000;
+  // A gap whose compute is this long or longer is also a pause (a checkpoint, an evaluation, a
+  // host stall). Its whole length reaches the counters at once, when it ends, and each node's
+  // agent is scraped at its own time: over the 30 s the slow-rank verdict compares, a pause
+  // every rank took shows on the node scraped first as a second or more of compute the others
+  // do not have yet (the fault benchmark's 8 s pauses named healthy GPUs 32 times). So the
+  // verdict compares compute without pauses over 30 s, and pauses over 5 minutes, where a
+  // scrape's skew is small (deploy/prometheus/rules/ncclscope-nccl.yaml). A second: a gap of
+  // 1.25 s moves a 30 s rate by 5 % of the time, the verdict's threshold.
+  static constexpr std::uint64_t kPauseNs = 1'000'000'000;
   struct Stats {
     std::uint64_t compute_ns = 0;
+    std::uint64_t pause_ns = 0;  // the part of compute_ns in gaps of kPauseNs or more
     std::uint64_t communication_ns = 0;
   };
 

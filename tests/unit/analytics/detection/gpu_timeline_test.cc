@@ -113,6 +113,27 @@ TEST_F(GpuTimelineTest, WeighedRecordsEstimateWhatTheOpsTheyStandForDid) {
   EXPECT_EQ(Of(7, 0).compute_ns, before + 500);
 }
 
+// A gap of a second or more is a pause too (a checkpoint): compute, and counted apart, so that
+// the verdict can leave it out of its 30 s comparison. Just under a second is compute only.
+TEST_F(GpuTimelineTest, GapsOfASecondOrMoreArePausesToo) {
+  constexpr std::uint64_t kSecond = GpuTimeline::kPauseNs;
+  Op(7, 0, 1000, 100);
+  Op(7, 0, 1100 + kSecond - 1, 100);  // a gap 1 ns short of a second
+  EndPass();
+  EXPECT_EQ(Of(7, 0).compute_ns, kSecond - 1);
+  EXPECT_EQ(Of(7, 0).pause_ns, 0u);
+  const std::uint64_t end = 1100 + kSecond - 1 + 100;
+  Op(8, 0, end + 8 * kSecond, 100);  // an 8 s checkpoint, ended by a DP op
+  Op(8, 0, end + 8 * kSecond + 200, 100);
+  EndPass();
+  EXPECT_EQ(Of(8, 0).compute_ns, 8 * kSecond + 100);
+  EXPECT_EQ(Of(8, 0).pause_ns, 8 * kSecond);
+  EXPECT_EQ(Of(7, 0).pause_ns, 0u);
+  const std::string text = Text(timeline_);
+  const std::string dp = "{comm=\"" + registry_.Label(registry_.Get(8).label) + "\",rank=\"0\"}";
+  EXPECT_DOUBLE_EQ(testing::SampleValue(text, "ncclscope_nccl_rank_pause_seconds_total" + dp), 8);
+}
+
 TEST_F(GpuTimelineTest, IdleGpusAreForgotten) {
   Op(7, 0, 1000, 1000);
   EndPass();
