@@ -37,10 +37,16 @@ const excess = all(/rank:ncclscope_nccl_gpu_compute_excess:rate30s > ([\d.]+) an
 const ranks = all(/comm:ncclscope_nccl_compute_ranks_reporting:count >= (\d+)/g);
 const share = all(/< on \(instance, comm, rank\) ([\d.]+) \* rate\(ncclscope_nccl_coll_last_arrival_delay_seconds_total\[1m\]\)/g);
 const floor = all(/rank:ncclscope_nccl_compute_excess_local:rate1m < ([\d.]+)/g);
+const pauseFire = all(/rank:ncclscope_nccl_gpu_pause_excess:rate5m > ([\d.]+) and on \(instance, comm, rank\) rank:ncclscope_nccl_gpu_pause_excess:rate5m offset (\d+)m > ([\d.]+)/g);
+const pauseHold = all(/rank:ncclscope_nccl_gpu_pause_excess:rate5m > ([\d.]+) and on \(instance, comm, rank\) rank:ncclscope_nccl_straggler:verdict/g);
+// What the agent counts as a pause (agent/analytics/detection/gpu_timeline.h, kPauseNs).
+const pauseNs = Number(readFileSync(join(root, "agent/analytics/detection/gpu_timeline.h"), "utf8")
+  .match(/kPauseNs = ([\d']+);/)?.[1].replaceAll("'", ""));
 const shape = check(excess.length === 2 && ranks.length === 1 && share.length === 2 && floor.length === 2
+  && pauseFire.length === 1 && pauseHold.length === 1 && pauseNs > 0
   && expr.includes('ncclscope_nccl_comm_info{nnodes!="1"}') && expr.includes("and on (instance, comm, rank) rank:ncclscope_nccl_straggler:verdict")
   && expr.includes("unless on (instance, comm, rank) ncclscope_nccl_comm_end_timestamp_seconds") && age > 0,
-"rank:ncclscope_nccl_straggler:verdict", "the thresholds are read from its fire and hold clauses (two each), its 3-rank minimum, the nnodes filter, its self-reference, the end-of-job gate and the GPU compute's minimum age: update verdict_doc.mjs with the rule");
+"rank:ncclscope_nccl_straggler:verdict", "the thresholds are read from its fire and hold clauses (two each, and the pauses' two), its 3-rank minimum, the nnodes filter, its self-reference, the end-of-job gate and the GPU compute's minimum age: update verdict_doc.mjs with the rule");
 if (!shape) process.exit(1);
 const config = readFileSync(join(root, "config/ncclscope.yaml"), "utf8");
 const minCost = Number(config.match(/^\s*straggler_min_cost:\s*([\d.]+)/m)?.[1]);
@@ -50,14 +56,17 @@ const T = {
   fire: excess[0][0], fireZ: excess[0][1], hold: excess[1][0], holdZ: excess[1][1], ranks: ranks[0][0],
   localFire: floor[0][0], localHold: floor[1][0], shareFire: share[0][0], shareHold: share[1][0],
   for: alert.for, minCost, cusum,
+  pauseFire: pauseFire[0][0], pauseBefore: pauseFire[0][1], pauseBeforeFire: pauseFire[0][2], pauseHold: pauseHold[0][0],
 };
+const pauseS = pauseNs / 1e9;
 const pct = (x) => `${+(x * 100).toFixed(3)} %`;
 const fraction = (x) => ({ 0.5: "a half", 0.25: "a quarter", 0.125: "an eighth" }[x] ?? `${x}`);
 
 const block = `${BEGIN}
 | The verdict (\`rank:ncclscope_nccl_straggler:verdict\`) | Fires when | Holds until (hysteresis) |
 |---|---|---|
-| **Across nodes** (communicators over 2 or more nodes, ${T.ranks} or more ranks, from ${age} s after they appear): its GPU's compute before the collectives, over the communicator's median GPU (\`rank:ncclscope_nccl_gpu_compute_excess:rate30s\`, share of the time) | over ${pct(T.fire)} of the time and ${T.fireZ} robust z | under ${pct(T.hold)} or ${T.holdZ} robust z |
+| **Across nodes** (communicators over 2 or more nodes, ${T.ranks} or more ranks, from ${age} s after they appear): its GPU's compute before the collectives over 30 s, pauses left out (gaps of ${pauseS} s or more), over the communicator's median GPU (\`rank:ncclscope_nccl_gpu_compute_excess:rate30s\`, share of the time) | over ${pct(T.fire)} of the time and ${T.fireZ} robust z | under ${pct(T.hold)} or ${T.holdZ} robust z |
+| **Across nodes, pauses** (the same communicators): its GPU's pauses (gaps of ${pauseS} s or more: a stalling data loader, a host) over 5 minutes, over the communicator's median GPU (\`rank:ncclscope_nccl_gpu_pause_excess:rate5m\`) | over ${pct(T.pauseFire)} of the time, and over ${pct(T.pauseBeforeFire)} ${T.pauseBefore} min earlier | under ${pct(T.pauseHold)} |
 | **On its node** (one clock): the agent's finding (\`ncclscope_nccl_rank_finding\`, CUSUM over the time the node's other ranks wait for it: allowance half of \`detection.straggler_min_cost\` = ${pct(T.minCost / 2)}, decision \`detection.straggler_threshold\` = ${T.cusum}) and its own compute over its local peers explaining the lead (a victim's does not) | finding on, local compute excess at least ${pct(T.localFire)} of the time and ${fraction(T.shareFire)} of its delay | finding off (under half the decision interval), or excess under ${pct(T.localHold)} or ${fraction(T.shareHold)} of its delay |
 | **Either way** | only while the job runs (\`ncclscope_nccl_comm_info\` present, no \`ncclscope_nccl_comm_end_timestamp_seconds\`) | the job's end ends it in the next evaluation |
 
@@ -83,7 +92,7 @@ if (mode === "--write") {
 
 // --- no threshold stated elsewhere ----------------------------------------------------------------
 // Numbers a paragraph about the slow-rank verdict may state: the verdict's own.
-const allowedPct = new Set([T.fire, T.hold, T.localFire, T.localHold, T.minCost, T.minCost / 2].map((x) => +(x * 100).toFixed(3)));
+const allowedPct = new Set([T.fire, T.hold, T.pauseFire, T.pauseBeforeFire, T.pauseHold, T.localFire, T.localHold, T.minCost, T.minCost / 2].map((x) => +(x * 100).toFixed(3)));
 const ABOUT = /NcclscopeNcclSlowRank|straggler:verdict|slow-rank alert/;
 function scan(where, text) {
   const stripped = text.replace(new RegExp(`${BEGIN.replace(/[()]/g, "\\$&")}[\\s\\S]*?${END}`, "g"), "");
