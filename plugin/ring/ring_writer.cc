@@ -273,7 +273,9 @@ bool RingWriter::Reserve(std::uint32_t count, std::uint32_t lane_hint, Reservati
     }
     unsigned char* lane_data =
         data_ + static_cast<std::uint64_t>(index) * capacity * NCCLSCOPE_RECORD_SIZE;
-    for (std::uint32_t i = 0; i < count; ++i) {
+    reservation->slots[0] = lane_data + (head & (capacity - 1)) * NCCLSCOPE_RECORD_SIZE;
+    // Most groups are one record (an op with no followers): no loop for them.
+    for (std::uint32_t i = 1; i < count; ++i) {
       reservation->slots[i] = lane_data + ((head + i) & (capacity - 1)) * NCCLSCOPE_RECORD_SIZE;
     }
     reservation->count = count;

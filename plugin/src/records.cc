@@ -229,7 +229,8 @@ __attribute__((always_inline)) inline void WriteOpRecords(
   ring::RingWriter::Reservation slots;
   const bool reserved = r.ring.Reserve(1 + continuations + (detail ? 1 : 0) + phase_records,
                                        ThreadLaneHint(), &slots);
-  alignas(64) unsigned char spare[NCCLSCOPE_RECORD_SIZE];
+  // The record's own alignment: 64 made the compiler realign the stack in every call.
+  alignas(ncclscope_op_record) unsigned char spare[NCCLSCOPE_RECORD_SIZE];
   unsigned char* raw = reserved ? slots.slots[0] : spare;
   auto* rec = reinterpret_cast<ncclscope_op_record*>(raw);
   // Every byte of the record is written below, as if it were zeroed first and its fields set (the
