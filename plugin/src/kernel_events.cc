@@ -94,13 +94,14 @@ void StopKernelCh(void* handle) {
 
 void RecordKernelChStop(void* handle, const abi::StateArgsV4* args) {
   const Handle h = DecodeHandle(handle);
-  OpState* op = FindOp(handle);
+  std::uint32_t generation = 0;
+  OpState* op = FindOp(handle, nullptr, &generation);
   if (op == nullptr || h.sub >= NCCLSCOPE_MAX_CHANNELS) {
     Count(NCCLSCOPE_CTR_LATE_EVENT);
     return;
   }
   ChannelTime& ch = op->channels[h.sub];
-  if (Load(ch.tag) != ChannelTag(h.generation, kChannelStarted)) {
+  if (Load(ch.tag) != ChannelTag(generation, kChannelStarted)) {
     Count(NCCLSCOPE_CTR_INVALID_HANDLE);  // record after stop
     return;
   }

@@ -207,9 +207,12 @@ inline OpState* FindOp(const void* handle, std::uint32_t* index = nullptr,
   SlotArena& arena = R().ops;
   if (h.index >= arena.carved()) return nullptr;
   auto* op = reinterpret_cast<OpState*>(arena.At(h.index));
-  if (op->slot.generation.load(std::memory_order_acquire) != h.generation) return nullptr;
+  const std::uint32_t slot_generation = op->slot.generation.load(std::memory_order_acquire);
+  if (slot_generation != h.generation) return nullptr;
   if (index != nullptr) *index = h.index;
-  if (generation != nullptr) *generation = h.generation;
+  // The handle's generation, as the slot's word holds it: the compiler knows no more of the
+  // decoded one than that it fits 20 bits, and masked it again for each channel tag.
+  if (generation != nullptr) *generation = slot_generation;
   // A slot below carved() is never null (the arena's base is set before any is carved): told to
   // the compiler, the caller's "not found" test is not repeated on this path (2 instructions in
   // each KernelCh start and record).
