@@ -45,8 +45,7 @@ struct GpuTimes {
   std::uint32_t timed;
   // Each timed channel's start and stop truncated to 32 bits, ascending channel order (the first
   // `timed` entries; not zeroed): ch[] once rebased on `first`.
-  ncclscope_channel_time
-      low[NCCLSCOPE_MAX_CHANNELS];  // NOLINT(cppcoreguidelines-pro-type-member-init)
+  ncclscope_channel_time low[NCCLSCOPE_MAX_CHANNELS];
 };
 
 __attribute__((always_inline)) inline void ReadGpuTimes(const OpState* op, std::uint64_t mask,
@@ -89,9 +88,18 @@ void CopyInlineChannels(ncclscope_op_record* rec, const GpuTimes& t, std::uint32
   }
 }
 
-// ch[] zeroed, as eight 16-byte stores: GCC 12 makes a memset of its 128 bytes a rep stos of 16
-// steps with its setup (~26 instructions in callgrind's count, and a start-up cost in time).
-void ZeroInlineChannels(ncclscope_op_record* rec) {
+// The op record's header (its type; Commit sets layout, position and checksum) and ch[] zeroed.
+// Every other byte of the record is written by WriteOpRecords, as if the record were zeroed first
+// and its fields set (it has no padding): a memset of all of it and the stores over it cost ~45
+// instructions more per op. ch[] is zeroed for the entries past n_inline, as eight 16-byte
+// stores: GCC 12 makes a memset of its 128 bytes a rep stos of 16 steps with its setup (~26
+// instructions in callgrind's count, and a start-up cost in time).
+void StartOpRecord(ncclscope_op_record* rec) {
+  static_assert(sizeof(ncclscope_op_record) == offsetof(ncclscope_op_record, ch) + sizeof(rec->ch));
+  static_assert(offsetof(ncclscope_op_record, weight) + sizeof(rec->weight) ==
+                offsetof(ncclscope_op_record, ch));
+  std::memset(&rec->h, 0, sizeof(rec->h));
+  rec->h.type = NCCLSCOPE_REC_OP;
   using Zero [[gnu::vector_size(16)]] = std::uint64_t;
   static_assert(sizeof(rec->ch) == 8 * sizeof(Zero));
   const Zero zero = {};
@@ -247,16 +255,7 @@ __attribute__((always_inline)) inline void WriteOpRecords(
   alignas(ncclscope_op_record) unsigned char spare[NCCLSCOPE_RECORD_SIZE];
   unsigned char* raw = reserved ? slots.slots[0] : spare;
   auto* rec = reinterpret_cast<ncclscope_op_record*>(raw);
-  // Every byte of the record is written below, as if it were zeroed first and its fields set (the
-  // record has no padding; Commit sets the header's layout, position and checksum): a memset of
-  // the whole record and the stores over it cost ~45 instructions more per op. Only ch[] is
-  // zeroed whole, for the entries past n_inline.
-  static_assert(sizeof(ncclscope_op_record) == offsetof(ncclscope_op_record, ch) + sizeof(rec->ch));
-  static_assert(offsetof(ncclscope_op_record, weight) + sizeof(rec->weight) ==
-                offsetof(ncclscope_op_record, ch));
-  std::memset(&rec->h, 0, sizeof(rec->h));
-  rec->h.type = NCCLSCOPE_REC_OP;
-  ZeroInlineChannels(rec);
+  StartOpRecord(rec);  // and every other field below
   rec->comm_id = Load(op->comm_id);
   rec->seq = Load(op->seq);
   rec->count = Load(op->count);
@@ -379,7 +378,8 @@ void EmitAndFree(OpState* op, std::uint32_t index, std::uint32_t final_state,
   // An op left out by record_one_in (weight 0) builds no record: it is counted, and completes in
   // the comm table like every op. A recorded op reads its channels' times now (GpuTimes).
   const std::uint32_t weight = Load(op->weight);
-  GpuTimes times;
+  // Filled below, either way (zeroing its 512-byte array would cost more than the pass).
+  GpuTimes times;  // NOLINT(cppcoreguidelines-pro-type-member-init)
   if (weight != 0) {
     ReadGpuTimes(op, mask, &times);
   } else {
