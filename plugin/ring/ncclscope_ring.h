@@ -844,11 +844,18 @@ NCCLSCOPE_STATIC_ASSERT(sizeof(struct ncclscope_channel_phases) == 16, "channel 
  * instructions per block), and it catches torn and scribbled records. Part of the format: every
  * plugin and agent version computes the same value (tests/unit/plugin/ring_format_test.cc pins
  * it). The code takes block 0 apart and then two blocks a step, so that no step tests for block 0
- * and the two sums are independent: 137 -> ~80 instructions per record (docs/benchmarks.md). */
+ * and the two sums are independent. Each word is its own 8-byte load: a 32-byte memcpy into an
+ * array made GCC 12 copy every block through the stack with vector moves first (~117 instructions
+ * per 256-byte record; one load per word, ~75; docs/benchmarks.md). */
+static inline uint64_t ncclscope_load64(const unsigned char* p) {
+  uint64_t v;
+  memcpy(&v, p, 8);
+  return v;
+}
+
 static inline uint64_t ncclscope_block_sum(const unsigned char* block) {
-  uint64_t w[4];
-  memcpy(w, block, 32);
-  return (w[0] + w[1]) + (w[2] + w[3]);
+  return (ncclscope_load64(block) + ncclscope_load64(block + 8)) +
+         (ncclscope_load64(block + 16) + ncclscope_load64(block + 24));
 }
 
 static inline uint32_t ncclscope_checksum(const void* record, size_t size) {
@@ -857,9 +864,9 @@ static inline uint32_t ncclscope_checksum(const void* record, size_t size) {
   uint64_t b = 0;
   size_t i = 32;
   if (size >= 32) {
-    uint64_t w0;
-    memcpy(&w0, bytes, 8);
-    a += ncclscope_block_sum(bytes) - (w0 & 0xFFFFFFFF00000000ULL);
+    /* Block 0 without the checksum field: the low half of word 0 only. */
+    a += (ncclscope_load64(bytes) & 0xFFFFFFFFULL) + ncclscope_load64(bytes + 8) +
+         (ncclscope_load64(bytes + 16) + ncclscope_load64(bytes + 24));
     b += a;
     for (; i + 64 <= size; i += 64) {
       const uint64_t s1 = ncclscope_block_sum(bytes + i);

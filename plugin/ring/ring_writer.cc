@@ -16,8 +16,6 @@
 namespace ncclscope::ring {
 namespace {
 
-constexpr std::uint32_t kLaneTries = 4;  // lanes tried before a record is dropped as contended
-
 std::uint64_t AlignUp(std::uint64_t value, std::uint64_t alignment) {
   return (value + alignment - 1) / alignment * alignment;
 }
@@ -242,67 +240,6 @@ void RingWriter::Count(ncclscope_counter counter, std::uint64_t n) {
   if (header_ == nullptr || counter >= NCCLSCOPE_COUNTER_MAX) return;
   std::atomic_ref<std::uint64_t>(header_->counters[counter])
       .fetch_add(n, std::memory_order_relaxed);
-}
-
-bool RingWriter::Reserve(std::uint32_t count, std::uint32_t lane_hint, Reservation* reservation) {
-  if (header_ == nullptr || count == 0 || count > kMaxGroup) return false;
-  const std::uint32_t lanes = geometry_.lanes;
-  const std::uint64_t capacity = geometry_.lane_capacity;
-  bool saw_full = false;
-  for (std::uint32_t attempt = 0; attempt < kLaneTries && attempt < lanes; ++attempt) {
-    const std::uint32_t index = (lane_hint + attempt) % lanes;
-    ncclscope_lane& lane = lanes_[index];
-    std::atomic_ref<std::uint32_t> busy(lane.busy);
-    std::uint32_t expected = 0;
-    if (busy.load(std::memory_order_relaxed) != 0 ||
-        !busy.compare_exchange_strong(expected, 1, std::memory_order_acquire,
-                                      std::memory_order_relaxed)) {
-      continue;
-    }
-    const std::uint64_t head =
-        std::atomic_ref<std::uint64_t>(lane.head).load(std::memory_order_relaxed);
-    const std::uint64_t tail =
-        std::atomic_ref<std::uint64_t>(lane.tail).load(std::memory_order_acquire);
-    // A tail beyond head or more than a lap behind can only come from a broken consumer: treat
-    // the lane as full rather than trust it.
-    const std::uint64_t used = head - tail;
-    if (tail > head || used > capacity || capacity - used < count) {
-      busy.store(0, std::memory_order_release);
-      saw_full = true;
-      continue;  // another lane may have room
-    }
-    unsigned char* lane_data =
-        data_ + static_cast<std::uint64_t>(index) * capacity * NCCLSCOPE_RECORD_SIZE;
-    for (std::uint32_t i = 0; i < count; ++i) {
-      reservation->slots[i] = lane_data + ((head + i) & (capacity - 1)) * NCCLSCOPE_RECORD_SIZE;
-    }
-    reservation->count = count;
-    reservation->lane = index;
-    reservation->head = head;
-    return true;
-  }
-  if (saw_full) {
-    // Counted on the writer's own lane (any lane would do: the agent sums them).
-    std::atomic_ref<std::uint64_t>(lanes_[lane_hint % lanes].dropped)
-        .fetch_add(count, std::memory_order_relaxed);
-  } else {
-    Count(NCCLSCOPE_CTR_DROPPED_CONTENTION, count);
-  }
-  return false;
-}
-
-void RingWriter::Commit(const Reservation& reservation) {
-  for (std::uint32_t i = 0; i < reservation.count; ++i) {
-    unsigned char* record = reservation.slots[i];
-    auto* rh = reinterpret_cast<ncclscope_record_header*>(record);
-    rh->position = reservation.head + i;
-    rh->layout = NCCLSCOPE_RECORD_LAYOUT;
-    rh->checksum = ncclscope_checksum(record, NCCLSCOPE_RECORD_SIZE);  // the field does not count
-  }
-  ncclscope_lane& lane = lanes_[reservation.lane];
-  std::atomic_ref<std::uint64_t>(lane.head).store(reservation.head + reservation.count,
-                                                  std::memory_order_release);
-  std::atomic_ref<std::uint32_t>(lane.busy).store(0, std::memory_order_release);
 }
 
 bool RingWriter::Write(const void* records, std::uint32_t count, std::uint32_t lane_hint) {

@@ -15,6 +15,16 @@ constexpr std::uint32_t kStateGenShift = 8;
 
 inline std::uint32_t StateGen(std::uint32_t state) { return state >> kStateGenShift; }
 
+// StateGen(state) == generation && !OpComplete(state), in one compare (every KernelCh start
+// asks): with the generation cleared, and the bits no state word uses, the op is open when what is
+// left is 0, kOpEnqueued or kOpKernelDone, and complete when both or kOpForced are set.
+inline bool OpOpen(std::uint32_t state, std::uint32_t generation) {
+  constexpr std::uint32_t kUnused =
+      ((1u << kStateGenShift) - 1) & ~(kOpEnqueued | kOpKernelDone | kOpForced);
+  static_assert(kOpEnqueued == 1 && kOpKernelDone == 2 && kOpForced == 4);
+  return ((state ^ (generation << kStateGenShift)) & ~kUnused) < (kOpEnqueued | kOpKernelDone);
+}
+
 // Sets `bits` in the op's state word if it still belongs to `generation`. Returns the previous
 // word, or nullopt-like UINT32_MAX when the slot has moved on.
 inline std::uint32_t SetStateBits(OpState* op, std::uint32_t generation, std::uint32_t bits) {

@@ -5,6 +5,7 @@
 
 #include "plugin/src/records.h"
 
+#include <cstddef>
 #include <cstring>
 
 #include "plugin/src/clock.h"
@@ -33,6 +34,84 @@ std::uint64_t WriteInlineChannels(const OpState* op, ncclscope_op_record* rec, s
                                                ChannelOffset<kSaturate>(Load(ch.stop), first)};
   }
   return m;
+}
+
+// The timed channels' times (OpState::timed_mask), read once for a recorded op, before its slot
+// is reserved: their number, which the record's size and flags need, comes with them instead of
+// from a bit count (~20 instructions).
+struct GpuTimes {
+  std::uint64_t first;  // earliest start (UINT64_MAX without timed channels)
+  std::uint64_t last;   // latest stop
+  std::uint32_t timed;
+  // Each timed channel's start and stop truncated to 32 bits, ascending channel order (the first
+  // `timed` entries; not zeroed): ch[] once rebased on `first`.
+  ncclscope_channel_time low[NCCLSCOPE_MAX_CHANNELS];
+};
+
+__attribute__((always_inline)) inline void ReadGpuTimes(const OpState* op, std::uint64_t mask,
+                                                        GpuTimes* t) {
+  std::uint64_t first = UINT64_MAX;
+  std::uint64_t last = 0;
+  ncclscope_channel_time* out = t->low;
+  for (std::uint64_t m = mask; m != 0; m &= m - 1, ++out) {
+    const ChannelTime& ch = op->channels[__builtin_ctzll(m)];
+    const std::uint64_t start = Load(ch.start);
+    const std::uint64_t stop = Load(ch.stop);
+    first = start < first ? start : first;
+    last = stop > last ? stop : last;
+    *out =
+        ncclscope_channel_time{static_cast<std::uint32_t>(start), static_cast<std::uint32_t>(stop)};
+  }
+  t->first = first;
+  t->last = last;
+  t->timed = static_cast<std::uint32_t>(out - t->low);
+}
+
+// The first `n` channel times of `t` into ch[] as offsets from t.first: the offset
+// static_cast<uint32_t>(time - first) is the difference of the low halves modulo 2^32. Two channels
+// a step in vector registers (SSE2 on x86-64, NEON on Arm): ~4 instructions a channel, against ~21
+// for reading each channel's times again by its mask bit (WriteInlineChannels).
+void CopyInlineChannels(ncclscope_op_record* rec, const GpuTimes& t, std::uint32_t n) {
+  using Pair2 [[gnu::vector_size(16)]] = std::uint32_t;  // two channel_times
+  static_assert(sizeof(Pair2) == 2 * sizeof(ncclscope_channel_time));
+  const auto first = static_cast<std::uint32_t>(t.first);
+  const Pair2 base = {first, first, first, first};
+  std::uint32_t i = 0;
+  for (; i + 2 <= n; i += 2) {
+    Pair2 v;
+    std::memcpy(&v, t.low + i, sizeof(v));
+    v -= base;
+    std::memcpy(rec->ch + i, &v, sizeof(v));
+  }
+  if (i < n) {
+    rec->ch[i] = ncclscope_channel_time{t.low[i].start_off_ns - first, t.low[i].end_off_ns - first};
+  }
+}
+
+// The op record's header (its type; Commit sets layout, position and checksum) and ch[] zeroed.
+// Every other byte of the record is written by WriteOpRecords, as if the record were zeroed first
+// and its fields set (it has no padding): a memset of all of it and the stores over it cost ~45
+// instructions more per op. ch[] is zeroed for the entries past n_inline, as eight 16-byte
+// stores: GCC 12 makes a memset of its 128 bytes a rep stos of 16 steps with its setup (~26
+// instructions in callgrind's count, and a start-up cost in time).
+void StartOpRecord(ncclscope_op_record* rec) {
+  static_assert(sizeof(ncclscope_op_record) == offsetof(ncclscope_op_record, ch) + sizeof(rec->ch));
+  static_assert(offsetof(ncclscope_op_record, weight) + sizeof(rec->weight) ==
+                offsetof(ncclscope_op_record, ch));
+  std::memset(&rec->h, 0, sizeof(rec->h));
+  rec->h.type = NCCLSCOPE_REC_OP;
+  using Zero [[gnu::vector_size(16)]] = std::uint64_t;
+  static_assert(sizeof(rec->ch) == 8 * sizeof(Zero));
+  const Zero zero = {};
+  auto* p = reinterpret_cast<unsigned char*>(rec->ch);
+  std::memcpy(p, &zero, sizeof(zero));
+  std::memcpy(p + 16, &zero, sizeof(zero));
+  std::memcpy(p + 32, &zero, sizeof(zero));
+  std::memcpy(p + 48, &zero, sizeof(zero));
+  std::memcpy(p + 64, &zero, sizeof(zero));
+  std::memcpy(p + 80, &zero, sizeof(zero));
+  std::memcpy(p + 96, &zero, sizeof(zero));
+  std::memcpy(p + 112, &zero, sizeof(zero));
 }
 
 // A record that follows the op record in its group (channels, detail, phases), zeroed in its
@@ -111,35 +190,37 @@ __attribute__((noinline)) void WritePhases(const OpState* op, const ncclscope_op
   }
 }
 
-// The op's GPU timing (`mask`: its timed channels, at least one): its span on the GPU, and each
-// timed channel's start and end as offsets from the first start, the first 16 in the op record and
-// the rest in continuation records. Returns the flags it adds. always_inline, as WriteOpRecords.
+// The op's GPU timing (`mask`: its timed channels, at least one; `t`: their times): its span on
+// the GPU, and each timed channel's start and end as offsets from the first start, the first 16 in
+// the op record and the rest in continuation records (ch[] arrives zeroed). Returns the flags it
+// adds. always_inline, as WriteOpRecords.
 __attribute__((always_inline)) inline std::uint16_t WriteGpuTiming(
-    const OpState* op, ncclscope_op_record* rec, std::uint64_t mask, std::uint32_t timed,
+    const OpState* op, ncclscope_op_record* rec, std::uint64_t mask, const GpuTimes& t,
     bool reserved, const ring::RingWriter::Reservation& slots) {
-  std::uint64_t first = UINT64_MAX;
-  std::uint64_t last = 0;
-  for (std::uint64_t m = mask; m != 0; m &= m - 1) {
-    const ChannelTime& ch = op->channels[__builtin_ctzll(m)];
-    const std::uint64_t start = Load(ch.start);
-    const std::uint64_t stop = Load(ch.stop);
-    first = start < first ? start : first;
-    last = stop > last ? stop : last;
-  }
+  const std::uint64_t first = t.first;
   rec->gpu_start_ns = first;
-  rec->gpu_end_ns = last;
+  rec->gpu_end_ns = t.last;
   rec->channel_mask = mask;
-  rec->n_timed = static_cast<std::uint8_t>(timed);
+  rec->n_timed = static_cast<std::uint8_t>(t.timed);
   std::uint16_t flags = NCCLSCOPE_OP_GPU_TIMING;
 
-  rec->n_inline = static_cast<std::uint8_t>(
-      timed < NCCLSCOPE_OP_INLINE_CHANNELS ? timed : NCCLSCOPE_OP_INLINE_CHANNELS);
+  const std::uint32_t n_inline =
+      t.timed < NCCLSCOPE_OP_INLINE_CHANNELS ? t.timed : NCCLSCOPE_OP_INLINE_CHANNELS;
+  rec->n_inline = static_cast<std::uint8_t>(n_inline);
   // Every timed channel has first <= start <= stop <= last (StopKernelCh times only those), so
   // an offset saturates only if last - first does: one test for the whole op, and the common
-  // loop converts without clamping.
-  const bool saturated = ((last - first) >> 32) != 0;
-  const std::uint64_t rest = saturated ? WriteInlineChannels<true>(op, rec, mask, first)
-                                       : WriteInlineChannels<false>(op, rec, mask, first);
+  // path converts without clamping.
+  const bool saturated = ((t.last - first) >> 32) != 0;
+  std::uint64_t rest = 0;
+  if (saturated) {
+    rest = WriteInlineChannels<true>(op, rec, mask, first);
+  } else {
+    CopyInlineChannels(rec, t, n_inline);
+    if (t.timed > NCCLSCOPE_OP_INLINE_CHANNELS) {  // the channels after the first 16
+      rest = mask;
+      for (std::uint32_t i = 0; i < NCCLSCOPE_OP_INLINE_CHANNELS; ++i) rest &= rest - 1;
+    }
+  }
   // Dropped without a reservation: no continuation to build (and `spare` holds rec).
   if (rest != 0 && reserved) WriteContinuations(op, *rec, rest, first, slots);
   if (saturated) flags |= NCCLSCOPE_OP_TIME_SATURATED;
@@ -150,8 +231,9 @@ __attribute__((always_inline)) inline std::uint16_t WriteGpuTiming(
 // counted, the code path one). always_inline, with CompleteInCommTable: as calls they cost 27
 // instructions more per recorded collective (callgrind, docs/benchmarks.md, "record_one_in").
 __attribute__((always_inline)) inline void WriteOpRecords(
-    Runtime& r, const OpState* op, std::uint32_t weight, std::uint64_t mask, std::uint32_t timed,
+    Runtime& r, const OpState* op, std::uint32_t weight, std::uint64_t mask, const GpuTimes& t,
     bool partial, std::uint32_t final_state, std::uint16_t extra_flags, std::uint64_t complete_ns) {
+  const std::uint32_t timed = t.timed;
   // How many records the timed channels need, in ascending channel order.
   const std::uint32_t continuations =
       timed > NCCLSCOPE_OP_INLINE_CHANNELS
@@ -161,16 +243,19 @@ __attribute__((always_inline)) inline void WriteOpRecords(
   // v7: the tag and kernel variant (OP_DETAIL), the kernel phases (OP_PHASES).
   const std::uint64_t phase_mask = Load(op->phase_mask);
   const bool detail = Load(op->user_tag) != 0 || Load(op->kernel_variant) != NCCLSCOPE_KV_NONE;
+  // Phases are v7's and sampled: most ops have none, and skip the bit count (~17 instructions).
   const std::uint32_t phase_records =
-      (PopCount(phase_mask) + NCCLSCOPE_OP_PHASE_CHANNELS - 1) / NCCLSCOPE_OP_PHASE_CHANNELS;
+      phase_mask == 0
+          ? 0
+          : (PopCount(phase_mask) + NCCLSCOPE_OP_PHASE_CHANNELS - 1) / NCCLSCOPE_OP_PHASE_CHANNELS;
   ring::RingWriter::Reservation slots;
   const bool reserved = r.ring.Reserve(1 + continuations + (detail ? 1 : 0) + phase_records,
                                        ThreadLaneHint(), &slots);
-  alignas(64) unsigned char spare[NCCLSCOPE_RECORD_SIZE];
+  // The record's own alignment: 64 made the compiler realign the stack in every call.
+  alignas(ncclscope_op_record) unsigned char spare[NCCLSCOPE_RECORD_SIZE];
   unsigned char* raw = reserved ? slots.slots[0] : spare;
-  std::memset(raw, 0, NCCLSCOPE_RECORD_SIZE);
   auto* rec = reinterpret_cast<ncclscope_op_record*>(raw);
-  rec->h.type = NCCLSCOPE_REC_OP;
+  StartOpRecord(rec);  // and every other field below
   rec->comm_id = Load(op->comm_id);
   rec->seq = Load(op->seq);
   rec->count = Load(op->count);
@@ -195,7 +280,15 @@ __attribute__((always_inline)) inline void WriteOpRecords(
   if ((final_state & kOpEnqueued) == 0) flags |= NCCLSCOPE_OP_NO_ENQUEUE_STOP;
   if (partial) flags |= NCCLSCOPE_OP_GPU_TIMING_PARTIAL;
 
-  if (mask != 0) flags |= WriteGpuTiming(op, rec, mask, timed, reserved, slots);
+  if (mask != 0) {
+    flags |= WriteGpuTiming(op, rec, mask, t, reserved, slots);
+  } else {
+    rec->gpu_start_ns = 0;
+    rec->gpu_end_ns = 0;
+    rec->channel_mask = 0;
+    rec->n_timed = 0;
+    rec->n_inline = 0;
+  }
   // Every record that follows the op in its group: channel continuations, then OP_DETAIL, then
   // OP_PHASES (ncclscope_op_record.n_continuations).
   rec->n_continuations =
@@ -282,7 +375,19 @@ void EmitAndFree(OpState* op, std::uint32_t index, std::uint32_t final_state,
                  std::uint16_t extra_flags, std::uint64_t now) {
   Runtime& r = R();
   const std::uint64_t mask = Load(op->timed_mask);  // channels that reported both ends
-  const std::uint32_t timed = PopCount(mask);
+  // An op left out by record_one_in (weight 0) builds no record: it is counted, and completes in
+  // the comm table like every op. A recorded op reads its channels' times now (GpuTimes).
+  const std::uint32_t weight = Load(op->weight);
+  // Filled below, either way (zeroing its 512-byte array would cost more than the pass).
+  GpuTimes times;  // NOLINT(cppcoreguidelines-pro-type-member-init)
+  if (weight != 0) {
+    ReadGpuTimes(op, mask, &times);
+  } else {
+    times.first = UINT64_MAX;
+    times.last = 0;
+    times.timed = PopCount(mask);
+  }
+  const std::uint32_t timed = times.timed;
   // ABI v3: KernelCh without timestamps were all that could come (the flag says they came).
   const bool untimed_by_abi = Load(op->kernel_untimed) != 0;
   if (untimed_by_abi && Load(op->channels_started) != 0) {
@@ -293,13 +398,10 @@ void EmitAndFree(OpState* op, std::uint32_t index, std::uint32_t final_state,
                                  : Load(op->expect) != kExpectNone && !untimed_by_abi &&
                                        (extra_flags & NCCLSCOPE_OP_KERNEL_NEVER_CAME) == 0;
   const std::uint64_t complete_ns = now != 0 ? now : clock::Now();
-  // An op left out by record_one_in (weight 0) builds no record: it is counted, and completes in
-  // the comm table like every op.
-  const std::uint32_t weight = Load(op->weight);
   if (weight == 0) {
     Count(NCCLSCOPE_CTR_OPS_NOT_RECORDED);
   } else {
-    WriteOpRecords(r, op, weight, mask, timed, partial, final_state, extra_flags, complete_ns);
+    WriteOpRecords(r, op, weight, mask, times, partial, final_state, extra_flags, complete_ns);
   }
   if (partial || (extra_flags & NCCLSCOPE_OP_FLUSHED) != 0) Count(NCCLSCOPE_CTR_OPS_INCOMPLETE);
   // Evidence that the op's kernel ran (CompleteInCommTable): GPU timing, or under ABI v3 every

@@ -30,9 +30,7 @@ namespace ncclscope::plugin {
 // In static storage, constructed when the library is loaded and never destroyed (no destructor is
 // registered for a placement new): NCCL's threads and the maintenance thread may outlive static
 // destructors.
-namespace {
 alignas(Runtime) unsigned char g_runtime_storage[sizeof(Runtime)];
-}  // namespace
 Runtime* const g_runtime = new (g_runtime_storage) Runtime();  // NOLINT(cert-err58-cpp)
 
 namespace {

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -93,6 +94,40 @@ TEST(RingChecksumTest, KeepsTheFormatsValue) {
     std::memcpy(changed, record, sizeof(record));
     changed[at] ^= 0x01;
     EXPECT_NE(ncclscope_checksum(changed, sizeof(changed)), 0x5660282fu) << "byte " << at;
+  }
+}
+
+// The definition, one block and one word at a time, against ncclscope_checksum (written for
+// speed, issue 42) over records of every byte value pattern a seeded generator gives.
+TEST(RingChecksumTest, MatchesTheBlockByBlockDefinition) {
+  const auto definition = [](const unsigned char* bytes, std::size_t size) {
+    std::uint64_t a = 0x6e63636c73636f70ULL;
+    std::uint64_t b = 0;
+    for (std::size_t block = 0; block + 32 <= size; block += 32) {
+      std::uint64_t s = 0;
+      for (std::size_t word = 0; word < 4; ++word) {
+        std::uint64_t w = 0;
+        std::memcpy(&w, bytes + block + word * 8, 8);
+        if (block == 0 && word == 0) w &= 0xFFFFFFFFULL;  // the checksum field counts as zero
+        s += w;
+      }
+      a += s;
+      b += a;
+    }
+    return static_cast<std::uint32_t>(a ^ (a >> 32) ^ b ^ (b >> 29));
+  };
+  std::uint64_t state = 0x9E3779B97F4A7C15ULL;
+  alignas(64) unsigned char record[NCCLSCOPE_RECORD_SIZE + 8];
+  for (int round = 0; round < 2000; ++round) {
+    for (unsigned char& byte : record) {
+      state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+      byte = static_cast<unsigned char>(state >> 56);
+    }
+    const unsigned char* at = record + round % 8;  // aligned and not
+    for (const std::size_t size :
+         {std::size_t{32}, std::size_t{96}, std::size_t{NCCLSCOPE_RECORD_SIZE}}) {
+      ASSERT_EQ(ncclscope_checksum(at, size), definition(at, size)) << "round " << round;
+    }
   }
 }
 
