@@ -20,7 +20,9 @@ inline constexpr metrics::MetricDef kNcclRankPauseSecondsTotal = metrics::Counte
     "ncclscope_nccl_rank_pause_seconds_total", "seconds",
     "Of ncclscope_nccl_rank_compute_seconds_total, the gaps of a second or more (a "
     "checkpoint, an evaluation, a host stall): each is counted at once when it ends, so the "
-    "slow-rank verdict compares compute without them over 30 s, and them over 5 minutes.");
+    "slow-rank verdict compares compute without them over 30 s, and them over 5 minutes. "
+    "Only for ranks that paused: the first pause starts the series at 0 and is counted in "
+    "neither.");
 inline constexpr metrics::MetricDef kNcclRankCommunicationSecondsTotal = metrics::Counter(
     "ncclscope_nccl_rank_communication_seconds_total", "seconds",
     "Time the rank's GPU was inside this communicator's operations with GPU timing, "

@@ -8,7 +8,8 @@
 //   compute        each gap between the end of the GPU's latest earlier operation and the start
 //                  of the next one (the GPU was not in NCCL), counted for the operation that
 //                  ends it
-//   pause          of that, the gaps of kPauseNs or more
+//   pause          of that, the gaps of kPauseNs or more; a rank's first pause is counted in
+//                  neither (it starts the rank's pause series, at 0: see EndPass)
 // both attributed to the (comm, rank) of the operation, so that the sums over a rank's
 // communicators are its GPU's totals and one communicator's ranks compare like for like: a
 // straggler computes longer before the collectives its peers wait in, its peers' compute does
@@ -57,6 +58,7 @@ class GpuTimeline {
   struct Stats {
     std::uint64_t compute_ns = 0;
     std::uint64_t pause_ns = 0;  // the part of compute_ns in gaps of kPauseNs or more
+    bool paused = false;         // a first pause was seen: the pause series exists
     std::uint64_t communication_ns = 0;
   };
 

@@ -114,7 +114,9 @@ TEST_F(GpuTimelineTest, WeighedRecordsEstimateWhatTheOpsTheyStandForDid) {
 }
 
 // A gap of a second or more is a pause too (a checkpoint): compute, and counted apart, so that
-// the verdict can leave it out of its 30 s comparison. Just under a second is compute only.
+// the verdict can leave it out of its 30 s comparison. Just under a second is compute only. A
+// rank's first pause starts its pause series at 0 and is counted in neither: rate() takes a
+// series' first value as its start, so the compute would jump where the pause does not.
 TEST_F(GpuTimelineTest, GapsOfASecondOrMoreArePausesToo) {
   constexpr std::uint64_t kSecond = GpuTimeline::kPauseNs;
   Op(7, 0, 1000, 100);
@@ -122,16 +124,27 @@ TEST_F(GpuTimelineTest, GapsOfASecondOrMoreArePausesToo) {
   EndPass();
   EXPECT_EQ(Of(7, 0).compute_ns, kSecond - 1);
   EXPECT_EQ(Of(7, 0).pause_ns, 0u);
-  const std::uint64_t end = 1100 + kSecond - 1 + 100;
-  Op(8, 0, end + 8 * kSecond, 100);  // an 8 s checkpoint, ended by a DP op
+  EXPECT_FALSE(Of(7, 0).paused);
+  std::uint64_t end = 1100 + kSecond - 1 + 100;
+  Op(8, 0, end + 8 * kSecond, 100);  // an 8 s checkpoint, ended by a DP op: its first
   Op(8, 0, end + 8 * kSecond + 200, 100);
   EndPass();
-  EXPECT_EQ(Of(8, 0).compute_ns, 8 * kSecond + 100);
-  EXPECT_EQ(Of(8, 0).pause_ns, 8 * kSecond);
-  EXPECT_EQ(Of(7, 0).pause_ns, 0u);
+  EXPECT_EQ(Of(8, 0).compute_ns, 100u);
+  EXPECT_EQ(Of(8, 0).pause_ns, 0u);
+  EXPECT_TRUE(Of(8, 0).paused);
+  end += 8 * kSecond + 300;
+  Op(8, 0, end + 5 * kSecond, 100);  // the next: in both
+  EndPass();
+  EXPECT_EQ(Of(8, 0).compute_ns, 100 + 5 * kSecond);
+  EXPECT_EQ(Of(8, 0).pause_ns, 5 * kSecond);
+  EXPECT_FALSE(Of(7, 0).paused);
   const std::string text = Text(timeline_);
   const std::string dp = "{comm=\"" + registry_.Label(registry_.Get(8).label) + "\",rank=\"0\"}";
-  EXPECT_DOUBLE_EQ(testing::SampleValue(text, "ncclscope_nccl_rank_pause_seconds_total" + dp), 8);
+  EXPECT_DOUBLE_EQ(testing::SampleValue(text, "ncclscope_nccl_rank_pause_seconds_total" + dp), 5);
+  // Only ranks that paused have a pause series (the scrape's budget); the world rank has none.
+  const std::string world = "{comm=\"" + registry_.Label(registry_.Get(7).label) + "\",rank=\"0\"}";
+  EXPECT_EQ(text.find("ncclscope_nccl_rank_pause_seconds_total" + world), std::string::npos);
+  EXPECT_NE(text.find("ncclscope_nccl_rank_compute_seconds_total" + world), std::string::npos);
 }
 
 TEST_F(GpuTimelineTest, IdleGpusAreForgotten) {
