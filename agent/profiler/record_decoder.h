@@ -25,8 +25,16 @@ enum class CorruptReason {
 
 std::string_view CorruptReasonName(CorruptReason reason);
 
+// A record's verdict and, when it is rejected, the test it failed ("op.algo", "header.checksum"):
+// for the log line that names a ring's first rejection of each reason.
+struct Rejection {
+  CorruptReason reason = CorruptReason::kNone;
+  std::string_view check;
+};
+
 // Checks `record` (NCCLSCOPE_RECORD_SIZE bytes, already copied out of the ring) read at lane
 // position `position`.
+Rejection InspectRecord(const unsigned char* record, std::uint64_t position);
 CorruptReason ValidateRecord(const unsigned char* record, std::uint64_t position);
 
 // Whether `key` is a count key the plugin can write (ncclscope_count_key(): every field in range).

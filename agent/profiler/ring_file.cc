@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstring>
 
+#include "agent/core/log.h"
 #include "agent/profiler/guarded_memory.h"
 #include "platform/fd_io.h"
 #include "plugin/ring/regular_file.h"
@@ -446,9 +447,48 @@ bool RingFile::DrainLane(std::uint32_t index, RecordSink& sink, std::uint32_t ma
   take = ValidateBatch(scratch.records, tail, take, copy, scratch.verdict);
   if (!commit(tail + take)) return false;
   stats.more = stats.more || take < available;
+  LogFirstRejections(index, scratch.records, scratch.verdict, tail, take);
   // Deliver from our copy. The view is reused: only its first n_channels entries are meaningful.
+  const std::uint64_t orphans_before =
+      stats.corrupt[static_cast<std::size_t>(CorruptReason::kContinuation)];
   DeliverBatch(origin_, scratch.records, scratch.verdict, take, scratch.view, sink, stats);
+  if (stats.corrupt[static_cast<std::size_t>(CorruptReason::kContinuation)] != orphans_before) {
+    LogFirstContinuationLoss(index, tail, take);
+  }
   return true;
+}
+
+void RingFile::LogFirstContinuationLoss(std::uint32_t lane, std::uint64_t tail,
+                                        std::uint64_t take) {
+  const std::uint32_t bit = 1u << static_cast<unsigned>(CorruptReason::kContinuation);
+  if ((logged_reasons_ & bit) != 0) return;
+  logged_reasons_ |= bit;
+  NCCLSCOPE_LOG(kWarn, "profiler")
+      << "ring " << origin_.ring << " (pid " << origin_.pid << "): records following an op are "
+      << "missing or belong to another op, lane " << lane << " positions " << tail << "-"
+      << tail + take - 1
+      << " (reason=continuation); later records rejected for this reason are only counted";
+}
+
+void RingFile::LogFirstRejections(std::uint32_t lane, const std::vector<unsigned char>& bytes,
+                                  const std::vector<CorruptReason>& verdict, std::uint64_t tail,
+                                  std::uint64_t take) {
+  for (std::uint64_t i = 0; i < take; ++i) {
+    if (verdict[i] == CorruptReason::kNone) continue;
+    const std::uint32_t bit = 1u << static_cast<unsigned>(verdict[i]);
+    if ((logged_reasons_ & bit) != 0) continue;
+    logged_reasons_ |= bit;
+    const unsigned char* record = bytes.data() + i * NCCLSCOPE_RECORD_SIZE;
+    ncclscope_record_header header{};
+    std::memcpy(&header, record, sizeof(header));
+    const Rejection rejection = InspectRecord(record, tail + i);
+    NCCLSCOPE_LOG(kWarn, "profiler")
+        << "ring " << origin_.ring << " (pid " << origin_.pid << "): rejected a record at lane "
+        << lane << " position " << tail + i << ", type " << header.type
+        << " (reason=" << CorruptReasonName(rejection.reason)
+        << ", failed check: " << rejection.check
+        << "); later records rejected for this reason are only counted";
+  }
 }
 
 bool RingFile::ReadHeader(RingHeaderSnapshot* out) {

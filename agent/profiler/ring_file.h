@@ -119,6 +119,13 @@ class RingFile {
   // Copies `copy` records of the lane from position `tail` on (the ring wraps: one or two preads).
   bool ReadLaneRecords(std::uint32_t lane, std::uint64_t tail, std::uint64_t copy,
                        std::vector<unsigned char>& bytes);
+  // Logs the first record of this ring rejected for each reason (the failed check, its lane,
+  // position and type), once: the counters say how many, the log line says what to look for.
+  void LogFirstRejections(std::uint32_t lane, const std::vector<unsigned char>& bytes,
+                          const std::vector<CorruptReason>& verdict, std::uint64_t tail,
+                          std::uint64_t take);
+  // The same for an op whose follower records were missing or not its own (DeliverOp).
+  void LogFirstContinuationLoss(std::uint32_t lane, std::uint64_t tail, std::uint64_t take);
   // How many comm slots to read: those the plugin ever took, or all. False (and unhealthy) when the
   // header cannot be read.
   bool SlotsUsed(std::uint32_t* slots);
@@ -143,6 +150,7 @@ class RingFile {
   std::uint64_t lanes_offset_ = 0;
   std::uint64_t data_offset_ = 0;
   std::vector<std::uint64_t> local_tails_;  // used when the ring is read-only
+  std::uint32_t logged_reasons_ = 0;        // bit per CorruptReason: its first rejection was logged
   // Drains and table reads use per-thread scratch (ring_file.cc), not per ring: hundreds of rings
   // would otherwise each keep their largest batch allocated.
 };

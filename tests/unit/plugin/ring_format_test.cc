@@ -9,8 +9,10 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <vector>
 
+#include "agent/profiler/record_decoder.h"
 #include "agent/profiler/ring_file.h"
 #include "plugin/ring/ring_writer.h"
 #include "tests/support/op_record.h"
@@ -223,7 +225,9 @@ TEST_F(RingFormatTest, CorruptRecordsAreSkippedAndCountedByReason) {
   rewrite(6, [](ncclscope_op_record& op) { op.weight = NCCLSCOPE_MAX_RECORD_ONE_IN; });
   auto file = Open();
   Collect sink;
+  ::testing::internal::CaptureStderr();
   const profiler::DrainStats stats = file->Drain(sink);
+  const std::string log = ::testing::internal::GetCapturedStderr();
   EXPECT_EQ(stats.corrupt[static_cast<int>(CorruptReason::kChecksum)], 1u);
   EXPECT_EQ(stats.corrupt[static_cast<int>(CorruptReason::kPosition)], 1u);
   EXPECT_EQ(stats.corrupt[static_cast<int>(CorruptReason::kType)], 1u);
@@ -231,6 +235,52 @@ TEST_F(RingFormatTest, CorruptRecordsAreSkippedAndCountedByReason) {
   ASSERT_EQ(sink.ops.size(), 2u);
   EXPECT_EQ(sink.ops[0].op.seq, 6u);
   EXPECT_EQ(sink.ops[1].op.seq, 7u);
+  // The first rejection of each reason is logged with the check it failed; the rest are counted.
+  EXPECT_NE(log.find("position 0, type 3 (reason=checksum, failed check: header.checksum)"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("position 1, type 3 (reason=position, failed check: header.position)"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("position 2, type 77 (reason=type, failed check: header.type)"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("position 3, type 3 (reason=field, failed check: op.func)"), std::string::npos)
+      << log;
+  EXPECT_EQ(log.find("position 4"), std::string::npos) << log;  // a second field rejection
+  EXPECT_EQ(std::count(log.begin(), log.end(), '\n'), 4) << log;
+  // Later drains of the same ring log no reason twice.
+  Write(AllReduceRecord(0xAB, 8, 2));
+  rewrite(8, [](ncclscope_op_record& op) { op.algo = 99; });
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(file->Drain(sink).corrupt[static_cast<int>(CorruptReason::kField)], 1u);
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+}
+
+TEST(RecordDecoderTest, NamesTheCheckARecordFailed) {
+  auto inspect = [](ncclscope_op_record op) {
+    op.h.type = NCCLSCOPE_REC_OP;  // as the writer stamps them
+    op.h.layout = NCCLSCOPE_RECORD_LAYOUT;
+    op.h.position = 5;
+    op.h.checksum = 0;
+    op.h.checksum = ncclscope_checksum(&op, sizeof(op));
+    unsigned char bytes[NCCLSCOPE_RECORD_SIZE] = {};
+    std::memcpy(bytes, &op, sizeof(op));
+    return profiler::InspectRecord(bytes, 5);
+  };
+  const ncclscope_op_record valid = AllReduceRecord(0xAB, 1, 2);
+  EXPECT_EQ(inspect(valid).reason, CorruptReason::kNone);
+  EXPECT_EQ(inspect(valid).check, "");
+  ncclscope_op_record op = valid;
+  op.n_timed = 3;  // two channels timed in the mask
+  EXPECT_EQ(inspect(op).reason, CorruptReason::kField);
+  EXPECT_EQ(inspect(op).check, "op.n_timed != popcount(op.channel_mask)");
+  op = valid;
+  op.gpu_end_ns = op.gpu_start_ns - 1;
+  EXPECT_EQ(inspect(op).check, "op.gpu_end_ns < op.gpu_start_ns");
+  op = valid;
+  op.rank = -2;
+  EXPECT_EQ(inspect(op).check, "op.rank");
 }
 
 TEST_F(RingFormatTest, ContinuationsMustMatchTheirOp) {
@@ -258,7 +308,10 @@ TEST_F(RingFormatTest, ContinuationsMustMatchTheirOp) {
   ASSERT_TRUE(writer_.Write(buffer, 2, 0));
   auto file = Open();
   Collect sink;
+  ::testing::internal::CaptureStderr();
   const profiler::DrainStats stats = file->Drain(sink);
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(log.find("positions 0-3 (reason=continuation)"), std::string::npos) << log;
   ASSERT_EQ(sink.ops.size(), 2u);
   EXPECT_EQ(sink.ops[0].n_channels, 20u);
   EXPECT_EQ(sink.ops[0].channel_ids[19], 19);
