@@ -356,6 +356,7 @@ try {
     await sleep((agentRestartAtS - restartAtS) * 1000);
     log("node-0's agent restarts (baselines from its state dir)");
     await nodes[0].agent.stop();
+    nodes[0].earlierLogs = nodes[0].agent.log();
     restarts.push({ what: "agent", atMs: Date.now() });
     nodes[0].agent = await startAgent(nodes[0]);
   })();
@@ -601,6 +602,12 @@ for (const [k, s] of byKind) {
 }
 console.log(`\nfalse alerts (about no fault): ${falseAlerts.length}${falseAlerts.length ? "" : " (healthy job with jitter, pauses, size changes, a job restart and an agent restart included)"}`);
 for (const f of falseAlerts) console.log(`  ${f.alert} ${JSON.stringify(f.labels)} at ${Math.round(f.firingS)} s for ${Math.round(f.forS)} s`);
+// Each ring's first rejected record of each reason, as the agents logged it (the failed check:
+// agent/profiler/ring_file.cc): what a NcclscopeNcclBadRecords alert above was about.
+for (const n of nodes) {
+  const lines = `${n.earlierLogs ?? ""}${n.agent?.log() ?? ""}`.split("\n");
+  for (const l of lines.filter((x) => x.includes("component=profiler") && /\(reason=\w+/.test(x))) console.log(`  ${n.name} agent: ${l}`);
+}
 console.log(`run: ${Math.round(at(Date.now()))} s wall`);
 if (args.json) writeFileSync(args.json, JSON.stringify({ matrix: MATRIX, seed: Number(args.seed ?? 1), rows, falseAlerts, restarts }, null, 1));
 
