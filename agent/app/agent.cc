@@ -1,7 +1,10 @@
 #include "agent/app/agent.h"
 
+#include <unistd.h>
+
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
 
 #include "agent/app/health.h"
 #include "agent/core/log.h"
@@ -19,7 +22,29 @@ void LogErrors(const std::vector<config::ConfigError>& errors) {
   }
 }
 
+std::string HostName() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof(name) - 1) != 0) return "";
+  return name;
+}
+
 }  // namespace
+
+AlertFeedSettings AlertFeedSettingsFor(const config::NodePageConfig& page,
+                                       const char* environment_node, const std::string& host_name) {
+  AlertFeedSettings settings;
+  settings.prometheus_url = page.prometheus_url;
+  settings.refresh =
+      std::chrono::duration_cast<std::chrono::milliseconds>(page.alerts_refresh.value());
+  if (!page.node.empty()) {
+    settings.node = page.node;
+  } else if (environment_node != nullptr && *environment_node != '\0') {
+    settings.node = environment_node;
+  } else {
+    settings.node = host_name;
+  }
+  return settings;
+}
 
 void ApplyOverrides(const Options& options, config::LoadResult& result) {
   if (options.listen_address) {
@@ -80,10 +105,11 @@ int Agent::Run(SignalWaiter& signals) {
     }
     web = std::move(*loaded_web);
   }
+  alerts_.Configure(AlertFeedSettingsFor(config_.node_page, std::getenv("NODE_NAME"), HostName()));
   server_ = HttpServer::Start(
       config_.server.listen_address, config_.server.metrics_path,
       [collector = collector_] { return collector->RenderText(); }, [this] { return Health(); },
-      HttpServer::Limits{}, web, &error);
+      HttpServer::Limits{}, web, [this] { return alerts_.Json(); }, &error);
   if (!server_) {
     NCCLSCOPE_LOG(kError, "exporter") << error;
     sources_.StopAll();
@@ -137,6 +163,7 @@ void Agent::Reload() {
   config_ = next;
   log::SetLevel(*log::ParseLevel(config_.log.level));
   SetHealthRequires(config_.server.healthz_requires);
+  alerts_.Configure(AlertFeedSettingsFor(config_.node_page, std::getenv("NODE_NAME"), HostName()));
   sources_.Apply(config_);
   reload_.RecordSuccess(platform::UnixSeconds());
   NCCLSCOPE_LOG(kInfo, "config") << "reload succeeded";

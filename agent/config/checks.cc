@@ -78,6 +78,32 @@ std::optional<std::string> UrlPath::operator()(const std::string& value) const {
   return std::nullopt;
 }
 
+std::optional<std::string> HttpUrlOrEmpty::operator()(const std::string& value) const {
+  if (value.empty()) return std::nullopt;
+  const bool scheme = value.rfind("http://", 0) == 0 || value.rfind("https://", 0) == 0;
+  const std::size_t host = value.find("://") + 3;
+  if (!scheme || host >= value.size()) {
+    return "\"" + value + "\" is not an http:// or https:// URL";
+  }
+  for (char c : value) {
+    if (static_cast<unsigned char>(c) <= ' ' || c == '"' || c == '\\') {
+      return "\"" + value + "\" has a space, a quote or a control character";
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> PlainName::operator()(const std::string& value) const {
+  for (char c : value) {
+    if (static_cast<unsigned char>(c) < ' ' || static_cast<unsigned char>(c) > '~' || c == '"' ||
+        c == '\\') {
+      return "\"" + value +
+             "\" has a quote, a backslash or a character that is not printable ASCII";
+    }
+  }
+  return std::nullopt;
+}
+
 std::optional<std::string> RegexList::operator()(const std::vector<std::string>& value) const {
   for (const std::string& pattern : value) {
     try {

@@ -78,6 +78,18 @@ struct UrlPath {
   std::string Describe() const { return "path starting with /"; }
 };
 
+// Empty, or an http:// or https:// URL.
+struct HttpUrlOrEmpty {
+  std::optional<std::string> operator()(const std::string& value) const;
+  std::string Describe() const { return "empty, or an http:// or https:// URL"; }
+};
+
+// A name usable as a label value: printable ASCII, no quotes or backslashes (empty allowed).
+struct PlainName {
+  std::optional<std::string> operator()(const std::string& value) const;
+  std::string Describe() const { return "printable, without quotes or backslashes"; }
+};
+
 // Every list item is one of a fixed set of words (no duplicates needed, none checked).
 struct SubsetOf {
   std::vector<std::string> allowed;

@@ -575,6 +575,32 @@ struct DetectionConfig {
   }
 };
 
+// The node page's cross-node half of the verdict (agent/exporter/alert_feed.h).
+struct NodePageConfig {
+  std::string prometheus_url;
+  std::string node;
+  Duration alerts_refresh = Seconds(15);
+
+  template <typename V>
+  void Visit(V& v) {
+    v.Field("prometheus_url", prometheus_url,
+            "Prometheus (or a Thanos or Mimir query endpoint) the node page asks which ncclscope "
+            "alerts fire or are pending for this node, to show them beside the agent's own "
+            "findings: the cross-node half of the verdict (GET /api/alerts; asked only while the "
+            "page is open). Credentials, if any, in the URL (https://user:password@host). Empty: "
+            "the page shows the agent's findings only.",
+            checks::HttpUrlOrEmpty{});
+    v.Field("node", node,
+            "The `node` label Prometheus gives this node's series "
+            "(deploy/prometheus/scrape-configs.yaml). Empty: $NODE_NAME (the DaemonSet sets it "
+            "to the Kubernetes node name), else the host name.",
+            checks::PlainName{});
+    v.Field("alerts_refresh", alerts_refresh,
+            "How often, at most, the open node page's alerts are asked of Prometheus.",
+            checks::InRange{Seconds(5), Seconds(600)});
+  }
+};
+
 struct Config {
   ServerConfig server;
   LogConfig log;
@@ -583,6 +609,7 @@ struct Config {
   RdmaConfig rdma;
   NvlinkConfig nvlink;
   DetectionConfig detection;
+  NodePageConfig node_page;
 
   template <typename V>
   void Visit(V& v) {
@@ -593,6 +620,7 @@ struct Config {
     v.Section("rdma", rdma, "InfiniBand and RoCE ports.");
     v.Section("nvlink", nvlink, "NVLink through NVML.");
     v.Section("detection", detection, "Slow-rank, hang and degradation findings.");
+    v.Section("node_page", node_page, "The node page's alerts from Prometheus.");
   }
 };
 

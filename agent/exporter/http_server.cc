@@ -195,6 +195,11 @@ MHD_Result Handle(void* cls, MHD_Connection* connection, const char* url, const 
     }
     return Respond(connection, *handlers, std::move(r));
   }
+  if (std::strcmp(url, "/api/alerts") == 0) {
+    Reply r = Text(MHD_HTTP_OK, handlers->alerts ? handlers->alerts() : R"({"state":"off"})");
+    r.type = "application/json";
+    return Respond(connection, *handlers, std::move(r));
+  }
   if (std::strcmp(url, "/") == 0) {
     Reply r = Text(MHD_HTTP_OK, handlers->node_page.html);
     r.type = "text/html; charset=utf-8";
@@ -370,6 +375,15 @@ std::unique_ptr<HttpServer> HttpServer::Start(const std::string& listen_address,
                                               const std::string& metrics_path, MetricsText metrics,
                                               HealthCheck health, const Limits& limits,
                                               const WebConfig& web, std::string* error) {
+  return Start(listen_address, metrics_path, std::move(metrics), std::move(health), limits, web,
+               nullptr, error);
+}
+
+std::unique_ptr<HttpServer> HttpServer::Start(const std::string& listen_address,
+                                              const std::string& metrics_path, MetricsText metrics,
+                                              HealthCheck health, const Limits& limits,
+                                              const WebConfig& web, AlertsJson alerts,
+                                              std::string* error) {
   const auto address = ParseListenAddress(listen_address);
   if (!address) {
     *error = "cannot listen on " + listen_address + ": not HOST:PORT";
@@ -382,6 +396,7 @@ std::unique_ptr<HttpServer> HttpServer::Start(const std::string& listen_address,
   server->handlers_->health = std::move(health);
   server->handlers_->web = web;
   server->handlers_->node_page = MakeNodePage(metrics_path);
+  server->handlers_->alerts = std::move(alerts);
   std::string why;
   bool dual_stack = false;
   server->listen_fd_ = Listen(*address, &dual_stack, &why);

@@ -25,7 +25,8 @@ struct HealthReport {
 // agent renders itself (ScrapeCollector::RenderText, agent/core/text_exposition.h), /healthz is
 // liveness (200 "ok" while the agent runs, with one line per source; 503 "unhealthy" while a
 // source the config requires is down), / the node page (node_page.h: a static page whose script
-// renders `metrics_path` in the browser, so that it costs the server nothing per view).
+// renders `metrics_path` in the browser, so that it costs the server nothing per view), and
+// /api/alerts the node's alerts from Prometheus for that page (alert_feed.h).
 //
 // Any pod on the node can connect, so no client can hold the server (docs/trust-model.md):
 // connections are multiplexed with epoll on a small thread pool, an idle or slow connection costs
@@ -49,6 +50,8 @@ class HttpServer {
   using HealthCheck = std::function<HealthReport()>;
   // The metrics page, in the Prometheus text format; called per scrape, possibly concurrently.
   using MetricsText = std::function<std::string()>;
+  // GET /api/alerts for the node page (AlertFeed::Json); never waits on another server.
+  using AlertsJson = std::function<std::string()>;
 
   // A node runs at most ~110 pods: 110 x 8 connections stay under the total, and each connection
   // costs one descriptor and at most 8 KiB (16 MiB at the limit).
@@ -73,6 +76,11 @@ class HttpServer {
                                            const std::string& metrics_path, MetricsText metrics,
                                            HealthCheck health, const Limits& limits,
                                            const WebConfig& web, std::string* error);
+  static std::unique_ptr<HttpServer> Start(const std::string& listen_address,
+                                           const std::string& metrics_path, MetricsText metrics,
+                                           HealthCheck health, const Limits& limits,
+                                           const WebConfig& web, AlertsJson alerts,
+                                           std::string* error);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
@@ -86,6 +94,7 @@ class HttpServer {
     HealthCheck health;
     WebConfig web;
     NodePage node_page;  // built once at start
+    AlertsJson alerts;   // null: /api/alerts answers {"state":"off"}
     // Credentials that matched, so that bcrypt (tens of ms by design) runs once per password and
     // not per scrape: SHA-256 of user, hash and password, as exporter-toolkit caches them.
     std::mutex auth_mutex;

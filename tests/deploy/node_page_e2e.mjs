@@ -5,19 +5,23 @@
 // straggler, with the agent's verdict as its badge and the time the others wait for it standing
 // out), show the port's and the link's findings, keep the straggler's job listed as ended once it
 // exits, show the hostile job id as text without it becoming an element or running anything, run
-// under its Content-Security-Policy without a violation, and read only documented metrics.
+// under its Content-Security-Policy without a violation, and read only documented metrics. A real
+// Prometheus scrapes the agent and evaluates alerts; the agent (node_page.prometheus_url) asks it
+// for this node's, and the page must list them, badge the rank they name with the alert, and leave
+// out another node's.
 // Writes node-page.png into <output dir>, and checks in it that the straggler's row is painted
 // in the warning colour.
 // Usage: node node_page_e2e.mjs <repo root> <ncclscope-agent> <ncclscope-sim> <plugin .so>
-//                               <fake libnvidia-ml.so.1> <output dir>
+//                               <fake libnvidia-ml.so.1> <output dir> <prometheus>
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { chromium } from "playwright-core";
 import { stringify } from "yaml";
-import { sleep, startProcess } from "./prometheus.mjs";
+import { freePort, sleep, startProcess, startPrometheus } from "./prometheus.mjs";
 import { fakeNodeDirs, startFakeNodeAgent, sysfsWriter } from "./lib/fake_node.mjs";
 
-const [root, agentBin, simBin, pluginPath, fakeNvml, outDir] = process.argv.slice(2);
+const [root, agentBin, simBin, pluginPath, fakeNvml, outDir, prometheusBin] = process.argv.slice(2);
+const NODE = "e2e-node";
 const CHROMIUM = "/usr/bin/chromium";
 const { tmp, sys, ringDir, nvmlState } = fakeNodeDirs("node-page");
 // Markup, quotes and a backslash: it must survive the Prometheus text escaping and stay text.
@@ -75,6 +79,8 @@ function readPage() {
     refreshes: Number(document.body.dataset.refreshes || 0),
     status: document.getElementById("status").textContent,
     ranks: rows("ranks"), ports: rows("ports"), nvlink: rows("nvlink"), sources: rows("sources"),
+    alerts: rows("alerts"), alertsText: document.getElementById("alerts").textContent,
+    runbooks: [...document.querySelectorAll("#alerts a")].map((a) => a.href),
     images: document.querySelectorAll("img").length,
     handlers: [...document.querySelectorAll("*")].filter((e) => [...e.attributes].some((a) => a.name.startsWith("on"))).length,
     alerted: window.__alerted === true,
@@ -85,6 +91,7 @@ const procs = [];
 let browser;
 let failed = 0;
 let nvmlTimer;
+let prometheus;
 const check = (desc, ok, seen) => {
   if (ok) console.log(`ok   ${desc}`);
   else { failed++; console.error(`FAIL ${desc}: ${typeof seen === "string" ? seen : JSON.stringify(seen)}`); }
@@ -95,10 +102,27 @@ try {
   buildSysfs();
   writeNvmlState();
   nvmlTimer = setInterval(writeNvmlState, 500);
-  const { agent, port: agentPort } = await startFakeNodeAgent(agentBin, { tmp, ringDir, nvmlState, config: {
+  // Prometheus first, scraping the agent's port-to-be every second and giving its series the node
+  // label as deploy/prometheus/scrape-configs.yaml does. The rules are stand-ins for the shipped
+  // verdict (one node cannot make the cross-node comparison it needs): an alert named as the
+  // shipped one, with its labels, on the rank the agent finds, and one about another node.
+  const agentPort = await freePort();
+  prometheus = await startPrometheus(prometheusBin, {
+    config: stringify({
+      global: { scrape_interval: "1s", evaluation_interval: "1s" },
+      rule_files: ["rules.yaml"],
+      scrape_configs: [{ job_name: "ncclscope-agent", static_configs: [{ targets: [`127.0.0.1:${agentPort}`], labels: { node: NODE } }] }],
+    }),
+    files: { "rules.yaml": stringify({ groups: [{ name: "e2e", interval: "1s", rules: [
+      { alert: "NcclscopeNcclSlowRank", expr: 'ncclscope_nccl_rank_finding{finding="straggler"} == 1', labels: { severity: "warning", priority: "P1" } },
+      { alert: "NcclscopeNcclSlowRank", expr: "vector(1)", labels: { severity: "warning", node: "other-node", comm: "0xdead", rank: "0" } },
+    ] }] }) },
+  });
+  const { agent } = await startFakeNodeAgent(agentBin, { tmp, ringDir, nvmlState, port: agentPort, config: {
     rdma: { sysfs_root: sys, interval: "1s", verbs: false },
     nvlink: { library: fakeNvml, interval: "1s", expected_links: 4 },
     detection: { hang_timeout: "1s", match_timeout: "1s" },
+    node_page: { prometheus_url: prometheus.base, node: NODE, alerts_refresh: "5s" },
   } });
   procs.push(agent);
   const base = `http://127.0.0.1:${agentPort}`;
@@ -144,7 +168,7 @@ try {
   // that shows everything, at most 40 s.
   const ready = (s) => s.refreshes >= 2
     && s.ranks.some((r) => r.cells[0] === HOSTILE && r.cells[3].startsWith(`${SLOW_RANK}/`) && r.className === "slow"
-      && /%$/.test(r.cells[5]))
+      && /%$/.test(r.cells[5]) && r.cells.at(-1).includes("NcclscopeNcclSlowRank"))
     && s.ranks.some((r) => r.cells[0] === "e2e-hang" && r.className === "hung")
     && s.ports.some((r) => r.cells.at(-1).includes("link_downed"))
     && s.nvlink.some((r) => r.cells.at(-1).includes("link_errors"));
@@ -161,10 +185,18 @@ try {
   const slowRows = seen.ranks.filter((r) => r.cells[0] === HOSTILE);
   check("the slow job's ranks are listed under the hostile job id, as text", slowRows.length === 4, seen.ranks);
   const slowRow = slowRows.find((r) => r.cells[3].startsWith(`${SLOW_RANK}/`));
-  check("the straggler is highlighted with the agent's verdict", slowRow && slowRow.className === "slow"
-    && slowRow.cells.at(-1).includes("straggler (warning)"), slowRow);
+  check("the straggler is highlighted with the alert's badge and the agent's finding", slowRow
+    && slowRow.className === "slow" && slowRow.cells.at(-1).includes("NcclscopeNcclSlowRank (warning)")
+    && slowRow.cells.at(-1).includes("straggler on this node (warning)"), slowRow);
+  const alertRows = seen.alerts.filter((r) => r.cells[0].startsWith("NcclscopeNcclSlowRank"));
+  check("the alerts section lists this node's firing alert about the straggler, and not another node's",
+    alertRows.length === 1 && alertRows[0].className === "warning" && alertRows[0].cells[1] === "firing"
+    && alertRows[0].cells[2].includes(`rank ${SLOW_RANK}`) && !seen.alertsText.includes("0xdead")
+    && seen.alertsText.includes(`node="${NODE}"`), seen.alerts);
+  check("the alert links its runbook", seen.runbooks.includes(
+    "https://github.com/ncclscope/ncclscope/blob/main/docs/runbooks.md#ncclscopencclslowrank"), seen.runbooks);
   check("no other rank of the slow job is highlighted",
-    slowRows.filter((r) => r !== slowRow).every((r) => r.className === "" && !r.cells.at(-1).includes("straggler")), slowRows);
+    slowRows.filter((r) => r !== slowRow).every((r) => r.className === "" && r.cells.at(-1) === ""), slowRows);
   const share = (r, i) => Number(r.cells[i].replace("%", ""));
   const others = slowRows.filter((r) => r !== slowRow);
   check("the time the others wait for the straggler stands out, and it waits least",
@@ -231,6 +263,7 @@ try {
   clearInterval(nvmlTimer);
   if (browser) await browser.close();
   for (const p of procs.reverse()) await p.stop();
+  if (prometheus) await prometheus.stop();
   if (failed) console.error(`agent log:\n${procs.at(-1)?.log().slice(-3000)}`);
   rmSync(tmp, { recursive: true, force: true });
 }

@@ -24,9 +24,9 @@ export const sysfsWriter = (sys) => (rel, text) => {
 // Rings read every 50 ms with every kernel and proxy event recorded.
 export const pluginSection = (ringDir) => ({ ring_dir: ringDir, poll_interval: "50ms", kernel_duty_cycle: 1, proxy_duty_cycle: 1 });
 
-// Returns { agent (startAgent's process), port }.
-export async function startFakeNodeAgent(agentBin, { tmp, ringDir, nvmlState, config }) {
-  const port = await freePort();
+// Returns { agent (startAgent's process), port } (`port`: one chosen beforehand, else a free one).
+export async function startFakeNodeAgent(agentBin, { tmp, ringDir, nvmlState, config, port: chosen }) {
+  const port = chosen ?? await freePort();
   mkdirSync(ringDir);
   const agent = await startAgent(agentBin, {
     port,
