@@ -94,8 +94,9 @@ EnqueuedOp ReplayComm::EnqueueTask(abi::EventDescrV7 task, std::uint8_t channels
   return op;
 }
 
-EnqueuedOp ReplayComm::StartColl(const CollSpec& spec, std::uint64_t seq) {
-  const int snapshot = process_.MaskSnapshot();
+// The Coll task's descriptor as NCCL fills it for `spec` (parent and group set by the caller):
+// AllGather and Broadcast report bytes as ncclInt8 (src/enqueue.cc:2476-2480).
+abi::EventDescrV7 ReplayComm::CollTask(const CollSpec& spec, std::uint64_t seq) const {
   abi::EventDescrV7 d{};
   std::memset(&d, 0, sizeof(d));
   d.type = abi::kColl;
@@ -105,12 +106,20 @@ EnqueuedOp ReplayComm::StartColl(const CollSpec& spec, std::uint64_t seq) {
   d.coll.count = spec.count;
   d.coll.root = spec.root;
   d.coll.datatype = spec.datatype;
+  if (IsAllGatherOrBroadcast(spec.func)) {
+    d.coll.count = spec.count * DatatypeBytes(spec.datatype);
+    d.coll.datatype = "ncclInt8";
+  }
   d.coll.nChannels = spec.channels;
   d.coll.nWarps = spec.warps;
   d.coll.algo = spec.algo;
   d.coll.proto = spec.proto;
   if (process_.version() >= 7) d.coll.userTag = spec.user_tag;
-  return EnqueueTask(d, spec.channels, snapshot, nullptr);
+  return d;
+}
+
+EnqueuedOp ReplayComm::StartColl(const CollSpec& spec, std::uint64_t seq) {
+  return EnqueueTask(CollTask(spec, seq), spec.channels, process_.MaskSnapshot(), nullptr);
 }
 
 void ReplayComm::StopTask(const EnqueuedOp& op) { StopIf(op.handle); }
@@ -155,25 +164,9 @@ CollectiveEnqueue ReplayComm::BeginCollective(const CollSpec& spec, std::uint64_
       (version >= 4 || e.group != nullptr) && (snapshot & TaskGate(version, false)) != 0;
   if (version <= 2 && !task_event) e.op.mask = 0;  // the task gets the snapshot only with an event
   if (task_event) {
-    std::memset(&d, 0, sizeof(d));
-    d.type = abi::kColl;
+    d = CollTask(spec, seq);
     d.parentObj = version >= 5 ? coll_api : e.group;
-    d.rank = rank_;
-    d.coll.seqNumber = seq;
-    d.coll.func = spec.func;
-    d.coll.count = spec.count;
-    d.coll.root = spec.root;
-    d.coll.datatype = spec.datatype;
-    if (IsAllGatherOrBroadcast(spec.func)) {  // bytes and ncclInt8 (src/enqueue.cc:2476-2480)
-      d.coll.count = spec.count * DatatypeBytes(spec.datatype);
-      d.coll.datatype = "ncclInt8";
-    }
-    d.coll.nChannels = spec.channels;
-    d.coll.nWarps = spec.warps;
-    d.coll.algo = spec.algo;
-    d.coll.proto = spec.proto;
     d.coll.parentGroup = e.group;
-    if (version >= 7) d.coll.userTag = spec.user_tag;
     Start(&e.op.handle, d);
   }
   return e;

@@ -523,6 +523,8 @@ class ReplayComm {
   void SetProfilerThread(ProxyThread* thread) { profiler_thread_ = thread; }
 
  private:
+  // The Coll task's descriptor for `spec` (the caller sets its parents).
+  abi::EventDescrV7 CollTask(const CollSpec& spec, std::uint64_t seq) const;
   int Start(void** handle, abi::EventDescrV7& d);
   void StopIf(void* handle);
   EnqueuedOp EnqueueTask(abi::EventDescrV7 task, std::uint8_t channels, int snapshot,
