@@ -34,6 +34,7 @@ AlertFeedSettings AlertFeedSettingsFor(const config::NodePageConfig& page,
                                        const char* environment_node, const std::string& host_name) {
   AlertFeedSettings settings;
   settings.prometheus_url = page.prometheus_url;
+  settings.runbook_url = page.runbook_url;
   settings.refresh =
       std::chrono::duration_cast<std::chrono::milliseconds>(page.alerts_refresh.value());
   if (!page.node.empty()) {

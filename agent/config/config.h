@@ -580,6 +580,7 @@ struct NodePageConfig {
   std::string prometheus_url;
   std::string node;
   Duration alerts_refresh = Seconds(15);
+  std::string runbook_url = "https://github.com/ncclscope/ncclscope/blob/main/docs/runbooks.md";
 
   template <typename V>
   void Visit(V& v) {
@@ -598,6 +599,11 @@ struct NodePageConfig {
     v.Field("alerts_refresh", alerts_refresh,
             "How often, at most, the open node page's alerts are asked of Prometheus.",
             checks::InRange{Seconds(5), Seconds(600)});
+    v.Field("runbook_url", runbook_url,
+            "Where the node page links an alert's runbook: this URL, then # and the alert's name "
+            "in lower case, as the rules' runbook_url annotations. Set it to the same copy of "
+            "docs/runbooks.md as the runbook-url component. Empty: no link.",
+            checks::HttpUrlOrEmpty{});
   }
 };
 

@@ -163,6 +163,7 @@ void AlertFeed::Configure(AlertFeedSettings settings) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (settings.prometheus_url == settings_.prometheus_url && settings.node == settings_.node &&
       settings.refresh == settings_.refresh) {
+    settings_.runbook_url = std::move(settings.runbook_url);  // no new query needed
     return;
   }
   settings_ = std::move(settings);
@@ -223,6 +224,7 @@ std::string AlertFeed::Json() {
   }
   out["node"] = settings_.node;
   out["prometheus"] = WithoutCredentials(settings_.prometheus_url);
+  out["runbook_url"] = settings_.runbook_url;
   if (!have_answer_ || now - fetched_ >= settings_.refresh) wake_.notify_all();
   if (!have_answer_) {
     out["state"] = "loading";

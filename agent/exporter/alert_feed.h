@@ -27,6 +27,7 @@ struct AlertFeedSettings {
   std::string prometheus_url;  // empty: off
   std::string node;            // the value of the alerts' `node` label for this node
   std::chrono::milliseconds refresh{15000};
+  std::string runbook_url;  // the page links <runbook_url>#<alertname in lower case>
 };
 
 // One alert as ALERTS{} carries it: its labels (alertname, alertstate, severity, comm, rank, ...).
@@ -59,8 +60,8 @@ class AlertFeed {
 
   // The page's view, as JSON: {"state": "off"|"loading"|"ok"|"error", "error": ..., "node": ...,
   // "prometheus": URL without credentials, "age_seconds": ..., "refresh_seconds": ...,
-  // "dropped": ..., "alerts": [{label: value, ...}, ...]}. Marks demand and wakes the fetcher
-  // when the last answer is older than the refresh interval.
+  // "dropped": ..., "runbook_url": ..., "alerts": [{label: value, ...}, ...]}. Marks demand and
+  // wakes the fetcher when the last answer is older than the refresh interval.
   std::string Json();
 
  private:

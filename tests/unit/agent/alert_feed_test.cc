@@ -62,7 +62,7 @@ bool Becomes(AlertFeed& feed, const char* state) {
 }
 
 AlertFeedSettings Settings(std::string url = "http://prometheus:9090/") {
-  return {std::move(url), "gpu-7", std::chrono::milliseconds(5000)};
+  return {std::move(url), "gpu-7", std::chrono::milliseconds(5000), "https://wiki/runbooks.html"};
 }
 
 TEST(AlertFeedTest, QueriesThisNodesNcclscopeAlertsWithTheNameEscaped) {
@@ -119,6 +119,7 @@ TEST(AlertFeedTest, AsksOnlyWhileThePageIsOpenAndServesTheLastAnswer) {
   EXPECT_EQ(answer["alerts"][0]["comm_name"], "SIM world");
   EXPECT_EQ(answer["prometheus"], "http://prometheus:9090/");
   EXPECT_EQ(answer["refresh_seconds"], 5.0);
+  EXPECT_EQ(answer["runbook_url"], "https://wiki/runbooks.html");
   ASSERT_EQ(prometheus.Calls(), 1u);
   EXPECT_EQ(prometheus.urls[0],
             "http://prometheus:9090/api/v1/query?query=ALERTS%7Balertname%3D~%22Ncclscope.%2B%22%"
@@ -199,6 +200,8 @@ TEST(AlertFeedTest, NodeNameFromTheConfigElseTheEnvironmentElseTheHost) {
   page.node = "configured";
   EXPECT_EQ(AlertFeedSettingsFor(page, "k8s-node", "host").node, "configured");
   EXPECT_EQ(AlertFeedSettingsFor(page, nullptr, "host").refresh, std::chrono::seconds(15));
+  EXPECT_EQ(AlertFeedSettingsFor(page, nullptr, "host").runbook_url,
+            "https://github.com/ncclscope/ncclscope/blob/main/docs/runbooks.md");
 }
 
 TEST(AlertFeedTest, CredentialsAreLeftOutOfTheShownUrl) {
