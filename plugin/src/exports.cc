@@ -346,6 +346,19 @@ abi::Result InitV5On(void** context, std::uint64_t comm_id, int* mask, const cha
   return InitAny(context, comm_id, mask, name, nnodes, nranks, rank, logger, kVersion);
 }
 
+// Group, Coll, P2p, ProxyOp and ProxyStep, the types 1 to 16 (plugin/abi/nccl_profiler_abi.h):
+// StartCommon's switch takes them by one jump table after one range check. Tested before the
+// API and copy-engine events (v5+), which they would otherwise pass through one compare each
+// (measured: -15 instructions a Coll start, +2 an API event's).
+template <typename Descr>
+bool StartCoreEvent(void* context, void** handle, const Descr* d) {
+  static_assert(abi::kGroup == 1 && abi::kColl == 2 && abi::kP2p == 4 && abi::kProxyOp == 8 &&
+                abi::kProxyStep == 16);
+  if (d->type > abi::kProxyStep) return false;
+  StartCommon(context, handle, d, d->type);
+  return true;
+}
+
 // GroupApi, CollApi and P2pApi (v5+) are where NCCL copies its mask for the call.
 template <typename Descr>
 bool StartApiEvent(void** handle, const Descr* d) {
@@ -388,6 +401,7 @@ abi::Result StartV6Own(void* context, void** handle, abi::EventDescrV6* d) {
       StartKernelCh(context, handle, d->parentObj, d->kernelCh.channelId, d->kernelCh.pTimer);
       return abi::kSuccess;
     }
+    if (StartCoreEvent(context, handle, d)) return abi::kSuccess;
     if (StartApiEvent(handle, d)) return abi::kSuccess;
     if (d->type == abi::kCeColl) {
       StartOp(context, handle, CeCollArgs(d));
@@ -441,6 +455,7 @@ abi::Result StartV5Own(void* context, void** handle, abi::EventDescrV5* d) {
       StartKernelCh(context, handle, d->parentObj, d->kernelCh.channelId, d->kernelCh.pTimer);
       return abi::kSuccess;
     }
+    if (StartCoreEvent(context, handle, d)) return abi::kSuccess;
     if (StartApiEvent(handle, d)) return abi::kSuccess;
     StartCommon(context, handle, d, d->type);
     return abi::kSuccess;
