@@ -76,14 +76,17 @@ void CopyInlineChannels(ncclscope_op_record* rec, const GpuTimes& t, std::uint32
   static_assert(sizeof(Pair2) == 2 * sizeof(ncclscope_channel_time));
   const auto first = static_cast<std::uint32_t>(t.first);
   const Pair2 base = {first, first, first, first};
-  std::uint32_t i = 0;
-  for (; i + 2 <= n; i += 2) {
+  // Counted in pairs, then the odd one by n's low bit: a loop on i + 2 <= n left the compiler to
+  // work out where it stopped (~10 instructions per op).
+  const std::uint32_t pairs = n / 2;
+  for (std::uint32_t pair = 0; pair < pairs; ++pair) {
     Pair2 v;
-    std::memcpy(&v, t.low + i, sizeof(v));
+    std::memcpy(&v, t.low + 2 * pair, sizeof(v));
     v -= base;
-    std::memcpy(rec->ch + i, &v, sizeof(v));
+    std::memcpy(rec->ch + 2 * pair, &v, sizeof(v));
   }
-  if (i < n) {
+  if ((n & 1) != 0) {
+    const std::uint32_t i = n - 1;
     rec->ch[i] = ncclscope_channel_time{t.low[i].start_off_ns - first, t.low[i].end_off_ns - first};
   }
 }
