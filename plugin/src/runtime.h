@@ -197,6 +197,9 @@ inline CommState* FindComm(const void* context, std::uint32_t* index = nullptr) 
   if (comm->slot.generation.load(std::memory_order_acquire) != h.generation) return nullptr;
   if (comm->live.load(std::memory_order_acquire) == 0) return nullptr;
   if (index != nullptr) *index = h.index;
+  // Never null below carved() (as FindOp's): the caller's "not found" test is not repeated on
+  // this path (measured: 2 instructions per Coll/P2p start).
+  if (comm == nullptr) __builtin_unreachable();
   return comm;
 }
 
