@@ -30,7 +30,7 @@ __attribute__((noinline)) void FinishKernelChStop(OpState* op, std::uint32_t ind
                                                   std::uint32_t generation, std::uint32_t stopped,
                                                   std::uint32_t expected) {
   if (Load(op->expect) == kExpectUnknown) return NoteKernelActivity(op);
-  if (expected != 0 && stopped == expected) CompleteKernel(index, generation);
+  if (expected != 0 && stopped == expected) CompleteKernelOf(op, index, generation);
 }
 
 }  // namespace

@@ -340,15 +340,18 @@ void StopOp(void* handle) {
 }
 
 // noinline: StopKernelCh's tail call (see NoteKernelActivity).
-__attribute__((noinline)) void CompleteKernel(std::uint32_t index, std::uint32_t generation,
-                                              std::uint64_t when_ns) {
-  Runtime& r = R();
-  if (index >= r.ops.carved()) return;
-  auto* op = reinterpret_cast<OpState*>(r.ops.At(index));
+__attribute__((noinline)) void CompleteKernelOf(OpState* op, std::uint32_t index,
+                                                std::uint32_t generation, std::uint64_t when_ns) {
   const std::uint32_t old = SetStateBits(op, generation, kOpKernelDone);
   if (old != UINT32_MAX && !OpComplete(old) && OpComplete(old | kOpKernelDone)) {
     EmitAndFree(op, index, old | kOpKernelDone, 0, when_ns);
   }
+}
+
+void CompleteKernel(std::uint32_t index, std::uint32_t generation, std::uint64_t when_ns) {
+  Runtime& r = R();
+  if (index >= r.ops.carved()) return;
+  CompleteKernelOf(reinterpret_cast<OpState*>(r.ops.At(index)), index, generation, when_ns);
 }
 
 bool ForceFinalizeOp(std::uint32_t index, std::uint32_t generation, std::uint16_t flags) {
