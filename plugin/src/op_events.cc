@@ -298,13 +298,14 @@ void StartOp(void* context, void** handle, const OpArgs& args) {
     Count(NCCLSCOPE_CTR_OPS_FILTERED);
     return;
   }
-  const std::uint32_t index = r.ops.Allocate();
+  PoolSlot* slot = nullptr;
+  const std::uint32_t index = r.ops.Allocate(&slot);
   if (index == UINT32_MAX) {
     *handle = nullptr;
     Count(NCCLSCOPE_CTR_HANDLES_EXHAUSTED);
     return;
   }
-  auto* op = reinterpret_cast<OpState*>(r.ops.At(index));
+  auto* op = reinterpret_cast<OpState*>(slot);
   const std::uint32_t generation = op->slot.generation.load(std::memory_order_relaxed);
   IdentifyOp(comm, args, &d);
   Store(comm->ops_enqueued, op_index + 1);

@@ -53,7 +53,9 @@ class SlotArena {
   bool reserved() const { return base_ != nullptr; }
 
   // Index of a free slot (marked in use), or UINT32_MAX when the arena and every cache are empty.
-  std::uint32_t Allocate();
+  // `slot`, when given, receives At(index) for a slot found: a caller that needs the slot does not
+  // compute its address again (measured: 3 instructions per op start).
+  std::uint32_t Allocate(PoolSlot** slot = nullptr);
   // Returns a slot; its generation is bumped first.
   void Free(std::uint32_t index);
   // In a forked child, the only thread: every slot in use holds the parent's state (its
