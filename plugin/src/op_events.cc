@@ -335,7 +335,7 @@ void StopOp(void* handle) {
   const std::uint64_t now = clock::Now();
   Store(op->enqueue_stop_ns, now);
   const std::uint32_t old = SetStateBits(op, generation, kOpEnqueued);
-  if (old != UINT32_MAX && !OpComplete(old) && OpComplete(old | kOpEnqueued)) {
+  if (CompletedBy(old, kOpEnqueued)) {
     EmitAndFree(op, index, old | kOpEnqueued, 0, now);  // completion observed right now
   }
 }
@@ -344,7 +344,7 @@ void StopOp(void* handle) {
 __attribute__((noinline)) void CompleteKernelOf(OpState* op, std::uint32_t index,
                                                 std::uint32_t generation, std::uint64_t when_ns) {
   const std::uint32_t old = SetStateBits(op, generation, kOpKernelDone);
-  if (old != UINT32_MAX && !OpComplete(old) && OpComplete(old | kOpKernelDone)) {
+  if (CompletedBy(old, kOpKernelDone)) {
     EmitAndFree(op, index, old | kOpKernelDone, 0, when_ns);
   }
 }
