@@ -66,7 +66,15 @@ void StartKernelCh(void* /*context*/, void** handle, void* parent, std::uint8_t 
   // (RecordKernelPhaseStop): every timed op pays this path, and only v7's phases need them.
   Store(ch.tag, ChannelTag(generation, kChannelStarted));
   Store(op->channels_started, Load(op->channels_started) + 1);
-  *handle = EncodeHandle(HandleKind::kKernelCh, generation, index, channel);
+  // EncodeHandle(kKernelCh, generation, index, channel), built from the parent's bits, which hold
+  // kOp, this generation and this index (tested above): the kind flipped from kOp to kKernelCh and
+  // the sub-index replaced by the channel (measured: 3 instructions per KernelCh start).
+  static_assert(static_cast<std::uint32_t>(HandleKind::kOp) == 1 &&
+                static_cast<std::uint32_t>(HandleKind::kKernelCh) == 2);
+  const auto parent_bits = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(parent));
+  // NOLINTNEXTLINE(performance-no-int-to-ptr): a handle, never dereferenced (handle.h)
+  *handle = reinterpret_cast<void*>(static_cast<std::uintptr_t>(
+      ((parent_bits ^ std::uint64_t{3} << 60) & ~std::uint64_t{0xFF}) | channel));
   if (Load(op->expect) == kExpectUnknown) NoteKernelActivity(op);
 }
 
