@@ -307,6 +307,9 @@ void StartOp(void* context, void** handle, const OpArgs& args) {
   }
   auto* op = reinterpret_cast<OpState*>(slot);
   const std::uint32_t generation = op->slot.generation.load(std::memory_order_relaxed);
+  // A slot's generation never leaves 20 bits (SlotArena::Free and DisownAfterFork wrap it there):
+  // told to the compiler, EncodeHandle's mask of it is left out (measured: 2 instructions).
+  if (generation > kGenerationMask) __builtin_unreachable();
   IdentifyOp(comm, args, &d);
   Store(comm->ops_enqueued, op_index + 1);
   const OpExpectation e = ExpectOp(comm, args, task_mask, d);
