@@ -26,11 +26,14 @@ __attribute__((noinline)) void NoteKernelActivity(OpState* op) {
 // that waits for an unknown number (kExpectUnknown, CollNet, leaves expected_channels 0: it
 // completes by the clock). One call site, so that the common stop (a channel of a known number,
 // not the last) returns without a stack frame (the frame cost 2 instructions per KernelCh stop).
+// Called for expected == 0 or stopped == expected (StopKernelCh). A known number first: an op
+// expects channels of a number exactly when it is kExpectKnown (PublishOp), so the channel that
+// reaches it completes the op without `expect` being read (measured: 3 instructions per op).
 __attribute__((noinline)) void FinishKernelChStop(OpState* op, std::uint32_t index,
                                                   std::uint32_t generation, std::uint32_t stopped,
                                                   std::uint32_t expected) {
-  if (Load(op->expect) == kExpectUnknown) return NoteKernelActivity(op);
-  if (expected != 0 && stopped == expected) CompleteKernelOf(op, index, generation);
+  if (expected != 0 && stopped == expected) return CompleteKernelOf(op, index, generation);
+  if (Load(op->expect) == kExpectUnknown) NoteKernelActivity(op);
 }
 
 }  // namespace
