@@ -122,8 +122,7 @@ std::uint32_t SlotArena::Allocate(PoolSlot** found) {
   return index;
 }
 
-void SlotArena::Free(std::uint32_t index) {
-  PoolSlot* slot = At(index);
+void SlotArena::Free(std::uint32_t index, PoolSlot* slot) {
   slot->generation.store((slot->generation.load(std::memory_order_relaxed) + 1) & 0xFFFFF,
                          std::memory_order_release);
   slot->in_use.store(0, std::memory_order_release);

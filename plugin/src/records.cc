@@ -413,7 +413,7 @@ void EmitAndFree(OpState* op, std::uint32_t index, std::uint32_t final_state,
                                         Load(op->channels_stopped) == Load(op->channels_started));
   CompleteInCommTable(r, op, index, kernel_ran, final_state, complete_ns);
   // Channel tags carry the generation: freeing (which bumps it) makes them all idle.
-  r.ops.Free(index);
+  r.ops.Free(index, &op->slot);
 }
 
 void EmitProxyOp(ProxyOpState* po, std::uint32_t index, std::uint16_t extra_flags) {
