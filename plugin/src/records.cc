@@ -251,7 +251,8 @@ __attribute__((always_inline)) inline void WriteOpRecords(
       phase_mask == 0
           ? 0
           : (PopCount(phase_mask) + NCCLSCOPE_OP_PHASE_CHANNELS - 1) / NCCLSCOPE_OP_PHASE_CHANNELS;
-  ring::RingWriter::Reservation slots;
+  // Filled by Reserve when it returns true, and read only then (ring_writer.h, Reservation).
+  ring::RingWriter::Reservation slots;  // NOLINT(cppcoreguidelines-pro-type-member-init)
   const bool reserved = r.ring.Reserve(1 + continuations + (detail ? 1 : 0) + phase_records,
                                        ThreadLaneHint(), &slots);
   // The record's own alignment: 64 made the compiler realign the stack in every call.
