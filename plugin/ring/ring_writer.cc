@@ -243,7 +243,7 @@ void RingWriter::Count(ncclscope_counter counter, std::uint64_t n) {
 }
 
 bool RingWriter::Write(const void* records, std::uint32_t count, std::uint32_t lane_hint) {
-  Reservation reservation;
+  Reservation reservation;  // NOLINT(cppcoreguidelines-pro-type-member-init): Reserve fills it
   if (!Reserve(count, lane_hint, &reservation)) return false;
   const auto* bytes = static_cast<const unsigned char*>(records);
   for (std::uint32_t i = 0; i < count; ++i) {

@@ -39,6 +39,16 @@ inline std::uint32_t SetStateBits(OpState* op, std::uint32_t generation, std::ui
   }
 }
 
+// Whether SetStateBits(op, generation, bit) completed the op, `old` being what it returned, for
+// `bit` kOpEnqueued or kOpKernelDone: `old` was of this generation (not UINT32_MAX, whose low bits
+// are all set), not complete, and complete with `bit`, which is exactly "of the three completion
+// bits, only the other one was set" (OpComplete reads no other bit). One compare where the three
+// tests took ~10 instructions (measured: 14 per op, at its stop and at its last KernelCh stop).
+inline bool CompletedBy(std::uint32_t old, std::uint32_t bit) {
+  constexpr std::uint32_t kBits = kOpEnqueued | kOpKernelDone | kOpForced;
+  return (old & kBits) == ((kOpEnqueued | kOpKernelDone) & ~bit);
+}
+
 inline void Count(ncclscope_counter counter) { R().ring.Count(counter); }
 
 inline void StoreShared64(std::uint64_t& field, std::uint64_t value) {

@@ -94,7 +94,7 @@ bool SlotArena::Reserve(ArenaId id, std::size_t stride, std::uint32_t capacity) 
   return true;
 }
 
-std::uint32_t SlotArena::Allocate() {
+std::uint32_t SlotArena::Allocate(PoolSlot** found) {
   const std::uint32_t cache = MyCache();
   if (cache == 0 || base_ == nullptr) return UINT32_MAX;
   FreeList& list = g_caches[cache - 1].lists[id_];
@@ -118,11 +118,11 @@ std::uint32_t SlotArena::Allocate() {
   PoolSlot* slot = At(index);
   list.head = slot->next_free.load(std::memory_order_relaxed);
   slot->in_use.store(1, std::memory_order_relaxed);
+  if (found != nullptr) *found = slot;
   return index;
 }
 
-void SlotArena::Free(std::uint32_t index) {
-  PoolSlot* slot = At(index);
+void SlotArena::Free(std::uint32_t index, PoolSlot* slot) {
   slot->generation.store((slot->generation.load(std::memory_order_relaxed) + 1) & 0xFFFFF,
                          std::memory_order_release);
   slot->in_use.store(0, std::memory_order_release);

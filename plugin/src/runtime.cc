@@ -291,6 +291,11 @@ void AtForkChild() {
   }
   r.comms.DisownAfterFork();
   r.ops.DisownAfterFork();
+  // The parent's ops in flight as complete in their state words too: a KernelCh start finds its op
+  // by that word alone, not by the slot's generation (kernel_events.cc, StartKernelCh).
+  for (std::uint32_t i = 0; i < r.ops.carved(); ++i) {
+    reinterpret_cast<OpState*>(r.ops.At(i))->state.fetch_or(kOpForced, std::memory_order_relaxed);
+  }
   r.proxy_ops.DisownAfterFork();
   r.stop_maintenance = false;
   r.initialized = false;
