@@ -183,7 +183,7 @@ const CONSEQUENCE = {
   operators: ["NcclscopeNcclSlowRank"],
 };
 // Targets of issues 15 and 38 (seconds from onset to the first alert naming the culprit).
-const TARGET_S = { "straggler/2x": 20, "straggler/15%": 180, "slowlink/4x": 120, "slowlink/2.5x": 120,
+const TARGET_S = { "straggler/2x": 20, "straggler/15%": 180, "slowlink/4x": 60, "slowlink/2.5x": 60,
   "jobend/2x": 20, "hang/-": HANG_TIMEOUT_S + 30, "ib-burst/200/s": 60, "flap/4x": 60, "congestion/xmit_wait": 60,
   "congestion/cnp": 60, "operators/3x": 600 };
 const RESOLVE_TARGET_S = 120;
