@@ -2,7 +2,8 @@
 find_package(PkgConfig REQUIRED)
 find_package(Threads REQUIRED)
 find_package(yaml-cpp REQUIRED)
-find_package(CURL REQUIRED)
+find_package(CURL REQUIRED)  # the node page's alerts from Prometheus; the tests' HTTP client
+find_package(nlohmann_json REQUIRED)  # container runtime state (eBPF), Prometheus' API answers
 find_package(absl REQUIRED)  # flat hash maps on the analytics' hot path
 pkg_check_modules(LIBBPF REQUIRED IMPORTED_TARGET libbpf)
 pkg_check_modules(LIBELF REQUIRED IMPORTED_TARGET libelf)
