@@ -80,9 +80,10 @@ std::optional<std::string> UrlPath::operator()(const std::string& value) const {
 
 std::optional<std::string> HttpUrlOrEmpty::operator()(const std::string& value) const {
   if (value.empty()) return std::nullopt;
-  const bool scheme = value.rfind("http://", 0) == 0 || value.rfind("https://", 0) == 0;
-  const std::size_t host = value.find("://") + 3;
-  if (!scheme || host >= value.size()) {
+  const std::size_t scheme = value.rfind("http://", 0) == 0    ? 7
+                             : value.rfind("https://", 0) == 0 ? 8
+                                                               : 0;
+  if (scheme == 0 || value.size() == scheme) {
     return "\"" + value + "\" is not an http:// or https:// URL";
   }
   for (char c : value) {

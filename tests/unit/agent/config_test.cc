@@ -74,6 +74,13 @@ TEST(ConfigTest, ValidatorsRejectBadStrings) {
             std::string::npos);
   EXPECT_NE(OnlyError("server:\n  listen_address: ':70000'\n").find("no valid port"),
             std::string::npos);
+  EXPECT_EQ(OnlyError("node_page:\n  prometheus_url: prometheus:9090\n"),
+            "test.yaml:2:19: node_page.prometheus_url: \"prometheus:9090\" is not an http:// or "
+            "https:// URL");
+  EXPECT_NE(OnlyError("node_page:\n  prometheus_url: 'https://'\n").find("not an http"),
+            std::string::npos);
+  EXPECT_NE(OnlyError("node_page:\n  node: 'a\"b'\n").find("quote"), std::string::npos);
+  EXPECT_TRUE(LoadString("node_page:\n  prometheus_url: http://p:9090\n", "t").ok());
 }
 
 // server.healthz_requires takes source names only; a typo names file, line, key and the names.
