@@ -33,7 +33,11 @@ const expr = verdict.expr.replace(/\s+/g, " ");
 const gpuRate = rules.find((r) => r.record === "rank:ncclscope_nccl_gpu_compute_seconds:rate30s");
 const age = Number(gpuRate?.expr.match(/ncclscope_nccl_comm_info offset (\d+)s/)?.[1]);
 const all = (re) => [...expr.matchAll(re)].map((m) => m.slice(1).map(Number));
-const excess = all(/rank:ncclscope_nccl_gpu_compute_excess:rate30s > ([\d.]+) and on \(instance, comm, rank\) rank:ncclscope_nccl_gpu_compute_excess:robust_z > ([\d.]+)/g);
+const excess = all(/rank:ncclscope_nccl_gpu_compute_excess:share30s > ([\d.]+) and on \(instance, comm, rank\) rank:ncclscope_nccl_gpu_compute_excess:robust_z > ([\d.]+)/g);
+// The GPUs a pause left out of the cross-node clause: starting it after any pause, holding it after a first.
+const pauseBlock = all(/unless on \(instance, comm, rank\) rank:ncclscope_nccl_gpu_(first_)?pause:recent(\d+)s/g);
+const pauseBlockS = Number(expr.match(/unless on \(instance, comm, rank\) rank:ncclscope_nccl_gpu_pause:recent(\d+)s/)?.[1]);
+const firstPauseBlockS = Number(expr.match(/unless on \(instance, comm, rank\) rank:ncclscope_nccl_gpu_first_pause:recent(\d+)s/)?.[1]);
 const ranks = all(/comm:ncclscope_nccl_compute_ranks_reporting:count >= (\d+)/g);
 const share = all(/< on \(instance, comm, rank\) ([\d.]+) \* rate\(ncclscope_nccl_coll_last_arrival_delay_seconds_total\[1m\]\)/g);
 const floor = all(/rank:ncclscope_nccl_compute_excess_local:rate1m < ([\d.]+)/g);
@@ -42,11 +46,11 @@ const pauseHold = all(/rank:ncclscope_nccl_gpu_pause_excess:rate5m > ([\d.]+) an
 // What the agent counts as a pause (agent/analytics/detection/gpu_timeline.h, kPauseNs).
 const pauseNs = Number(readFileSync(join(root, "agent/analytics/detection/gpu_timeline.h"), "utf8")
   .match(/kPauseNs = ([\d']+);/)?.[1].replaceAll("'", ""));
-const shape = check(excess.length === 2 && ranks.length === 1 && share.length === 2 && floor.length === 2
+const shape = check(excess.length === 2 && pauseBlock.length === 2 && pauseBlockS > 0 && pauseBlockS === firstPauseBlockS && ranks.length === 1 && share.length === 2 && floor.length === 2
   && pauseFire.length === 1 && pauseHold.length === 1 && pauseNs > 0
   && expr.includes('ncclscope_nccl_comm_info{nnodes!="1"}') && expr.includes("and on (instance, comm, rank) rank:ncclscope_nccl_straggler:verdict")
   && expr.includes("unless on (instance, comm, rank) ncclscope_nccl_comm_end_timestamp_seconds") && age > 0,
-"rank:ncclscope_nccl_straggler:verdict", "the thresholds are read from its fire and hold clauses (two each, and the pauses' two), its 3-rank minimum, the nnodes filter, its self-reference, the end-of-job gate and the GPU compute's minimum age: update verdict_doc.mjs with the rule");
+"rank:ncclscope_nccl_straggler:verdict", "the thresholds are read from its fire and hold clauses (two each, and the pauses' two), the recent-pause exclusions of the first two, its 3-rank minimum, the nnodes filter, its self-reference, the end-of-job gate and the GPU compute's minimum age: update verdict_doc.mjs with the rule");
 if (!shape) process.exit(1);
 const config = readFileSync(join(root, "config/ncclscope.yaml"), "utf8");
 const minCost = Number(config.match(/^\s*straggler_min_cost:\s*([\d.]+)/m)?.[1]);
@@ -65,7 +69,7 @@ const fraction = (x) => ({ 0.5: "a half", 0.25: "a quarter", 0.125: "an eighth" 
 const block = `${BEGIN}
 | The verdict (\`rank:ncclscope_nccl_straggler:verdict\`) | Fires when | Holds until (hysteresis) |
 |---|---|---|
-| **Across nodes** (communicators over 2 or more nodes, ${T.ranks} or more ranks, from ${age} s after they appear): its GPU's compute before the collectives over 30 s, pauses left out (gaps of ${pauseS} s or more), over the communicator's median GPU (\`rank:ncclscope_nccl_gpu_compute_excess:rate30s\`, share of the time) | over ${pct(T.fire)} of the time and ${T.fireZ} robust z | under ${pct(T.hold)} or ${T.holdZ} robust z |
+| **Across nodes** (communicators over 2 or more nodes, ${T.ranks} or more ranks, from ${age} s after they appear): the share of its GPU's time spent computing before the collectives over 30 s, pauses (gaps of ${pauseS} s or more) left out of the compute, over the communicator's median GPU's (\`rank:ncclscope_nccl_gpu_compute_excess:share30s\`); not for ${pauseBlockS} s after its GPU paused (the pause clause's) | over ${pct(T.fire)} of the time and ${T.fireZ} robust z, no pause in ${pauseBlockS} s | under ${pct(T.hold)} or ${T.holdZ} robust z, or a first pause in ${pauseBlockS} s |
 | **Across nodes, pauses** (the same communicators): its GPU's pauses (gaps of ${pauseS} s or more: a stalling data loader, a host) over 5 minutes, over the communicator's median GPU (\`rank:ncclscope_nccl_gpu_pause_excess:rate5m\`) | over ${pct(T.pauseFire)} of the time, and over ${pct(T.pauseBeforeFire)} ${T.pauseBefore} min earlier | under ${pct(T.pauseHold)} |
 | **On its node** (one clock): the agent's finding (\`ncclscope_nccl_rank_finding\`, CUSUM over the time the node's other ranks wait for it: allowance half of \`detection.straggler_min_cost\` = ${pct(T.minCost / 2)}, decision \`detection.straggler_threshold\` = ${T.cusum}) and its own compute over its local peers explaining the lead (a victim's does not) | finding on, local compute excess at least ${pct(T.localFire)} of the time and ${fraction(T.shareFire)} of its delay | finding off (under half the decision interval), or excess under ${pct(T.localHold)} or ${fraction(T.shareHold)} of its delay |
 | **Either way** | only while the job runs (\`ncclscope_nccl_comm_info\` present, no \`ncclscope_nccl_comm_end_timestamp_seconds\`) | the job's end ends it in the next evaluation |
