@@ -742,17 +742,22 @@ abi::Result Finalize(void* context) {
 
   const std::uint64_t now = clock::Now();
   const std::uint32_t slot_index = Load(comm->comm_slot);
-  alignas(64) ncclscope_comm_finalize_record rec{};
-  rec.h.type = NCCLSCOPE_REC_COMM_FINALIZE;
-  rec.comm_id = Load(comm->comm_id);
-  rec.context = Load(comm->context_value);
-  rec.finalize_ns = now;
-  rec.ops_enqueued = Load(comm->ops_enqueued);
-  rec.ops_completed = Load(comm->ops_completed);
-  rec.ops_flushed = flushed;
-  rec.rank = Load(comm->rank);
-  rec.comm_slot = slot_index;
-  r.ring.Write(&rec, 1, ThreadLaneHint());
+  // ABI v1-v3: a communicator finalized before its first op never had an identity (commHash and
+  // rank come with the first Coll/P2p, PublishCommIdentity), so no COMM_INIT: its end is nothing
+  // the agent could close, and with rank -1 the agent would count the record corrupt.
+  if (Load(comm->identity_pending) == 0) {
+    alignas(64) ncclscope_comm_finalize_record rec{};
+    rec.h.type = NCCLSCOPE_REC_COMM_FINALIZE;
+    rec.comm_id = Load(comm->comm_id);
+    rec.context = Load(comm->context_value);
+    rec.finalize_ns = now;
+    rec.ops_enqueued = Load(comm->ops_enqueued);
+    rec.ops_completed = Load(comm->ops_completed);
+    rec.ops_flushed = flushed;
+    rec.rank = Load(comm->rank);
+    rec.comm_slot = slot_index;
+    r.ring.Write(&rec, 1, ThreadLaneHint());
+  }
   if (ncclscope_comm_slot* slot = r.ring.comm_slot(slot_index)) {
     std::atomic_ref<std::uint64_t>(slot->finalize_ns).store(now, std::memory_order_relaxed);
     std::atomic_ref<std::uint32_t>(slot->state)

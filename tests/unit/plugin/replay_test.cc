@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <map>
@@ -40,6 +41,21 @@ TempDir& RingDir() { return PluginRingDir(); }
 ProfilerPlugin& Plugin() { return PluginUnderTest(); }
 RingRecords& Records() { return PluginRecords(); }
 std::uint64_t Counter(ncclscope_counter counter) { return PluginCounter(counter); }
+
+// A finalized communicator's comm slot is handed out again only NCCLSCOPE_COMM_SLOT_REUSE_NS after
+// (the agent reads its last counts first). A test that counts slots first waits until those the
+// earlier tests of this process finalized are free again; under ctest, where every TEST_P has a
+// process of its own, there are none and it does not wait.
+void WaitUntilFinalizedSlotsAreFree() {
+  Records().Poll();
+  std::uint64_t newest = 0;
+  for (const auto& f : Records().finalizes) newest = std::max(newest, f.finalize_ns);
+  if (newest == 0) return;
+  constexpr std::uint64_t kMargin = 50'000'000;  // the plugin's clock against RealtimeNs()
+  const std::uint64_t until = newest + NCCLSCOPE_COMM_SLOT_REUSE_NS + kMargin;
+  const std::uint64_t now = RealtimeNs();
+  if (now < until) std::this_thread::sleep_for(std::chrono::nanoseconds(until - now));
+}
 const bool kEnvironment = [] {  // NOLINT(cert-err58-cpp): before main, with no other thread yet
   SetUpPluginEnvironment();
   return true;
@@ -622,6 +638,7 @@ TEST_P(ReplayTest, DestroyingACommWithEventsInFlightFlushesThemFast) {
 }
 
 TEST_P(AllVersionsReplayTest, ThousandsOfCommunicators) {
+  WaitUntilFinalizedSlotsAreFree();
   ReplayProcess process(Plugin(), version());
   const std::uint64_t without_slot = Counter(NCCLSCOPE_CTR_COMMS_WITHOUT_SLOT);
   std::vector<std::unique_ptr<ReplayComm>> comms;
@@ -669,6 +686,7 @@ TEST_P(AllVersionsReplayTest, ThousandsOfCommunicators) {
 // table slot says the same, but the agent's reader, RingFile::ReadCommTable, skips slots with
 // nranks 0: not checked here.)
 TEST_P(LegacyReplayTest, IdentityComesWithTheFirstOp) {
+  WaitUntilFinalizedSlotsAreFree();  // it reads its count table slot
   ProxyThread proxy;
   ReplayProcess process(Plugin(), version());
   const std::uint64_t id = NextCommId();
@@ -722,6 +740,33 @@ TEST_P(LegacyReplayTest, IdentityComesWithTheFirstOp) {
     EXPECT_EQ(f.ops_flushed, 0u);
   }
   EXPECT_EQ(Records().CountedOps(id, 3), 2u);  // the count table
+}
+
+// NCCL 2.23-2.26 finalize every communicator (src/misc/profiler.cc:235-237 at v2.23.4-1), also
+// one that never ran an op and so never had an identity (it comes with the first Coll/P2p): the
+// plugin writes no COMM_FINALIZE for it (there was no COMM_INIT to close), where it wrote one with
+// rank -1 that the agent counted corrupt.
+TEST_P(LegacyReplayTest, ACommFinalizedBeforeItsFirstOpWritesNoRecord) {
+  ReplayProcess process(Plugin(), version());
+  const auto corrupt_before = Records().snapshot().corrupt;
+  ReplayComm idle(process, NextCommId(), "never ran an op", 2, 4, 1, nullptr);
+  ASSERT_TRUE(idle.Init());
+  const auto idle_context = reinterpret_cast<std::uintptr_t>(idle.context());
+  idle.Finalize();
+  // A communicator with an op after it, on the same thread (so in the same lane, read in order).
+  const std::uint64_t id = NextCommId();
+  ReplayComm busy(process, id, "", 2, 4, 1, nullptr);
+  ASSERT_TRUE(busy.Init());
+  CollSpec spec;
+  spec.channels = 1;
+  ProxyPlan none;
+  none.enabled = false;
+  busy.Collective(spec, 0, {}, none);
+  ASSERT_TRUE(WaitForOps(id, 1));
+  for (const auto& f : Records().finalizes) EXPECT_NE(f.context, idle_context);
+  for (const auto& init : Records().inits) EXPECT_NE(init.context, idle_context);
+  EXPECT_EQ(Records().snapshot().corrupt, corrupt_before);
+  busy.Finalize();
 }
 
 // 2.23-2.26 report a network op's progress in ProxyOp states 0-7 with its cumulative bytes
@@ -941,12 +986,9 @@ TEST(ControlsTest, AgentControlsChangeTheNcclMaskAndFilter) {
   EXPECT_TRUE(seen_on);
   EXPECT_TRUE(seen_off);
 
-  // Back to the defaults for whatever runs next in this process.
-  controls.event_mask =
-      abi::kColl | abi::kP2p | abi::kKernelCh | abi::kProxyOp | abi::kProxyStep | abi::kCeColl;
-  controls.duty_period_ns = 10'000'000'000ull;
-  controls.kernel_duty_pm = 1000;
-  ASSERT_TRUE(file->WriteControls(controls));
+  // Back to the defaults for whatever runs next in this process (v7's KernelPhase included: a
+  // mask without it left the next v7 test's ops without kernel phases).
+  ASSERT_TRUE(file->WriteControls(DefaultControls()));
   const int restored = abi::kKernelCh | abi::kProxyOp | abi::kProxyStep;
   const auto back = std::chrono::steady_clock::now() + std::chrono::seconds(3);
   while ((ReplayProcess::MaskSnapshot() & restored) != restored &&
