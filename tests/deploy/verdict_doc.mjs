@@ -34,10 +34,12 @@ const gpuRate = rules.find((r) => r.record === "rank:ncclscope_nccl_gpu_compute_
 const age = Number(gpuRate?.expr.match(/ncclscope_nccl_comm_info offset (\d+)s/)?.[1]);
 const all = (re) => [...expr.matchAll(re)].map((m) => m.slice(1).map(Number));
 const excess = all(/rank:ncclscope_nccl_gpu_compute_excess:share30s > ([\d.]+) and on \(instance, comm, rank\) rank:ncclscope_nccl_gpu_compute_excess:robust_z > ([\d.]+)/g);
-// The GPUs a pause left out of the cross-node clause: starting it after any pause, holding it after a first.
-const pauseBlock = all(/unless on \(instance, comm, rank\) rank:ncclscope_nccl_gpu_(first_)?pause:recent(\d+)s/g);
-const pauseBlockS = Number(expr.match(/unless on \(instance, comm, rank\) rank:ncclscope_nccl_gpu_pause:recent(\d+)s/)?.[1]);
-const firstPauseBlockS = Number(expr.match(/unless on \(instance, comm, rank\) rank:ncclscope_nccl_gpu_first_pause:recent(\d+)s/)?.[1]);
+// The GPUs a pause leaves out of the cross-node clause: its fire clause after any pause, its hold
+// clause after a first one.
+const recent = (what) => all(new RegExp(`unless on \\(instance, comm, rank\\) rank:ncclscope_nccl_gpu_${what}:recent(\\d+)s`, "g"));
+const pauseBlock = recent("pause");
+const firstPauseBlock = recent("first_pause");
+const pauseBlockS = pauseBlock[0]?.[0];
 const ranks = all(/comm:ncclscope_nccl_compute_ranks_reporting:count >= (\d+)/g);
 const share = all(/< on \(instance, comm, rank\) ([\d.]+) \* rate\(ncclscope_nccl_coll_last_arrival_delay_seconds_total\[1m\]\)/g);
 const floor = all(/rank:ncclscope_nccl_compute_excess_local:rate1m < ([\d.]+)/g);
@@ -46,7 +48,8 @@ const pauseHold = all(/rank:ncclscope_nccl_gpu_pause_excess:rate5m > ([\d.]+) an
 // What the agent counts as a pause (agent/analytics/detection/gpu_timeline.h, kPauseNs).
 const pauseNs = Number(readFileSync(join(root, "agent/analytics/detection/gpu_timeline.h"), "utf8")
   .match(/kPauseNs = ([\d']+);/)?.[1].replaceAll("'", ""));
-const shape = check(excess.length === 2 && pauseBlock.length === 2 && pauseBlockS > 0 && pauseBlockS === firstPauseBlockS && ranks.length === 1 && share.length === 2 && floor.length === 2
+const shape = check(excess.length === 2 && pauseBlock.length === 1 && firstPauseBlock.length === 1
+  && pauseBlockS > 0 && pauseBlockS === firstPauseBlock[0][0] && ranks.length === 1 && share.length === 2 && floor.length === 2
   && pauseFire.length === 1 && pauseHold.length === 1 && pauseNs > 0
   && expr.includes('ncclscope_nccl_comm_info{nnodes!="1"}') && expr.includes("and on (instance, comm, rank) rank:ncclscope_nccl_straggler:verdict")
   && expr.includes("unless on (instance, comm, rank) ncclscope_nccl_comm_end_timestamp_seconds") && age > 0,
